@@ -1,0 +1,17 @@
+"""Speculative decoding modelled on Microsoft Vidur.
+
+``simulator.run(RunConfig(...))`` runs one simulation and returns a :class:`RunResult`.
+Vidur is imported on first use, so reading configs or results stays fast.
+"""
+
+from simulator.config import ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.results import RunResult
+
+__all__ = ["run", "RunConfig", "RunResult", "PoissonWorkload", "ExplicitWorkload", "SpeculationConfig"]
+
+
+def run(config: RunConfig) -> RunResult:
+    """Simulate one configuration (see :mod:`simulator.engine.simulation`)."""
+    from simulator.engine.simulation import simulate
+
+    return simulate(config)

@@ -1,0 +1,203 @@
+"""What one simulation run is: plain frozen dataclasses, validated on construction.
+
+Every check raises :class:`simulator.errors.ConfigError` with the field name and the
+offending value, so a CLI can print it and exit non-zero before anything is written.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional, Union
+
+from simulator.errors import ConfigError
+
+PROPOSERS = ("ngram", "draft")
+ATTENTION_MODES = ("kv_once", "per_token", "interpolated")
+SCHEDULERS = ("sarathi", "vllm", "orca")
+DEFAULT_NGRAM_OVERHEAD_MS = 0.1
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _require(condition: bool, name: str, value, what: str) -> None:
+    if not condition:
+        raise ConfigError(f"{name} = {value!r}: {what}")
+
+
+def _probability(name: str, value) -> None:
+    _require(
+        isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value) and 0 <= value <= 1,
+        name,
+        value,
+        "must be a number in [0, 1]",
+    )
+
+
+@dataclass(frozen=True)
+class PoissonWorkload:
+    """Vidur's synthetic generator: Poisson arrivals, fixed prompt and output lengths.
+
+    Arrivals come from Vidur's own interval generator, which caps each gap at 3/rate, so the
+    realised rate is about 1.05x ``arrival_rate``; a stock Vidur run with the same seed sees
+    the identical request stream.
+    """
+
+    num_requests: int = 300
+    prompt_tokens: int = 1024
+    output_tokens: int = 256
+    arrival_rate: float = 4.0
+    seed: int = 42
+
+    def __post_init__(self):
+        _require(_is_int(self.num_requests) and self.num_requests > 0, "num_requests", self.num_requests, "must be a positive integer")
+        _require(_is_int(self.prompt_tokens) and self.prompt_tokens > 0, "prompt_tokens", self.prompt_tokens, "must be a positive integer")
+        _require(_is_int(self.output_tokens) and self.output_tokens > 0, "output_tokens", self.output_tokens, "must be a positive integer")
+        _require(
+            isinstance(self.arrival_rate, (int, float)) and math.isfinite(self.arrival_rate) and self.arrival_rate > 0,
+            "arrival_rate",
+            self.arrival_rate,
+            "must be a finite number of requests per second > 0",
+        )
+        _require(_is_int(self.seed), "seed", self.seed, "must be an integer")
+
+    @property
+    def max_request_tokens(self) -> int:
+        return self.prompt_tokens + self.output_tokens
+
+
+@dataclass(frozen=True)
+class ExplicitWorkload:
+    """Exact requests (e.g. a validation workload): arrival seconds and token counts."""
+
+    arrival_s: tuple[float, ...]
+    prompt_tokens: tuple[int, ...]
+    output_tokens: tuple[int, ...]
+
+    def __post_init__(self):
+        n = len(self.arrival_s)
+        _require(n > 0, "arrival_s", self.arrival_s, "must hold at least one request")
+        _require(
+            len(self.prompt_tokens) == n and len(self.output_tokens) == n,
+            "prompt_tokens/output_tokens",
+            (len(self.prompt_tokens), len(self.output_tokens)),
+            f"must have the same length as arrival_s ({n})",
+        )
+        for i, t in enumerate(self.arrival_s):
+            _require(isinstance(t, (int, float)) and math.isfinite(t) and t >= 0, f"arrival_s[{i}]", t, "must be a finite time >= 0")
+            if i:
+                _require(t >= self.arrival_s[i - 1], f"arrival_s[{i}]", t, "arrivals must be sorted")
+        for name, values in (("prompt_tokens", self.prompt_tokens), ("output_tokens", self.output_tokens)):
+            for i, v in enumerate(values):
+                _require(_is_int(v) and v > 0, f"{name}[{i}]", v, "must be a positive integer")
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.arrival_s)
+
+    @property
+    def max_request_tokens(self) -> int:
+        return max(p + o for p, o in zip(self.prompt_tokens, self.output_tokens))
+
+
+Workload = Union[PoissonWorkload, ExplicitWorkload]
+
+
+@dataclass(frozen=True)
+class SpeculationConfig:
+    """One speculative-decoding setting.  ``num_speculative_tokens == 0`` means off.
+
+    Acceptance is an input: either ``acceptance_rate`` (i.i.d. per proposed position) or
+    ``acceptance_per_position`` (P(position i accepted | all before accepted), at least k
+    entries; vLLM's per-position counters give this after conversion).
+    """
+
+    num_speculative_tokens: int = 0
+    acceptance_rate: Optional[float] = None
+    acceptance_per_position: Optional[tuple[float, ...]] = None
+    proposer: str = "ngram"
+    ngram_overhead_ms: float = DEFAULT_NGRAM_OVERHEAD_MS
+    draft_model: Optional[str] = None
+    attention: str = "kv_once"
+    interpolation: float = 0.5
+
+    def __post_init__(self):
+        k = self.num_speculative_tokens
+        _require(_is_int(k) and k >= 0, "num_speculative_tokens", k, "must be an integer >= 0")
+        _require(self.proposer in PROPOSERS, "proposer", self.proposer, f"must be one of {PROPOSERS}")
+        _require(self.attention in ATTENTION_MODES, "attention", self.attention, f"must be one of {ATTENTION_MODES}")
+        _probability("interpolation", self.interpolation)
+        _require(
+            isinstance(self.ngram_overhead_ms, (int, float)) and math.isfinite(self.ngram_overhead_ms) and self.ngram_overhead_ms >= 0,
+            "ngram_overhead_ms",
+            self.ngram_overhead_ms,
+            "must be a finite number of milliseconds >= 0",
+        )
+        if k == 0:
+            return
+        given = (self.acceptance_rate is not None) + (self.acceptance_per_position is not None)
+        _require(given == 1, "acceptance", (self.acceptance_rate, self.acceptance_per_position), "give exactly one of acceptance_rate or acceptance_per_position")
+        if self.acceptance_rate is not None:
+            _probability("acceptance_rate", self.acceptance_rate)
+        else:
+            vector = self.acceptance_per_position
+            _require(isinstance(vector, tuple) and len(vector) > 0, "acceptance_per_position", vector, "must be a non-empty tuple")
+            _require(len(vector) >= k, "acceptance_per_position", vector, f"needs at least k = {k} entries")
+            for i, p in enumerate(vector):
+                _probability(f"acceptance_per_position[{i}]", p)
+        if self.proposer == "draft":
+            _require(bool(self.draft_model), "draft_model", self.draft_model, "is required when proposer = 'draft'")
+
+    @property
+    def enabled(self) -> bool:
+        return self.num_speculative_tokens > 0
+
+    def conditional_acceptance(self) -> tuple[float, ...]:
+        """P(position i accepted | positions < i accepted) for i < k."""
+        k = self.num_speculative_tokens
+        if self.acceptance_per_position is not None:
+            return tuple(float(p) for p in self.acceptance_per_position[:k])
+        return (float(self.acceptance_rate),) * k
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that determines one simulation's output (together with the vidur version)."""
+
+    workload: Workload = field(default_factory=PoissonWorkload)
+    speculation: SpeculationConfig = field(default_factory=SpeculationConfig)
+    model: str = "meta-llama/Llama-2-7b-hf"
+    device: str = "a100"
+    profile_dir: Optional[str] = None  # a Vidur-format directory; None = built-in generator
+    scheduler: str = "sarathi"
+    chunk_size: int = 512
+    batch_size_cap: int = 128
+    num_kv_blocks: Optional[int] = None  # override the memory planner (e.g. a server's block count)
+    block_size: int = 16
+    tensor_parallel_size: int = 1
+    pipeline_stages: int = 1
+    seed: int = 0  # acceptance draws
+    cache_dir: Optional[str] = None
+
+    def __post_init__(self):
+        _require(self.scheduler in SCHEDULERS, "scheduler", self.scheduler, f"must be one of {SCHEDULERS}")
+        for name in ("chunk_size", "batch_size_cap", "block_size", "tensor_parallel_size", "pipeline_stages"):
+            value = getattr(self, name)
+            _require(_is_int(value) and value > 0, name, value, "must be a positive integer")
+        if self.num_kv_blocks is not None:
+            _require(_is_int(self.num_kv_blocks) and self.num_kv_blocks > 0, "num_kv_blocks", self.num_kv_blocks, "must be a positive integer")
+        _require(_is_int(self.seed), "seed", self.seed, "must be an integer")
+        if self.profile_dir is not None:
+            _require(Path(self.profile_dir).is_dir(), "profile_dir", self.profile_dir, "is not a directory")
+        if self.speculation.enabled:
+            _require(self.scheduler == "sarathi", "scheduler", self.scheduler, "speculative decoding is modelled on the Sarathi scheduler only")
+            _require(self.pipeline_stages == 1, "pipeline_stages", self.pipeline_stages, "speculative decoding requires pipeline parallelism 1")
+            _require(self.tensor_parallel_size == 1, "tensor_parallel_size", self.tensor_parallel_size, "speculative decoding requires tensor parallelism 1")
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        data["workload"]["kind"] = type(self.workload).__name__
+        return data

@@ -1,0 +1,66 @@
+"""Request generator that turns a workload description into SpecRequests.
+
+Poisson workloads are drawn by Vidur's own synthetic generator with the same seed, so the
+request stream is identical to a stock Vidur run; explicit workloads are replayed exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List
+
+from vidur.config import (
+    BaseRequestGeneratorConfig,
+    FixedRequestLengthGeneratorConfig,
+    PoissonRequestIntervalGeneratorConfig,
+    SyntheticRequestGeneratorConfig,
+)
+from vidur.entities import Request
+from vidur.request_generator import RequestGeneratorRegistry
+from vidur.request_generator.base_request_generator import BaseRequestGenerator
+from vidur.request_generator.synthetic_request_generator import SyntheticRequestGenerator
+
+from simulator.config import ExplicitWorkload, PoissonWorkload, Workload
+from simulator.engine.request import SpecRequest
+from simulator.engine.types import ExtensionType
+
+
+def vidur_synthetic_config(workload: PoissonWorkload, max_tokens: int) -> SyntheticRequestGeneratorConfig:
+    return SyntheticRequestGeneratorConfig(
+        seed=workload.seed,
+        num_requests=workload.num_requests,
+        length_generator_config=FixedRequestLengthGeneratorConfig(
+            prefill_tokens=workload.prompt_tokens, decode_tokens=workload.output_tokens, max_tokens=max_tokens
+        ),
+        interval_generator_config=PoissonRequestIntervalGeneratorConfig(qps=workload.arrival_rate, seed=workload.seed),
+    )
+
+
+@dataclass
+class WorkloadRequestGeneratorConfig(BaseRequestGeneratorConfig):
+    workload: Workload = field(default_factory=PoissonWorkload)
+
+    @staticmethod
+    def get_type():
+        return ExtensionType.WORKLOAD
+
+
+class WorkloadRequestGenerator(BaseRequestGenerator):
+    def __init__(self, config: WorkloadRequestGeneratorConfig):
+        super().__init__(config)
+        self.requests: List[SpecRequest] = []
+
+    def generate_requests(self) -> List[SpecRequest]:
+        workload = self.config.workload
+        if isinstance(workload, ExplicitWorkload):
+            rows = zip(workload.arrival_s, workload.prompt_tokens, workload.output_tokens)
+        else:
+            stock = SyntheticRequestGenerator(vidur_synthetic_config(workload, self.config.max_tokens)).generate()
+            rows = [(r.arrived_at, r.num_prefill_tokens, r.num_decode_tokens) for r in stock]
+        # the stock generator consumed request ids: number ours from zero, in arrival order
+        Request._id = -1
+        self.requests = [SpecRequest(float(t), int(p), int(d)) for t, p, d in rows]
+        return self.requests
+
+
+RequestGeneratorRegistry.register(ExtensionType.WORKLOAD, WorkloadRequestGenerator)

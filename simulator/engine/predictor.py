@@ -1,0 +1,177 @@
+"""Vidur's random-forest predictor, trained offline on a local profile and costing verify steps.
+
+Changes against the stock forest, each for a reason:
+* profiles come from local files, never from the HuggingFace hub (``_get_input_files``,
+  ``_load_predictions_from_hf``);
+* the forest is seeded (``random_state``), so the same profile always gives the same tables;
+* the cache key covers what the predictions depend on: profile bytes, model dimensions,
+  device, fit settings, prediction ranges and the Vidur version (the stock key ignores most);
+* a verify row (k' + 1 queries over its KV) is costed by :mod:`simulator.speculative.verify_cost`
+  instead of silently as a small prefill; decode batches past the profiled range are extrapolated;
+* the proposer's time (n-gram overhead or draft passes) is added to the step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+from sklearn.ensemble import RandomForestRegressor
+from vidur._native.entities import ExecutionTime as NativeExecutionTime
+from vidur.config import RandomForrestExecutionTimePredictorConfig
+from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
+from vidur.execution_time_predictor.random_forrest_execution_time_predictor import RandomForrestExecutionTimePredictor
+from vidur.execution_time_predictor.sklearn_execution_time_predictor import ModelType
+
+from simulator.engine.batch import SpecBatch
+from simulator.profiles.vidur_format import PREDICTED_MLP_OPS as PREDICTED_OPS
+from simulator.engine.types import ExtensionType
+from simulator.speculative.verify_cost import extrapolate_batch, verify_attention_ms
+from simulator.versions import vidur_version
+
+FOREST_SEED = 0
+# Prediction tables already loaded in this process, by cache key: a sweep loads them once.
+_TABLES: dict[str, dict] = {}
+
+
+@dataclass
+class ProfilePredictorConfig(RandomForrestExecutionTimePredictorConfig):
+    """Forest fitted on local CSVs.  Fast fit settings by default (one combination, 3-fold)."""
+
+    mlp_csv: str = ""
+    attention_csv: str = ""
+    profile_sha256: str = ""
+    max_profiled_decode_batch: int = 128
+    num_estimators: List[int] = field(default_factory=lambda: [100])
+    max_depth: List[int] = field(default_factory=lambda: [32])
+    min_samples_split: List[int] = field(default_factory=lambda: [2])
+    k_fold_cv_splits: int = 3
+    prediction_max_tokens_per_request: int = 4096
+    # verify costing (ignored for plain decode batches)
+    attention_mode: str = "kv_once"
+    interpolation: float = 0.5
+
+    @staticmethod
+    def get_type():
+        return ExtensionType.PROFILE_FOREST
+
+
+class StepTime(NativeExecutionTime):
+    """Vidur's per-step execution time plus time spent outside the target model (the proposer)."""
+
+    def __init__(self, propose_seconds: float, *components):
+        super().__init__(*components)
+        self.propose_seconds = propose_seconds
+
+    @property
+    def total_time(self) -> float:
+        return NativeExecutionTime.total_time.__get__(self) + self.propose_seconds
+
+
+class ProfilePredictor(RandomForrestExecutionTimePredictor):
+    def __init__(self, predictor_config, replica_config, cache_config):
+        self.proposer = None  # set by the run: adds proposal time to speculative steps
+        super().__init__(predictor_config=predictor_config, replica_config=replica_config, cache_config=cache_config)
+        self._decode_lookup = extrapolate_batch(self._profiled_decode_ms, predictor_config.max_profiled_decode_batch)
+
+    # --- offline, seeded, correctly keyed --------------------------------------------------
+    def _get_input_files(self):
+        return self._config.mlp_csv, self._config.attention_csv, "", ""
+
+    def _load_predictions_from_hf(self):
+        # The local profile is the only source.  Cached prediction tables are enough to run;
+        # the forests themselves are loaded (or trained) only when a table is missing.
+        key = self._get_hash(ModelType.COMPUTE)
+        if key not in _TABLES:
+            cached = self._cached_predictions()
+            _TABLES[key] = cached if cached is not None else self._predict_from_models(self._train_models())
+        return _TABLES[key]
+
+    def _cached_predictions(self):
+        key = self._get_hash(ModelType.COMPUTE)
+        names = PREDICTED_OPS + ("attn_kv_cache_save", "attn_prefill", "attn_decode")
+        tables = {}
+        for name in names:
+            table = self._load_model_prediction_cache(name, key)
+            if not table:
+                return None
+            tables[name] = table
+        return tables
+
+    def _get_estimator(self):
+        return RandomForestRegressor(random_state=FOREST_SEED)
+
+    def _get_hash(self, model_type: ModelType) -> str:
+        model = self._model_config
+        key = {
+            "kind": model_type.value,
+            "predictor": type(self).__name__,
+            "vidur": vidur_version(),
+            "profile_sha256": self._config.profile_sha256,
+            "model": [model.get_name(), model.num_q_heads, model.num_kv_heads, model.embedding_dim, model.mlp_hidden_dim, model.vocab_size, model.use_gated_mlp],
+            "device": self._replica_config.device,
+            "tp": self._replica_config.tensor_parallel_size,
+            "block_size": self._block_size,
+            "fit": [self._config.num_estimators, self._config.max_depth, self._config.min_samples_split, self._config.k_fold_cv_splits, FOREST_SEED],
+            "ranges": [self._max_tokens, self._config.prediction_max_batch_size, self._config.prediction_max_prefill_chunk_size, self._config.kv_cache_prediction_granularity],
+        }
+        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+
+    # --- verify-aware attention ----------------------------------------------------------
+    def _round_kv(self, kv: float) -> int:
+        g = self._config.kv_cache_prediction_granularity
+        return (int(kv) + g - 1) // g * g
+
+    def _profiled_decode_ms(self, batch: int, mean_kv: float) -> float:
+        overhead = 1 + self._attention_decode_batching_overhead_fraction * int(batch > 1)
+        return self._predictions["attn_decode"][(batch, self._round_kv(mean_kv))] * overhead
+
+    def decode_attention_ms(self, rows) -> float:
+        """Decode-kernel time for rows [(queries, kv)] under the configured verify assumption."""
+        return verify_attention_ms(rows, self._decode_lookup, self._config.attention_mode, self._config.interpolation)
+
+    def _get_batch_prefill_attention_params(self, batch):
+        if not isinstance(batch, SpecBatch):
+            return super()._get_batch_prefill_attention_params(batch)
+        if not hasattr(batch, "_prefill_params"):
+            g = self._config.kv_cache_prediction_granularity
+            batch._prefill_params = [
+                ((kv + g - 1) // g * g, q)
+                for q, kv, is_decode in zip(batch.num_q_tokens, batch.num_kv_tokens, batch.decode_rows)
+                if not is_decode
+            ]
+        return batch._prefill_params
+
+    def _get_attention_decode_execution_time(self, batch) -> float:
+        if not isinstance(batch, SpecBatch):
+            return super()._get_attention_decode_execution_time(batch)
+        rows = [(q, kv) for q, kv, d in zip(batch.num_q_tokens, batch.num_kv_tokens, batch.decode_rows) if d]
+        return self.decode_attention_ms(rows)
+
+    def get_execution_time(self, batch, pipeline_stage: int):
+        base = super().get_execution_time(batch, pipeline_stage)
+        if self.proposer is None or not isinstance(batch, SpecBatch):
+            return base
+        return StepTime(
+            self.proposer.step_seconds(batch),
+            self._num_layers_per_pipeline_stage,
+            base.attention_rope_execution_time,
+            base.attention_kv_cache_save_execution_time,
+            base.attention_decode_execution_time,
+            base.attention_prefill_execution_time,
+            base.attention_layer_pre_proj_execution_time,
+            base.attention_layer_post_proj_execution_time,
+            base.mlp_layer_up_proj_execution_time,
+            base.mlp_layer_down_proj_execution_time,
+            base.mlp_layer_act_execution_time,
+            base.attn_norm_time,
+            base.mlp_norm_time,
+            base.add_time,
+            base.tensor_parallel_communication_time,
+            base.pipeline_parallel_communication_time,
+        )
+
+
+ExecutionTimePredictorRegistry.register(ExtensionType.PROFILE_FOREST, ProfilePredictor)

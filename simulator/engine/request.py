@@ -1,0 +1,25 @@
+"""A Vidur request that survives preemption and counts its speculative work."""
+
+from vidur.entities import Request
+
+
+class SpecRequest(Request):
+    def __init__(self, arrived_at: float, num_prefill_tokens: int, num_decode_tokens: int):
+        super().__init__(arrived_at, num_prefill_tokens, num_decode_tokens)
+        self.output_tokens = num_decode_tokens  # restart() rewrites _num_decode_tokens
+        self.decode_steps = 0  # every decode step, with or without proposals (keys acceptance draws)
+        self.verify_steps = 0  # decode steps that carried at least one proposal
+        self.proposed_tokens = 0
+        self.accepted_tokens = 0
+        self.acceptance_log: list[tuple[int, int]] = []  # (proposed, accepted) per verify step
+
+    def restart(self):
+        # Vidur 0.0.26 leaves the pipeline-stage counters of the old attempt in place, so the
+        # first step after a preemption trips its prefill assertions.
+        super().restart()
+        self._num_stage_processed_tokens = 0
+        self._is_prefill_stage_complete = False
+
+    @property
+    def remaining_output_tokens(self) -> int:
+        return self.total_tokens - self.num_processed_tokens

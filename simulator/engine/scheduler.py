@@ -1,0 +1,122 @@
+"""Sarathi with speculative decoding: k' + 1 computed tokens per decode row, lookahead KV blocks.
+
+Everything else (ordering, chunked prefills, preemption of the newest running requests when
+blocks run out) is Vidur's Sarathi scheduler unchanged; runs without speculation use
+:class:`TrackedSarathiScheduler`, which is Vidur's Sarathi plus a KV-peak counter.
+
+Token budget: decode rows are scheduled first, as in Sarathi; a row gets
+k' = min(k, remaining output - 1, budget left - 1) proposals, so when the budget cannot fit
+k + 1 the request speculates less this step, and with no budget left it waits for the next
+step (Sarathi's own rule for rows that get zero tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import ceil
+
+from vidur.config import SarathiSchedulerConfig
+from vidur.scheduler.replica_scheduler.replica_scheduler_registry import ReplicaSchedulerRegistry
+from vidur.scheduler.replica_scheduler.sarathi_replica_scheduler import SarathiReplicaScheduler
+
+from simulator.engine.batch import SpecBatch
+from simulator.engine.types import ExtensionType
+from simulator.speculative.acceptance import AcceptanceSampler
+from simulator.speculative.progress import proposals_this_step
+
+
+@dataclass
+class SpecSarathiSchedulerConfig(SarathiSchedulerConfig):
+    num_speculative_tokens: int = 0
+    conditional_acceptance: tuple = field(default_factory=tuple)
+    acceptance_seed: int = 0
+
+    @staticmethod
+    def get_type():
+        return ExtensionType.SPEC_SARATHI
+
+
+@dataclass
+class TrackedSarathiSchedulerConfig(SarathiSchedulerConfig):
+    @staticmethod
+    def get_type():
+        return ExtensionType.TRACKED_SARATHI
+
+
+class TrackedSarathiScheduler(SarathiReplicaScheduler):
+    """Vidur's Sarathi, unchanged, plus the peak of allocated KV blocks."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.peak_allocated_blocks = 0
+
+    @property
+    def num_blocks(self) -> int:
+        return int(self._cache_config.num_blocks)
+
+    def allocate(self, request_id: int, num_blocks: int) -> None:
+        super().allocate(request_id, num_blocks)
+        self.peak_allocated_blocks = max(self.peak_allocated_blocks, self._num_allocated_blocks)
+
+
+class SpecSarathiScheduler(TrackedSarathiScheduler):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._k = self._config.num_speculative_tokens
+        if self._k <= 0:
+            raise ValueError("SpecSarathiScheduler needs k >= 1; use TrackedSarathiScheduler for k = 0")
+        self._sampler = AcceptanceSampler(self._config.conditional_acceptance, self._config.acceptance_seed)
+        self._planned_q: dict[int, int] = {}
+
+    def _get_request_next_num_q_tokens(self, request, num_batch_tokens: int) -> int:
+        if not self._is_prefill_complete(request):
+            return super()._get_request_next_num_q_tokens(request, num_batch_tokens)
+        proposals = proposals_this_step(self._k, request.remaining_output_tokens, self._config.chunk_size - num_batch_tokens)
+        self._planned_q[request.id] = proposals + 1  # 0 when the request must wait
+        return proposals + 1
+
+    def _lookahead_blocks(self, request) -> int:
+        """Blocks still missing for every slot this step may write: processed + k' + 1 tokens."""
+        needed = ceil((request.num_processed_tokens + self._planned_q[request.id]) / self._cache_config.block_size)
+        return max(0, needed - self._allocation_map[request.id])
+
+    def _can_allocate_request(self, request) -> bool:
+        if request.id in self._planned_q and request.id in self._allocation_map:
+            return self._cache_config.num_blocks - self._num_allocated_blocks >= self._lookahead_blocks(request)
+        return super()._can_allocate_request(request)
+
+    def _allocate_request(self, request) -> None:
+        if request.id in self._planned_q and request.id in self._allocation_map:
+            missing = self._lookahead_blocks(request)
+            del self._planned_q[request.id]
+            if missing:
+                self.allocate(request.id, missing)
+            return
+        super()._allocate_request(request)
+
+    def _get_next_batch(self, time: float):
+        batch = super()._get_next_batch(time)
+        self._planned_q.clear()
+        if batch is None:
+            return batch
+        progress, decode_rows = [], []
+        for request, computed in zip(batch.requests, batch.num_q_tokens):
+            is_decode = request.is_prefill_complete
+            decode_rows.append(is_decode)
+            if not is_decode:
+                progress.append(computed)
+                continue
+            proposals = computed - 1
+            accepted = self._sampler.accepted(request.id, request.decode_steps, proposals)
+            request.decode_steps += 1
+            if proposals:
+                request.verify_steps += 1
+                request.proposed_tokens += proposals
+                request.accepted_tokens += accepted
+                request.acceptance_log.append((proposals, accepted))
+            progress.append(accepted + 1)
+        return SpecBatch(self._replica_id, batch.requests, batch.num_q_tokens, batch.num_kv_tokens, progress, decode_rows)
+
+
+ReplicaSchedulerRegistry.register(ExtensionType.TRACKED_SARATHI, TrackedSarathiScheduler)
+ReplicaSchedulerRegistry.register(ExtensionType.SPEC_SARATHI, SpecSarathiScheduler)

@@ -1,0 +1,238 @@
+"""Run one simulation: build Vidur's configs from a RunConfig, run Vidur's event loop, collect results.
+
+Nothing is written outside the cache directory: Vidur's metrics, traces and config dump are
+off and its output directory is never created.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+from vidur.config import (
+    CacheConfig,
+    ClusterConfig,
+    MetricsConfig,
+    ReplicaConfig,
+    RoundRobinGlobalSchedulerConfig,
+    SimulationConfig,
+)
+from vidur.simulator import Simulator
+from vidur.utils.param_counter import ParamCounter
+
+import simulator.catalog  # noqa: F401  (registers extra models and devices with Vidur)
+from simulator.catalog import model_config
+from simulator.config import RunConfig
+from simulator.engine import generator as _generator  # noqa: F401  (registers the generator)
+from simulator.engine.generator import WorkloadRequestGeneratorConfig
+from simulator.engine.ids import reset_entity_ids
+from simulator.engine.predictor import ProfilePredictor, ProfilePredictorConfig
+from simulator.engine.proposers import DraftProposer, NgramProposer
+from simulator.engine.scheduler import SpecSarathiSchedulerConfig, TrackedSarathiScheduler, TrackedSarathiSchedulerConfig
+from simulator.errors import ConfigError
+from simulator.paths import default_cache_dir
+from simulator.profiles.hardware import get_device
+from simulator.profiles.source import ResolvedProfile, resolve_profile
+from simulator.results import REQUEST_COLUMNS, RunResult, summarize, tpot
+from simulator.speculative.memory import BYTES, ModelMemory, kv_blocks, kv_capacity_tokens
+from simulator.versions import simulator_version, source_hash, vidur_version
+
+NETWORK_DEVICE = {"a100": "a100_dgx", "h100": "h100_dgx", "h200": "h100_dgx"}  # unused at TP1/PP1
+MEMORY_MARGIN = 0.1  # Vidur's default memory_margin_fraction
+
+
+@dataclass
+class QuietMetricsConfig(MetricsConfig):
+    """Metrics off and no timestamped output directory in the working directory."""
+
+    write_metrics: bool = False
+    enable_chrome_trace: bool = False
+    store_plots: bool = False
+
+    def __post_init__(self):
+        pass
+
+
+@dataclass
+class InMemorySimulationConfig(SimulationConfig):
+    def write_config_to_file(self):
+        pass
+
+
+def _cache_dir(config: RunConfig) -> Path:
+    path = Path(config.cache_dir) if config.cache_dir else default_cache_dir()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cache directory {path}: cannot be created ({exc.strerror})") from exc
+    if not os.access(path, os.W_OK):
+        raise ConfigError(f"cache directory {path}: not writable")
+    return path
+
+
+def _replica_config(config: RunConfig, model: str) -> ReplicaConfig:
+    return ReplicaConfig(
+        model_name=model,
+        device=config.device,
+        network_device=NETWORK_DEVICE.get(config.device, "a100_dgx"),
+        num_pipeline_stages=config.pipeline_stages,
+        tensor_parallel_size=config.tensor_parallel_size,
+    )
+
+
+def _predictor_config(profile: ResolvedProfile, cache_dir: Path, max_tokens: int, config: RunConfig) -> ProfilePredictorConfig:
+    return ProfilePredictorConfig(
+        mlp_csv=str(profile.files.mlp),
+        attention_csv=str(profile.files.attention),
+        profile_sha256=profile.content_sha256,
+        max_profiled_decode_batch=profile.max_decode_batch,
+        prediction_max_batch_size=profile.max_decode_batch,
+        prediction_max_tokens_per_request=max_tokens,
+        cache_dir=str(cache_dir / "predictor"),
+        attention_mode=config.speculation.attention,
+        interpolation=config.speculation.interpolation,
+    )
+
+
+def _model_memory(replica: ReplicaConfig, include_embeddings: bool) -> ModelMemory:
+    model = replica.model_config
+    weights = ParamCounter(replica).get_num_parameters_per_device()
+    if include_embeddings:
+        weights += 2 * model.vocab_size * model.embedding_dim
+    kv = 2 * BYTES * replica.attention_head_dim * replica.kv_heads_per_tensor_parallel_worker * replica.num_layers_per_pipeline_stage
+    return ModelMemory(BYTES * weights, kv)
+
+
+def plan_kv_blocks(config: RunConfig, max_request_tokens: int) -> int:
+    """KV blocks for the target, after its weights and (with a draft proposer) the draft's weights and KV."""
+    if config.num_kv_blocks is not None:
+        return config.num_kv_blocks
+    target = _model_memory(_replica_config(config, config.model), include_embeddings=False)
+    draft = None
+    if config.speculation.enabled and config.speculation.proposer == "draft":
+        draft = _model_memory(_replica_config(config, config.speculation.draft_model), include_embeddings=True)
+    memory = get_device(config.device).datasheet.memory_gib * 2**30
+    capacity = kv_capacity_tokens(memory, MEMORY_MARGIN, target, draft)
+    blocks = kv_blocks(capacity, max_request_tokens, config.block_size)
+    if blocks <= 0:
+        what = f"draft model '{config.speculation.draft_model}' alongside the target" if draft else "the target model"
+        raise ConfigError(
+            f"device '{config.device}' ({memory / 2**30:.0f} GiB): {what} leaves no room for even one "
+            f"{max_request_tokens}-token request's KV cache"
+        )
+    return blocks
+
+
+def _check_lengths(config: RunConfig) -> int:
+    max_len = model_config(config.model).max_model_len
+    longest = config.workload.max_request_tokens
+    if longest > max_len:
+        raise ConfigError(f"workload: a request of {longest} tokens (prompt + output) exceeds {config.model}'s context of {max_len}")
+    if config.speculation.enabled and config.speculation.proposer == "draft":
+        draft_len = model_config(config.speculation.draft_model).max_model_len
+        if longest > draft_len:
+            raise ConfigError(
+                f"workload: a request of {longest} tokens exceeds draft model {config.speculation.draft_model}'s context of {draft_len}"
+            )
+    get_device(config.device)
+    return max_len
+
+
+def _draft_proposer(config: RunConfig, cache_dir: Path, max_tokens: int) -> DraftProposer:
+    draft = config.speculation.draft_model
+    profile = resolve_profile(None, draft, config.device, cache_dir, max_seq_len=max_tokens, block_size=config.block_size)
+    replica = _replica_config(config, draft)
+    predictor = ProfilePredictor(_predictor_config(profile, cache_dir, max_tokens, config), replica, CacheConfig(block_size=config.block_size))
+    return DraftProposer(predictor)
+
+
+def _scheduler_config(config: RunConfig):
+    spec = config.speculation
+    if not spec.enabled:
+        return TrackedSarathiSchedulerConfig(chunk_size=config.chunk_size, batch_size_cap=config.batch_size_cap)
+    return SpecSarathiSchedulerConfig(
+        chunk_size=config.chunk_size,
+        batch_size_cap=config.batch_size_cap,
+        num_speculative_tokens=spec.num_speculative_tokens,
+        conditional_acceptance=spec.conditional_acceptance(),
+        acceptance_seed=config.seed,
+    )
+
+
+def simulate(config: RunConfig) -> RunResult:
+    max_tokens = _check_lengths(config)
+    cache_dir = _cache_dir(config)
+    spec = config.speculation
+    profile = resolve_profile(config.profile_dir, config.model, config.device, cache_dir, max_seq_len=max_tokens, block_size=config.block_size)
+    num_blocks = plan_kv_blocks(config, config.workload.max_request_tokens)
+    proposer = None
+    if spec.enabled:
+        proposer = NgramProposer(spec.ngram_overhead_ms) if spec.proposer == "ngram" else _draft_proposer(config, cache_dir, max_tokens)
+
+    reset_entity_ids()
+    sim_config = InMemorySimulationConfig(
+        seed=config.seed,
+        cluster_config=ClusterConfig(
+            num_replicas=1,
+            replica_config=_replica_config(config, config.model),
+            cache_config=CacheConfig(block_size=config.block_size, num_blocks=num_blocks),
+            global_scheduler_config=RoundRobinGlobalSchedulerConfig(),
+            replica_scheduler_config=_scheduler_config(config),
+        ),
+        request_generator_config=WorkloadRequestGeneratorConfig(
+            workload=config.workload, max_tokens=config.workload.max_request_tokens
+        ),
+        execution_time_predictor_config=_predictor_config(profile, cache_dir, max_tokens, config),
+        metrics_config=QuietMetricsConfig(),
+    )
+    sim = Simulator(sim_config)
+    scheduler: TrackedSarathiScheduler = next(iter(sim.scheduler._replica_schedulers.values()))
+    predictor: ProfilePredictor = scheduler._execution_time_predictor
+    predictor.proposer = proposer
+    sim.run()
+
+    requests = sim._request_generator.requests
+    frame = request_frame(requests)
+    makespan = max(r.completed_at for r in requests) - min(r.arrived_at for r in requests)
+    summary = summarize(
+        frame,
+        makespan,
+        {
+            "peak_kv_blocks": scheduler.peak_allocated_blocks,
+            "kv_blocks_total": scheduler.num_blocks,
+            "peak_kv_fraction": scheduler.peak_allocated_blocks / scheduler.num_blocks,
+            "preemptions": int(frame.restarts.sum()),
+        },
+    )
+    provenance = {
+        **profile.provenance(),
+        "device": config.device,
+        "model": config.model,
+        "vidur_version": vidur_version(),
+        "simulator_version": simulator_version(),
+        "simulator_source_hash": source_hash(),
+        "seed": config.seed,
+        "workload_seed": getattr(config.workload, "seed", None),
+    }
+    return RunResult(config, frame, summary, provenance)
+
+
+def request_frame(requests) -> pd.DataFrame:
+    frame = pd.DataFrame(
+        {
+            "request_id": [r.id for r in requests],
+            "arrival_s": [r.arrived_at for r in requests],
+            "prompt_tokens": [r.total_tokens - r.output_tokens for r in requests],
+            "output_tokens": [r.output_tokens for r in requests],
+            "ttft_s": [r.prefill_completed_at - r.arrived_at for r in requests],
+            "e2e_s": [r.completed_at - r.arrived_at for r in requests],
+            "restarts": [r.num_restarts for r in requests],
+            "verify_steps": [r.verify_steps for r in requests],
+            "proposed_tokens": [r.proposed_tokens for r in requests],
+            "accepted_tokens": [r.accepted_tokens for r in requests],
+        }
+    )
+    frame["tpot_s"] = tpot(frame.e2e_s, frame.ttft_s, frame.output_tokens)
+    return frame[list(REQUEST_COLUMNS)]

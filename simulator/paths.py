@@ -1,0 +1,18 @@
+"""Locations inside the repository and the on-disk cache (nothing is written to the CWD)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DATA_DIR = REPO_ROOT / "data"
+
+
+def default_cache_dir() -> Path:
+    """``$VIDUR_SPECDEC_CACHE``, else ``$XDG_CACHE_HOME/vidur-specdec``, else ``~/.cache/vidur-specdec``."""
+    explicit = os.environ.get("VIDUR_SPECDEC_CACHE")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "vidur-specdec"

@@ -1,0 +1,116 @@
+"""``python -m simulator.profiles``: generate, calibrate, compare and measure execution-time profiles."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+import tomli_w
+
+from simulator.catalog import model_shape
+from simulator.errors import ConfigError
+from simulator.profiles import accuracy, calibrate
+from simulator.profiles.hardware import DEVICES_FILE, get_device, load_devices
+from simulator.profiles.measured import read_measurements
+from simulator.profiles.source import builtin_profile_dir
+from simulator.textio import atomic_write_text
+
+
+def _report(meas, shape, dev, title: str) -> str:
+    lines = [f"# {title}", ""]
+    if len(meas.mlp):
+        table = accuracy.mlp_error_table(meas, shape, dev)
+        lines += ["## MLP-side ops (num_tokens 1-4096)", "", table.to_markdown(index=False, floatfmt=".2f"), ""]
+    for name, errors in (
+        ("Decode attention (held out: alternate KV sizes)", accuracy.decode_errors(meas, shape, dev) if len(meas.decode) else None),
+        ("Prefill attention (held out: alternate chunk sizes)", accuracy.prefill_errors(meas, shape, dev) if len(meas.prefill) else None),
+    ):
+        if errors is None:
+            continue
+        stats = accuracy.summarize_attention(errors)
+        lines += [f"## {name}", "", pd.DataFrame([stats]).to_markdown(index=False, floatfmt=".2f"), ""]
+    return "\n".join(lines)
+
+
+def _cmd_calibrate(args) -> int:
+    shape = model_shape(args.model)
+    dev = get_device(args.device)
+    meas = read_measurements(args.mlp, args.attention, shape)
+    constants = calibrate.rounded(calibrate.fit(meas, shape, dev))
+    fitted = dev.with_constants(constants, args.version, args.source_note)
+    report = _report(meas, shape, fitted, f"Calibration of `{args.device}` against {args.source_note}")
+    print(report)
+    if args.write:
+        table = {name: {"datasheet": asdict(d.datasheet), "constants": {"version": d.constants_version, "fitted_from": d.fitted_from, **asdict(d.constants)}} for name, d in load_devices().items()}
+        table[args.device]["constants"] = {"version": args.version, "fitted_from": args.source_note, **asdict(constants)}
+        header = DEVICES_FILE.read_text().split("\n\n", 1)[0] + "\n\n"
+        atomic_write_text(DEVICES_FILE, header + tomli_w.dumps(table))
+        if args.report:
+            atomic_write_text(Path(args.report), report + "\n")
+    return 0
+
+
+def _cmd_compare(args) -> int:
+    shape = model_shape(args.model)
+    dev = get_device(args.device)
+    meas = read_measurements(args.mlp, args.attention, shape)
+    print(_report(meas, shape, dev, f"Built-in `{args.device}` profile ({dev.constants_version}) vs measured rows"))
+    return 0
+
+
+def _cmd_generate(args) -> int:
+    path = builtin_profile_dir(args.model, args.device, Path(args.out), max_seq_len=args.max_seq_len)
+    print(path)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m simulator.profiles", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    cal = sub.add_parser("calibrate", help="fit a device's kernel constants to a measured profile and print per-op error")
+    cmp_ = sub.add_parser("compare", help="built-in profile vs a measured profile, without refitting")
+    for p in (cal, cmp_):
+        p.add_argument("--device", required=True)
+        p.add_argument("--model", default="meta-llama/Llama-2-7b-hf")
+        p.add_argument("--mlp", help="measured mlp.csv (Vidur format)")
+        p.add_argument("--attention", help="measured attention.csv (Vidur format or the attention sample layout)")
+    cal.add_argument("--write", action="store_true", help="store the fitted constants in data/devices.toml")
+    cal.add_argument("--report", help="with --write, also write the Markdown error report here")
+    cal.add_argument("--version", default="fitted", help="constants version label")
+    cal.add_argument("--source-note", default="a measured profile", help="what the constants were fitted from")
+    cal.set_defaults(handler=_cmd_calibrate)
+    cmp_.set_defaults(handler=_cmd_compare)
+
+    gen = sub.add_parser("generate", help="write the built-in Vidur-format profile for a model and device")
+    gen.add_argument("--device", required=True)
+    gen.add_argument("--model", default="meta-llama/Llama-2-7b-hf")
+    gen.add_argument("--out", required=True, help="directory to write mlp.csv and attention.csv into")
+    gen.add_argument("--max-seq-len", type=int, default=4096)
+    gen.set_defaults(handler=_cmd_generate)
+
+    try:
+        from simulator.profiles import measure
+    except ImportError:  # pragma: no cover - measure is optional
+        measure = None
+    if measure is not None:
+        meas = sub.add_parser("measure", help="time the ops on this machine's GPU (or CPU) with PyTorch")
+        measure.add_arguments(meas)
+        meas.set_defaults(handler=measure.main)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

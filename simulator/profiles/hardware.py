@@ -1,0 +1,129 @@
+"""Device descriptions for the built-in profile: datasheet numbers plus fitted kernel constants.
+
+The data lives in ``data/devices.toml`` so a new GPU is a data change, not a code change.
+Datasheet values come from vendor documents; kernel constants are fitted by
+``python -m simulator.profiles calibrate`` against a measured Vidur profile and say so in
+their ``fitted_from`` field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, fields, replace
+from pathlib import Path
+
+from simulator.errors import ConfigError
+from simulator.paths import DATA_DIR
+
+try:  # Python 3.11+
+    import tomllib
+except ModuleNotFoundError:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+DEVICES_FILE = DATA_DIR / "devices.toml"
+
+
+@dataclass(frozen=True)
+class Datasheet:
+    """Vendor numbers: the ceilings the kernel constants are fractions of."""
+
+    memory_gib: float
+    peak_fp16_tflops: float  # dense tensor-core FP16
+    hbm_bandwidth_tbps: float
+    num_sms: int
+    l2_cache_mib: float
+    source: str
+
+
+@dataclass(frozen=True)
+class KernelConstants:
+    """How closely each kernel family approaches the datasheet ceilings.
+
+    Times are per transformer layer.  ``*_us`` are microseconds, ``*_eff`` fractions of
+    a datasheet ceiling, ``*_gbps`` gigabytes per second.
+    """
+
+    # GEMMs (cuBLAS-like, 64x64 tiles, two CTAs per SM)
+    gemm_compute_eff: float
+    gemm_memory_eff: float
+    gemm_launch_us: float
+    gemm_tail_exponent: float  # cost of a partial last wave: frac ** exponent
+    gemm_k_overhead: float  # prologue/epilogue cost per tile, in K-elements
+    # Row-wise kernels (RMSNorm: one row per CTA, latency-bound waves)
+    norm_launch_us: float
+    norm_wave_l2_us: float
+    norm_wave_hbm_us: float
+    norm_tail_exponent: float
+    # Streaming element-wise kernels: fraction of HBM bandwidth, and gain when L2-resident
+    act_eff: float
+    add_eff: float
+    rope_eff: float
+    elementwise_launch_us: float
+    l2_bandwidth_gain: float
+    # Decode attention (paged, split-KV for small grids; two CTAs per SM)
+    decode_fixed_us: float
+    decode_per_seq_us: float
+    decode_first_wave_eff: float
+    decode_stream_gain: float
+    decode_sm_gbps: float
+    decode_short_kv_eff: float
+    decode_short_kv_tokens: float
+    decode_doubling_penalty: float
+    split_combine_us: float
+    # Prefill attention (64x128 tiles, rectangular work, two CTAs per SM)
+    prefill_fixed_us: float
+    prefill_compute_eff: float
+    prefill_tail_weight: float
+    prefill_cta_overhead_blocks: float
+
+
+@dataclass(frozen=True)
+class DeviceSpec:
+    name: str
+    datasheet: Datasheet
+    constants: KernelConstants
+    constants_version: str
+    fitted_from: str
+
+    def with_constants(self, constants: KernelConstants, version: str, fitted_from: str) -> "DeviceSpec":
+        return replace(self, constants=constants, constants_version=version, fitted_from=fitted_from)
+
+    def fingerprint(self) -> str:
+        """Content hash of every number the generator reads; part of every cache key."""
+        payload = json.dumps(
+            {"name": self.name, "datasheet": asdict(self.datasheet), "constants": asdict(self.constants)},
+            sort_keys=True,
+        )
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def _build(name: str, entry: dict, path: Path) -> DeviceSpec:
+    try:
+        datasheet = Datasheet(**entry["datasheet"])
+        constants_table = dict(entry["constants"])
+        version = constants_table.pop("version")
+        fitted_from = constants_table.pop("fitted_from")
+        constants = KernelConstants(**constants_table)
+    except (KeyError, TypeError) as exc:
+        expected = [f.name for f in fields(KernelConstants)]
+        raise ConfigError(f"{path}: device '{name}' is malformed ({exc}); constants must be {expected}") from exc
+    return DeviceSpec(name, datasheet, constants, version, fitted_from)
+
+
+def load_devices(path: Path = DEVICES_FILE) -> dict[str, DeviceSpec]:
+    try:
+        with open(path, "rb") as handle:
+            table = tomllib.load(handle)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"device constants file not found: {path}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    return {name: _build(name, entry, path) for name, entry in table.items()}
+
+
+def get_device(name: str, path: Path = DEVICES_FILE) -> DeviceSpec:
+    devices = load_devices(path)
+    if name not in devices:
+        raise ConfigError(f"unknown device '{name}'; known devices: {', '.join(sorted(devices))}")
+    return devices[name]

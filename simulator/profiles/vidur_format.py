@@ -1,0 +1,202 @@
+"""Vidur's profile CSV format: column names, validation of a profile directory, and writing one.
+
+A profile directory holds ``mlp.csv`` and ``attention.csv`` (either may be ``.csv.xz``), the
+layout of Vidur's ``data/profiling/compute/<device>/<model>/``; times are milliseconds per layer.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from simulator.errors import ConfigError
+from simulator.profiles.roofline import ModelShape
+
+MLP_OPS = (
+    "emb",
+    "input_layernorm",
+    "attn_pre_proj",
+    "attn_rope",
+    "attn_post_proj",
+    "post_attention_layernorm",
+    "mlp_up_proj",
+    "mlp_act",
+    "mlp_down_proj",
+    "add",
+)
+# The ops Vidur's predictor trains on (it ignores ``emb``).
+PREDICTED_MLP_OPS = MLP_OPS[1:]
+ATTENTION_OPS = ("attn_prefill", "attn_decode", "attn_kv_cache_save", "attn_input_reshape", "attn_output_reshape")
+STAT_SUFFIXES = ("min", "max", "mean", "median", "std")
+MLP_KEY_COLUMNS = (
+    "n_head",
+    "n_kv_head",
+    "n_embd",
+    "n_expanded_embd",
+    "vocab_size",
+    "use_gated_mlp",
+    "num_tokens",
+    "num_tensor_parallel_workers",
+)
+ATTENTION_KEY_COLUMNS = (
+    "n_embd",
+    "n_q_head",
+    "n_kv_head",
+    "block_size",
+    "num_tensor_parallel_workers",
+    "max_model_len",
+    "batch_size",
+    "prefill_chunk_size",
+    "kv_cache_size",
+    "is_prefill",
+    "attention_backend",
+)
+# What Vidur's loader reads; anything else is optional.
+MLP_REQUIRED = tuple(f"time_stats.{op}.median" for op in PREDICTED_MLP_OPS) + MLP_KEY_COLUMNS
+ATTENTION_REQUIRED = (
+    "time_stats.attn_prefill.median",
+    "time_stats.attn_decode.median",
+    "n_embd",
+    "n_q_head",
+    "n_kv_head",
+    "block_size",
+    "num_tensor_parallel_workers",
+    "batch_size",
+    "prefill_chunk_size",
+    "kv_cache_size",
+)
+
+
+def stat_columns(op: str) -> list[str]:
+    return [f"time_stats.{op}.{s}" for s in STAT_SUFFIXES]
+
+
+def with_point_stats(frame: pd.DataFrame, op: str, median_ms) -> None:
+    """Fill Vidur's five statistics for a modelled (not measured) op: no spread, std 0."""
+    for suffix in STAT_SUFFIXES:
+        frame[f"time_stats.{op}.{suffix}"] = 0.0 if suffix == "std" else median_ms
+
+
+@dataclass(frozen=True)
+class ProfileFiles:
+    mlp: Path
+    attention: Path
+
+    def sha256(self) -> str:
+        """One digest over both files' bytes, in a fixed order."""
+        digest = hashlib.sha256()
+        for path in (self.mlp, self.attention):
+            digest.update(path.name.encode())
+            digest.update(path.read_bytes())
+        return digest.hexdigest()
+
+
+def _find(directory: Path, stem: str) -> Path:
+    for name in (f"{stem}.csv", f"{stem}.csv.xz"):
+        if (directory / name).is_file():
+            return directory / name
+    raise ConfigError(f"profile directory {directory}: missing {stem}.csv (or {stem}.csv.xz)")
+
+
+def _read(path: Path) -> pd.DataFrame:
+    try:
+        frame = pd.read_csv(path)
+    except Exception as exc:  # pandas raises several parser error types
+        raise ConfigError(f"{path}: cannot be read as CSV ({exc})") from exc
+    if frame.empty:
+        raise ConfigError(f"{path}: has no rows")
+    return frame
+
+
+def _missing(frame: pd.DataFrame, required) -> list[str]:
+    return [c for c in required if c not in frame.columns]
+
+
+def validate_profile_dir(directory, shape: ModelShape, block_size: int = 16) -> ProfileFiles:
+    """Check the files Vidur will train on exist, have its columns, and cover this model at TP=1."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise ConfigError(f"profile directory {directory}: does not exist or is not a directory")
+    files = ProfileFiles(_find(directory, "mlp"), _find(directory, "attention"))
+
+    mlp = _read(files.mlp)
+    missing = _missing(mlp, MLP_REQUIRED)
+    if missing:
+        raise ConfigError(f"{files.mlp}: missing columns {missing}")
+    rows = mlp[
+        (mlp.n_head == shape.num_q_heads)
+        & (mlp.n_kv_head == shape.num_kv_heads)
+        & (mlp.n_embd == shape.embedding_dim)
+        & (mlp.n_expanded_embd == shape.mlp_hidden_dim)
+        & (mlp.use_gated_mlp == shape.use_gated_mlp)
+        & (mlp.vocab_size == shape.vocab_size)
+        & (mlp.num_tensor_parallel_workers == 1)
+    ]
+    if rows.empty:
+        raise ConfigError(
+            f"{files.mlp}: no rows for this model (n_head={shape.num_q_heads}, n_kv_head={shape.num_kv_heads}, "
+            f"n_embd={shape.embedding_dim}, n_expanded_embd={shape.mlp_hidden_dim}, vocab_size={shape.vocab_size}, "
+            f"use_gated_mlp={shape.use_gated_mlp}) at num_tensor_parallel_workers=1"
+        )
+
+    attention = _read(files.attention)
+    missing = _missing(attention, ATTENTION_REQUIRED)
+    if missing:
+        raise ConfigError(f"{files.attention}: missing columns {missing}")
+    rows = attention[
+        (attention.n_embd == shape.embedding_dim)
+        & (attention.n_q_head == shape.num_q_heads)
+        & (attention.n_kv_head == shape.num_kv_heads)
+        & (attention.block_size == block_size)
+        & (attention.num_tensor_parallel_workers == 1)
+    ]
+    if rows.empty:
+        raise ConfigError(
+            f"{files.attention}: no rows for this model (n_embd={shape.embedding_dim}, n_q_head={shape.num_q_heads}, "
+            f"n_kv_head={shape.num_kv_heads}) at block_size={block_size}, num_tensor_parallel_workers=1"
+        )
+    decode = rows[rows.prefill_chunk_size == 0]
+    prefill = rows[rows.prefill_chunk_size > 0]
+    if decode.empty or prefill.empty:
+        raise ConfigError(f"{files.attention}: needs both decode rows (prefill_chunk_size = 0) and prefill rows")
+    return files
+
+
+def max_decode_batch(files: ProfileFiles) -> int:
+    """Largest profiled decode batch: predictions beyond it are extrapolated, never invented by the forest."""
+    attention = pd.read_csv(files.attention, usecols=["batch_size", "prefill_chunk_size"])
+    return int(attention.loc[attention.prefill_chunk_size == 0, "batch_size"].max())
+
+
+def _atomic_csv(frame: pd.DataFrame, path: Path) -> None:
+    compression = "xz" if path.name.endswith(".xz") else None
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        frame.to_csv(tmp, index=False, compression=compression, float_format="%.6g")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_profile(directory, mlp: pd.DataFrame, attention: pd.DataFrame, metadata: dict, compress: bool = False) -> ProfileFiles:
+    """Write a Vidur-format profile directory; every file appears whole or not at all."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    suffix = ".csv.xz" if compress else ".csv"
+    files = ProfileFiles(directory / f"mlp{suffix}", directory / f"attention{suffix}")
+    _atomic_csv(mlp, files.mlp)
+    _atomic_csv(attention, files.attention)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".metadata.", suffix=".tmp")
+    with os.fdopen(fd, "w") as handle:
+        json.dump(metadata, handle, indent=2, sort_keys=True)
+        handle.write("\n")
+    os.replace(tmp, directory / "metadata.json")
+    return files

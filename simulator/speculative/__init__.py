@@ -1,0 +1,1 @@
+"""Pure speculative-decoding model (no Vidur, no I/O): acceptance, verify cost, progress, memory."""

@@ -1,0 +1,61 @@
+"""Verify attention costed from decode profiles under three assumptions.
+
+A verify row is a request with q = k' + 1 query tokens over ``kv`` cached tokens.  Decode
+profiles only know one query per sequence, so:
+
+* ``kv_once`` (lower bound): the row's KV is read once for all q queries, so it costs what
+  one decode query does: the step is a decode batch of (rows) sequences.
+* ``per_token`` (upper bound): each query pays a full decode read: the step is a decode batch
+  of (sum of q) sequences.
+* ``interpolated``: (1 - lambda) * kv_once + lambda * per_token.
+
+``decode_ms(batch, mean_kv)`` is the profile lookup; both modes use the query-weighted mean
+KV length, as Vidur does for plain decode batches.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+DecodeLookup = Callable[[int, float], float]
+
+
+def _mean_kv(rows: Sequence[tuple[int, int]], weighted: bool) -> float:
+    weights = [q if weighted else 1 for q, _ in rows]
+    return sum(w * kv for w, (_, kv) in zip(weights, rows)) / sum(weights)
+
+
+def kv_once_ms(rows: Sequence[tuple[int, int]], decode_ms: DecodeLookup) -> float:
+    return decode_ms(len(rows), _mean_kv(rows, weighted=False)) if rows else 0.0
+
+
+def per_token_ms(rows: Sequence[tuple[int, int]], decode_ms: DecodeLookup) -> float:
+    return decode_ms(sum(q for q, _ in rows), _mean_kv(rows, weighted=True)) if rows else 0.0
+
+
+def verify_attention_ms(rows: Sequence[tuple[int, int]], decode_ms: DecodeLookup, mode: str, interpolation: float = 0.5) -> float:
+    """Decode-kernel time of one step whose decode rows are ``rows`` = [(queries, kv), ...]."""
+    if mode == "kv_once":
+        return kv_once_ms(rows, decode_ms)
+    if mode == "per_token":
+        return per_token_ms(rows, decode_ms)
+    if mode == "interpolated":
+        return (1 - interpolation) * kv_once_ms(rows, decode_ms) + interpolation * per_token_ms(rows, decode_ms)
+    raise ValueError(f"unknown attention mode {mode!r}")
+
+
+def extrapolate_batch(decode_ms: DecodeLookup, max_batch: int) -> DecodeLookup:
+    """Decode cost beyond the profiled batch range: run the excess as further full batches.
+
+    t(B) = floor(B / Bmax) * t(Bmax) + t(B mod Bmax).  Decode attention at the largest
+    profiled batch is bandwidth-bound, so more sequences cost proportionally more; this is
+    exact there and never below the profiled value.
+    """
+
+    def lookup(batch: int, mean_kv: float) -> float:
+        if batch <= max_batch:
+            return decode_ms(batch, mean_kv)
+        full, rest = divmod(batch, max_batch)
+        return full * decode_ms(max_batch, mean_kv) + (decode_ms(rest, mean_kv) if rest else 0.0)
+
+    return lookup
