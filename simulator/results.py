@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -28,12 +28,16 @@ PERCENTILES = (50, 90, 99)
 
 @dataclass
 class RunResult:
-    """``requests`` has :data:`REQUEST_COLUMNS`; ``summary`` and ``provenance`` are flat dicts."""
+    """``requests`` has :data:`REQUEST_COLUMNS`; ``summary`` and ``provenance`` are flat dicts.
+
+    ``acceptance_logs`` maps request id to its (proposed, accepted) pair per verify step.
+    """
 
     config: RunConfig
     requests: pd.DataFrame
     summary: dict
     provenance: dict
+    acceptance_logs: dict = field(default_factory=dict)
 
 
 def tpot(e2e_s: np.ndarray, ttft_s: np.ndarray, output_tokens: np.ndarray) -> np.ndarray:

@@ -34,6 +34,14 @@ class SpecBatch(Batch):
         # per request: True when the row is a decode / verify row (prefill done before this step)
         self.decode_rows = decode_rows
 
+    @classmethod
+    def adopt(cls, batch: Batch, progress_tokens: List[int], decode_rows: List[bool]) -> "SpecBatch":
+        """Turn the Batch Sarathi just built into a SpecBatch in place (same id, no second build)."""
+        batch.__class__ = cls
+        batch.progress_tokens = progress_tokens
+        batch.decode_rows = decode_rows
+        return batch
+
     @property
     def proposals(self) -> List[int]:
         return [q - 1 if is_decode else 0 for q, is_decode in zip(self._num_q_tokens, self.decode_rows)]

@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from sklearn.ensemble import RandomForestRegressor
-from vidur._native.entities import ExecutionTime as NativeExecutionTime
 from vidur.config import RandomForrestExecutionTimePredictorConfig
 from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
 from vidur.execution_time_predictor.random_forrest_execution_time_predictor import RandomForrestExecutionTimePredictor
@@ -58,16 +57,22 @@ class ProfilePredictorConfig(RandomForrestExecutionTimePredictorConfig):
         return ExtensionType.PROFILE_FOREST
 
 
-class StepTime(NativeExecutionTime):
-    """Vidur's per-step execution time plus time spent outside the target model (the proposer)."""
+class StepTime:
+    """A step's execution time: Vidur's model time plus time outside the target model (the proposer).
 
-    def __init__(self, propose_seconds: float, *components):
-        super().__init__(*components)
+    Delegates every other attribute to Vidur's ExecutionTime, so its per-op breakdown stays intact.
+    """
+
+    __slots__ = ("base", "propose_seconds", "total_time", "model_time")
+
+    def __init__(self, base, propose_seconds: float):
+        self.base = base
         self.propose_seconds = propose_seconds
+        self.model_time = base.model_time
+        self.total_time = base.total_time + propose_seconds
 
-    @property
-    def total_time(self) -> float:
-        return NativeExecutionTime.total_time.__get__(self) + self.propose_seconds
+    def __getattr__(self, name):
+        return getattr(self.base, name)
 
 
 class ProfilePredictor(RandomForrestExecutionTimePredictor):
@@ -154,24 +159,7 @@ class ProfilePredictor(RandomForrestExecutionTimePredictor):
         base = super().get_execution_time(batch, pipeline_stage)
         if self.proposer is None or not isinstance(batch, SpecBatch):
             return base
-        return StepTime(
-            self.proposer.step_seconds(batch),
-            self._num_layers_per_pipeline_stage,
-            base.attention_rope_execution_time,
-            base.attention_kv_cache_save_execution_time,
-            base.attention_decode_execution_time,
-            base.attention_prefill_execution_time,
-            base.attention_layer_pre_proj_execution_time,
-            base.attention_layer_post_proj_execution_time,
-            base.mlp_layer_up_proj_execution_time,
-            base.mlp_layer_down_proj_execution_time,
-            base.mlp_layer_act_execution_time,
-            base.attn_norm_time,
-            base.mlp_norm_time,
-            base.add_time,
-            base.tensor_parallel_communication_time,
-            base.pipeline_parallel_communication_time,
-        )
+        return StepTime(base, self.proposer.step_seconds(batch))
 
 
 ExecutionTimePredictorRegistry.register(ExtensionType.PROFILE_FOREST, ProfilePredictor)

@@ -66,37 +66,39 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
         if self._k <= 0:
             raise ValueError("SpecSarathiScheduler needs k >= 1; use TrackedSarathiScheduler for k = 0")
         self._sampler = AcceptanceSampler(self._config.conditional_acceptance, self._config.acceptance_seed)
-        self._planned_q: dict[int, int] = {}
+        self._missing_blocks: dict[int, int] = {}  # decode rows planned this step -> blocks to add
 
     def _get_request_next_num_q_tokens(self, request, num_batch_tokens: int) -> int:
-        if not self._is_prefill_complete(request):
+        if not request.is_prefill_complete:
             return super()._get_request_next_num_q_tokens(request, num_batch_tokens)
-        proposals = proposals_this_step(self._k, request.remaining_output_tokens, self._config.chunk_size - num_batch_tokens)
-        self._planned_q[request.id] = proposals + 1  # 0 when the request must wait
-        return proposals + 1
+        processed = request.num_processed_tokens
+        computed = 1 + proposals_this_step(self._k, request.total_tokens - processed, self._config.chunk_size - num_batch_tokens)
+        if computed:
+            # lookahead: blocks for every slot this step may write (processed + k' + 1 tokens)
+            needed = -(-(processed + computed) // self._cache_config.block_size)
+            self._missing_blocks[request.id] = max(0, needed - self._allocation_map[request.id])
+        return computed  # 0 when the request must wait for the next step
 
-    def _lookahead_blocks(self, request) -> int:
-        """Blocks still missing for every slot this step may write: processed + k' + 1 tokens."""
-        needed = ceil((request.num_processed_tokens + self._planned_q[request.id]) / self._cache_config.block_size)
-        return max(0, needed - self._allocation_map[request.id])
+    def _planned_missing_blocks(self, request):
+        # a request restarted earlier in this step is a new (prefill) request again
+        return self._missing_blocks.get(request.id) if request.is_prefill_complete else None
 
     def _can_allocate_request(self, request) -> bool:
-        if request.id in self._planned_q and request.id in self._allocation_map:
-            return self._cache_config.num_blocks - self._num_allocated_blocks >= self._lookahead_blocks(request)
-        return super()._can_allocate_request(request)
+        missing = self._planned_missing_blocks(request)
+        if missing is None:
+            return super()._can_allocate_request(request)
+        return self._cache_config.num_blocks - self._num_allocated_blocks >= missing
 
     def _allocate_request(self, request) -> None:
-        if request.id in self._planned_q and request.id in self._allocation_map:
-            missing = self._lookahead_blocks(request)
-            del self._planned_q[request.id]
-            if missing:
-                self.allocate(request.id, missing)
-            return
-        super()._allocate_request(request)
+        missing = self._planned_missing_blocks(request)
+        if missing is None:
+            return super()._allocate_request(request)
+        if missing:
+            self.allocate(request.id, missing)
 
     def _get_next_batch(self, time: float):
         batch = super()._get_next_batch(time)
-        self._planned_q.clear()
+        self._missing_blocks.clear()
         if batch is None:
             return batch
         progress, decode_rows = [], []
@@ -115,7 +117,7 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
                 request.accepted_tokens += accepted
                 request.acceptance_log.append((proposals, accepted))
             progress.append(accepted + 1)
-        return SpecBatch(self._replica_id, batch.requests, batch.num_q_tokens, batch.num_kv_tokens, progress, decode_rows)
+        return SpecBatch.adopt(batch, progress, decode_rows)
 
 
 ReplicaSchedulerRegistry.register(ExtensionType.TRACKED_SARATHI, TrackedSarathiScheduler)

@@ -161,6 +161,14 @@ def _scheduler_config(config: RunConfig):
     )
 
 
+def target_predictor(config: RunConfig) -> ProfilePredictor:
+    """The target model's predictor for ``config`` (trained or loaded from the cache)."""
+    max_tokens = _check_lengths(config)
+    cache_dir = _cache_dir(config)
+    profile = resolve_profile(config.profile_dir, config.model, config.device, cache_dir, max_seq_len=max_tokens, block_size=config.block_size)
+    return ProfilePredictor(_predictor_config(profile, cache_dir, max_tokens, config), _replica_config(config, config.model), CacheConfig(block_size=config.block_size))
+
+
 def simulate(config: RunConfig) -> RunResult:
     max_tokens = _check_lengths(config)
     cache_dir = _cache_dir(config)
@@ -216,7 +224,7 @@ def simulate(config: RunConfig) -> RunResult:
         "seed": config.seed,
         "workload_seed": getattr(config.workload, "seed", None),
     }
-    return RunResult(config, frame, summary, provenance)
+    return RunResult(config, frame, summary, provenance, {r.id: list(r.acceptance_log) for r in requests})
 
 
 def request_frame(requests) -> pd.DataFrame:

@@ -19,11 +19,16 @@ from simulator.profiles.source import builtin_profile_dir
 from simulator.textio import atomic_write_text
 
 
+def _markdown(frame: pd.DataFrame) -> str:
+    formats = [".2f" if pd.api.types.is_float_dtype(frame[c]) else "" for c in frame.columns]
+    return frame.to_markdown(index=False, floatfmt=formats)
+
+
 def _report(meas, shape, dev, title: str) -> str:
     lines = [f"# {title}", ""]
     if len(meas.mlp):
         table = accuracy.mlp_error_table(meas, shape, dev)
-        lines += ["## MLP-side ops (num_tokens 1-4096)", "", table.to_markdown(index=False, floatfmt=".2f"), ""]
+        lines += ["## MLP-side ops (num_tokens 1-4096)", "", _markdown(table), ""]
     for name, errors in (
         ("Decode attention (held out: alternate KV sizes)", accuracy.decode_errors(meas, shape, dev) if len(meas.decode) else None),
         ("Prefill attention (held out: alternate chunk sizes)", accuracy.prefill_errors(meas, shape, dev) if len(meas.prefill) else None),
@@ -31,7 +36,7 @@ def _report(meas, shape, dev, title: str) -> str:
         if errors is None:
             continue
         stats = accuracy.summarize_attention(errors)
-        lines += [f"## {name}", "", pd.DataFrame([stats]).to_markdown(index=False, floatfmt=".2f"), ""]
+        lines += [f"## {name}", "", _markdown(pd.DataFrame([stats])), ""]
     return "\n".join(lines)
 
 

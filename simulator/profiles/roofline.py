@@ -177,14 +177,15 @@ def decode_attention_ms(batch, kv, shape: ModelShape, dev: DeviceSpec) -> np.nda
     tail = ctas - full * slots
     first_wave = slots * cta_bytes / (bandwidth * eff)
     streamed_wave = first_wave / c.decode_stream_gain
-    # busiest SM of the tail wave: one CTA, or two sharing it (partly relieved when few SMs double up)
+    lone_cta = cta_bytes / (c.decode_sm_gbps * 1e9)  # one CTA streaming alone on an SM
+    # A lone partial wave is set by its busiest SM: one CTA, or two sharing the SM (partly
+    # relieved while few SMs double up).  A tail behind full waves overlaps their drain and
+    # grows smoothly from one CTA's time towards a full wave's.
     doubled = np.clip((tail - sms) / sms, 0.0, 1.0)
     per_sm_load = np.where(tail > sms, 1 + c.decode_doubling_penalty + (1 - c.decode_doubling_penalty) * doubled, 1.0)
-    tail_time = np.where(
-        tail > 0,
-        np.maximum(per_sm_load * cta_bytes / (c.decode_sm_gbps * 1e9), tail * cta_bytes / (bandwidth * eff)),
-        0.0,
-    )
+    lone_wave = np.maximum(per_sm_load * lone_cta, tail * cta_bytes / (bandwidth * eff))
+    trailing_wave = lone_cta + np.maximum(first_wave - lone_cta, 0.0) * tail / slots
+    tail_time = np.where(tail > 0, np.where(full > 0, trailing_wave, lone_wave), 0.0)
     seconds = (
         _us(c.decode_fixed_us)
         + batch * _us(c.decode_per_seq_us)

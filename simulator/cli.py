@@ -1,0 +1,128 @@
+"""``python -m simulator``: run one configuration, print its summary, optionally write results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+
+from simulator.config import PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.errors import ConfigError
+from simulator.textio import atomic_write_text
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m simulator", description="Simulate one (speculative) serving configuration with Vidur.")
+    w = p.add_argument_group("workload (Vidur's Poisson generator, fixed lengths)")
+    w.add_argument("--requests", type=int, default=300)
+    w.add_argument("--prompt-tokens", type=int, default=1024)
+    w.add_argument("--output-tokens", type=int, default=256)
+    w.add_argument("--rate", type=float, default=4.0, help="arrival rate, requests/s")
+    w.add_argument("--workload-seed", type=int, default=42)
+    s = p.add_argument_group("speculative decoding (k = 0: off)")
+    s.add_argument("-k", "--num-speculative-tokens", type=int, default=0)
+    s.add_argument("--acceptance", type=float, help="i.i.d. per-position acceptance rate")
+    s.add_argument("--acceptance-per-position", help="comma-separated P(pos i accepted | earlier accepted)")
+    s.add_argument("--proposer", default="ngram", help="ngram or draft")
+    s.add_argument("--ngram-overhead-ms", type=float, default=SpeculationConfig.ngram_overhead_ms)
+    s.add_argument("--draft-model", help="e.g. JackFram/llama-68m or TinyLlama/TinyLlama-1.1B-Chat-v1.0")
+    s.add_argument("--attention", default="kv_once", help="kv_once, per_token or interpolated")
+    s.add_argument("--interpolation", type=float, default=0.5, help="lambda for --attention interpolated")
+    m = p.add_argument_group("system")
+    m.add_argument("--model", default="meta-llama/Llama-2-7b-hf")
+    m.add_argument("--device", default="a100")
+    m.add_argument("--profile-dir", help="Vidur-format profile directory (default: built-in profile)")
+    m.add_argument("--scheduler", default="sarathi")
+    m.add_argument("--chunk-size", type=int, default=512)
+    m.add_argument("--batch-size-cap", type=int, default=128)
+    m.add_argument("--num-kv-blocks", type=int)
+    m.add_argument("--tensor-parallel-size", type=int, default=1)
+    m.add_argument("--pipeline-stages", type=int, default=1)
+    m.add_argument("--seed", type=int, default=0, help="acceptance draws")
+    m.add_argument("--cache-dir")
+    o = p.add_argument_group("output")
+    o.add_argument("--json", help="write summary, configuration and provenance as JSON here")
+    o.add_argument("--requests-csv", help="write per-request results as CSV here")
+    o.add_argument("-v", "--verbose", action="store_true", help="show Vidur's log")
+    return p
+
+
+def _parse_vector(text):
+    if text is None:
+        return None
+    try:
+        return tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise ConfigError(f"--acceptance-per-position {text!r}: not a comma-separated list of numbers") from exc
+
+
+def config_from_args(args) -> RunConfig:
+    return RunConfig(
+        workload=PoissonWorkload(args.requests, args.prompt_tokens, args.output_tokens, args.rate, args.workload_seed),
+        speculation=SpeculationConfig(
+            num_speculative_tokens=args.num_speculative_tokens,
+            acceptance_rate=args.acceptance,
+            acceptance_per_position=_parse_vector(args.acceptance_per_position),
+            proposer=args.proposer,
+            ngram_overhead_ms=args.ngram_overhead_ms,
+            draft_model=args.draft_model,
+            attention=args.attention,
+            interpolation=args.interpolation,
+        ),
+        model=args.model,
+        device=args.device,
+        profile_dir=args.profile_dir,
+        scheduler=args.scheduler,
+        chunk_size=args.chunk_size,
+        batch_size_cap=args.batch_size_cap,
+        num_kv_blocks=args.num_kv_blocks,
+        tensor_parallel_size=args.tensor_parallel_size,
+        pipeline_stages=args.pipeline_stages,
+        seed=args.seed,
+        cache_dir=args.cache_dir,
+    )
+
+
+def _json_safe(value):
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value
+
+
+def format_summary(result) -> str:
+    s = result.summary
+    ms = lambda key: f"{s[key] * 1e3:9.2f} ms"  # noqa: E731
+    lines = [f"{'metric':<8}{'p50':>13}{'p90':>13}{'p99':>13}"]
+    for name in ("ttft", "tpot", "e2e"):
+        lines.append(f"{name.upper():<8}" + "".join(f"{ms(f'{name}_p{p}_s'):>13}" for p in (50, 90, 99)))
+    lines += [
+        f"throughput          {s['throughput_tok_s']:.1f} output tokens/s over {s['makespan_s']:.2f} s",
+        f"acceptance rate     {s['acceptance_rate']:.4f}  (accepted {s['accepted_tokens']} / proposed {s['proposed_tokens']})",
+        f"mean accept length  {s['mean_acceptance_length']:.4f}  over {s['verify_steps']} verify steps",
+        f"peak KV             {s['peak_kv_blocks']} / {s['kv_blocks_total']} blocks ({100 * s['peak_kv_fraction']:.1f}%), preemptions {s['preemptions']}",
+        "provenance          " + ", ".join(f"{k}={v}" for k, v in result.provenance.items() if k != "profile_sha256"),
+    ]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if not args.verbose:
+        logging.disable(logging.INFO)
+    try:
+        config = config_from_args(args)
+        from simulator import run
+
+        result = run(config)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(format_summary(result))
+    if args.json:
+        payload = {"summary": {k: _json_safe(v) for k, v in result.summary.items()}, "config": config.to_dict(), "provenance": result.provenance}
+        atomic_write_text(args.json, json.dumps(payload, indent=2, sort_keys=True) + "\n")
+    if args.requests_csv:
+        atomic_write_text(args.requests_csv, result.requests.to_csv(index=False, float_format="%.9g"))
+    return 0
