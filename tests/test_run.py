@@ -1,0 +1,144 @@
+"""Stock (no speculation) runs: offline, deterministic, identical to Vidur's own Sarathi run."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from vidur.config import CacheConfig, ClusterConfig, RoundRobinGlobalSchedulerConfig, SarathiSchedulerConfig
+from vidur.simulator import Simulator
+
+import simulator
+from simulator.config import PoissonWorkload, RunConfig
+from simulator.engine import simulation
+from simulator.engine.generator import vidur_synthetic_config
+from simulator.engine.ids import reset_entity_ids
+from simulator.errors import ConfigError
+
+SMALL = RunConfig(workload=PoissonWorkload(num_requests=60, arrival_rate=4.0, seed=7))
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def small_run():
+    return simulator.run(SMALL)
+
+
+def test_per_request_results_and_summary(small_run):
+    frame = small_run.requests
+    assert list(frame.request_id) == list(range(60))
+    assert (frame.output_tokens == 256).all() and (frame.prompt_tokens == 1024).all()
+    assert (frame.ttft_s > 0).all() and (frame.e2e_s > frame.ttft_s).all()
+    pd.testing.assert_series_equal(frame.tpot_s, (frame.e2e_s - frame.ttft_s) / 255, check_names=False)
+    assert small_run.summary["tpot_p50_s"] == pytest.approx(frame.tpot_s.median())
+    assert small_run.summary["verify_steps"] == 0 and small_run.summary["proposed_tokens"] == 0
+    assert small_run.provenance["vidur_version"] == "0.0.26"
+    assert small_run.provenance["profile_source"] == "builtin"
+
+
+def test_same_seed_same_results_in_one_process(small_run):
+    again = simulator.run(SMALL)
+    pd.testing.assert_frame_equal(small_run.requests, again.requests)
+
+
+def test_same_seed_same_results_across_processes(small_run, tmp_path):
+    out = tmp_path / "requests.csv"
+    cmd = [sys.executable, "-m", "simulator", "--requests", "60", "--rate", "4", "--workload-seed", "7", "--requests-csv", str(out)]
+    subprocess.run(cmd, check=True, capture_output=True, cwd=tmp_path)
+    other = pd.read_csv(out)
+    mine = pd.read_csv(pd.io.common.StringIO(small_run.requests.to_csv(index=False, float_format="%.9g")))
+    pd.testing.assert_frame_equal(mine, other)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["requests.csv"]  # nothing else in the CWD
+
+
+def _direct_vidur_requests(config: RunConfig):
+    """Vidur's own Sarathi scheduler, request generator and Request class; only the predictor is ours
+    (the stock one downloads profiles from the hub)."""
+    workload = config.workload
+    max_tokens = simulation._check_lengths(config)
+    cache_dir = simulation._cache_dir(config)
+    profile = simulation.resolve_profile(None, config.model, config.device, cache_dir, max_seq_len=max_tokens)
+    reset_entity_ids()
+    sim = Simulator(
+        simulation.InMemorySimulationConfig(
+            cluster_config=ClusterConfig(
+                num_replicas=1,
+                replica_config=simulation._replica_config(config, config.model),
+                cache_config=CacheConfig(),
+                global_scheduler_config=RoundRobinGlobalSchedulerConfig(),
+                replica_scheduler_config=SarathiSchedulerConfig(chunk_size=config.chunk_size, batch_size_cap=config.batch_size_cap),
+            ),
+            request_generator_config=vidur_synthetic_config(workload, workload.max_request_tokens),
+            execution_time_predictor_config=simulation._predictor_config(profile, cache_dir, max_tokens, config),
+            metrics_config=simulation.QuietMetricsConfig(),
+        )
+    )
+    requests = sorted((event._request for _, event in sim._event_queue), key=lambda r: r.id)
+    sim.run()
+    return requests
+
+
+def test_matches_a_direct_vidur_sarathi_run(small_run):
+    direct = _direct_vidur_requests(SMALL)
+    assert len(direct) == len(small_run.requests)
+    mine = small_run.requests
+    assert [r.arrived_at for r in direct] == list(mine.arrival_s)
+    assert [r.prefill_completed_at - r.arrived_at for r in direct] == list(mine.ttft_s)
+    assert [r.completed_at - r.arrived_at for r in direct] == list(mine.e2e_s)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"model": "meta-llama/Llama-9"}, "unknown model"),
+        ({"device": "b200"}, "unknown device"),
+        ({"workload": PoissonWorkload(num_requests=10, prompt_tokens=4000, output_tokens=200)}, "exceeds meta-llama/Llama-2-7b-hf's context of 4096"),
+    ],
+)
+def test_bad_run_inputs(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        simulator.run(RunConfig(**kwargs))
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_requests": 0}, "num_requests = 0"),
+        ({"num_requests": -5}, "num_requests = -5"),
+        ({"arrival_rate": 0}, "arrival_rate = 0"),
+        ({"arrival_rate": -1.0}, "arrival_rate = -1.0"),
+        ({"prompt_tokens": 0}, "prompt_tokens = 0"),
+    ],
+)
+def test_bad_workloads(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        PoissonWorkload(**kwargs)
+
+
+def test_unwritable_cache_dir(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(ConfigError, match="cache directory"):
+        simulator.run(RunConfig(cache_dir=str(blocker / "cache")))
+
+
+def test_cli_bad_input_exits_nonzero_and_writes_nothing(tmp_path):
+    out = tmp_path / "summary.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "simulator", "--rate", "0", "--json", str(out)], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert "arrival_rate = 0" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_cli_writes_json_summary(tmp_path):
+    out = tmp_path / "summary.json"
+    subprocess.run([sys.executable, "-m", "simulator", "--requests", "20", "--json", str(out)], check=True, capture_output=True, cwd=tmp_path)
+    payload = json.loads(out.read_text())
+    assert payload["summary"]["num_requests"] == 20
+    assert payload["provenance"]["vidur_version"] == "0.0.26"
+    assert payload["config"]["workload"]["num_requests"] == 20
