@@ -1,0 +1,117 @@
+"""Pure speculative-decoding pieces: acceptance draws, progress, verify cost, memory."""
+
+import math
+
+import numpy as np
+import pytest
+
+from simulator.config import RunConfig, SpeculationConfig
+from simulator.errors import ConfigError
+from simulator.speculative.acceptance import AcceptanceSampler
+from simulator.speculative.memory import ModelMemory, kv_capacity_tokens
+from simulator.speculative.progress import expected_progress, expected_progress_per_position, proposals_this_step
+from simulator.speculative.verify_cost import extrapolate_batch, kv_once_ms, per_token_ms, verify_attention_ms
+
+
+def test_expected_progress_closed_form():
+    assert expected_progress(0.0, 4) == 1
+    assert expected_progress(1.0, 4) == 5
+    assert expected_progress(0.5, 2) == pytest.approx(1 + 0.5 + 0.25)
+    assert expected_progress_per_position([0.7] * 3) == pytest.approx(expected_progress(0.7, 3))
+
+
+def test_sampler_matches_conditional_rates_and_is_reproducible():
+    sampler = AcceptanceSampler([0.9, 0.5], seed=3)
+    draws = np.array([sampler.accepted(r, s, 2) for r in range(200) for s in range(100)])
+    assert (draws >= 1).mean() == pytest.approx(0.9, abs=0.01)
+    assert (draws == 2).mean() == pytest.approx(0.45, abs=0.01)
+    again = AcceptanceSampler([0.9, 0.5], seed=3)
+    assert [again.accepted(5, s, 2) for s in range(100)] == [sampler.accepted(5, s, 2) for s in range(100)]
+
+
+def test_fewer_proposals_read_a_prefix_of_the_same_draws():
+    sampler = AcceptanceSampler([0.8] * 4, seed=1)
+    for step in range(50):
+        full = sampler.accepted(9, step, 4)
+        assert sampler.accepted(9, step, 2) == min(full, 2)
+        assert sampler.accepted(9, step, 0) == 0
+
+
+def test_proposals_respect_request_end_and_budget():
+    assert proposals_this_step(4, remaining_output=100, budget_left=512) == 4
+    assert proposals_this_step(4, remaining_output=3, budget_left=512) == 2  # never past the last token
+    assert proposals_this_step(4, remaining_output=1, budget_left=512) == 0
+    assert proposals_this_step(4, remaining_output=100, budget_left=3) == 2  # shrink to fit the budget
+    assert proposals_this_step(4, remaining_output=100, budget_left=0) == -1  # wait for the next step
+
+
+def _lookup(batch, kv):
+    # a made-up decode profile: 2 us per sequence plus 1 ns per cached token per sequence
+    return batch * (2e-3 + kv * 1e-6)
+
+
+def test_each_assumption_equals_its_formula_on_a_hand_built_batch():
+    rows = [(5, 1000), (5, 2000), (1, 3000)]  # two verify rows (k = 4) and one plain decode
+    once = verify_attention_ms(rows, _lookup, "kv_once")
+    per_token = verify_attention_ms(rows, _lookup, "per_token")
+    assert once == pytest.approx(_lookup(3, 2000))  # 3 sequences, mean KV 2000
+    assert per_token == pytest.approx(_lookup(11, (5 * 1000 + 5 * 2000 + 3000) / 11))  # B(k+1) queries
+    mid = verify_attention_ms(rows, _lookup, "interpolated", 0.25)
+    assert mid == pytest.approx(0.75 * once + 0.25 * per_token)
+    assert once <= mid <= per_token
+    assert kv_once_ms([], _lookup) == per_token_ms([], _lookup) == 0
+
+
+def test_extrapolation_past_the_profiled_batch():
+    lookup = extrapolate_batch(lambda b, kv: b**0.9, max_batch=128)
+    assert lookup(100, 0) == pytest.approx(100**0.9)
+    assert lookup(300, 0) == pytest.approx(2 * 128**0.9 + 44**0.9)
+    assert lookup(256, 0) == pytest.approx(2 * 128**0.9)
+    assert all(lookup(b + 1, 0) >= lookup(b, 0) for b in range(1, 600))
+
+
+def test_draft_memory_shrinks_capacity_by_exactly_its_weights_and_kv():
+    target = ModelMemory(weight_bytes=13_000_000_000, kv_bytes_per_token=524288)
+    draft = ModelMemory(weight_bytes=2_200_000_000, kv_bytes_per_token=45056)
+    memory = 80 * 2**30
+    alone = kv_capacity_tokens(memory, 0.1, target, None)
+    both = kv_capacity_tokens(memory, 0.1, target, draft)
+    usable = memory * 0.9 - target.weight_bytes
+    assert alone == math.floor(usable / target.kv_bytes_per_token)
+    assert both == math.floor((usable - draft.weight_bytes) / (target.kv_bytes_per_token + draft.kv_bytes_per_token))
+    assert both * (target.kv_bytes_per_token + draft.kv_bytes_per_token) + draft.weight_bytes <= usable
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"num_speculative_tokens": -1}, "num_speculative_tokens = -1"),
+        ({"num_speculative_tokens": 2.5, "acceptance_rate": 0.5}, "num_speculative_tokens = 2.5"),
+        ({"num_speculative_tokens": 2, "acceptance_rate": 1.5}, "acceptance_rate = 1.5"),
+        ({"num_speculative_tokens": 2, "acceptance_rate": float("nan")}, "acceptance_rate = nan"),
+        ({"num_speculative_tokens": 2, "acceptance_per_position": ()}, "non-empty"),
+        ({"num_speculative_tokens": 2, "acceptance_per_position": (0.5, 1.2)}, r"acceptance_per_position\[1\] = 1.2"),
+        ({"num_speculative_tokens": 3, "acceptance_per_position": (0.5, 0.4)}, "at least k = 3"),
+        ({"num_speculative_tokens": 2}, "exactly one of"),
+        ({"num_speculative_tokens": 2, "acceptance_rate": 0.5, "interpolation": 2.0}, "interpolation = 2.0"),
+        ({"num_speculative_tokens": 2, "acceptance_rate": 0.5, "proposer": "eagle"}, "proposer = 'eagle'"),
+        ({"num_speculative_tokens": 2, "acceptance_rate": 0.5, "attention": "flash"}, "attention = 'flash'"),
+        ({"num_speculative_tokens": 2, "acceptance_rate": 0.5, "proposer": "draft"}, "draft_model"),
+    ],
+)
+def test_bad_speculation_settings(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        SpeculationConfig(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"scheduler": "vllm"}, "Sarathi scheduler only"),
+        ({"pipeline_stages": 2}, "pipeline parallelism 1"),
+        ({"tensor_parallel_size": 2}, "tensor parallelism 1"),
+    ],
+)
+def test_speculation_scope(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        RunConfig(speculation=SpeculationConfig(num_speculative_tokens=2, acceptance_rate=0.5), **kwargs)
