@@ -1,0 +1,379 @@
+"""A small stand-in for a vLLM OpenAI-compatible server, for testing the harness without a GPU.
+
+It is a real HTTP server (aiohttp) that streams ``/v1/completions`` in the OpenAI SSE format
+and serves ``/metrics`` with vLLM V1's speculative-decoding counters.  Tokens come from a
+deterministic model of its own: continuous batching, each engine step costing
+``step_base_s + step_per_token_s * tokens processed``, and each decode step proposing k
+tokens of which a leading run is accepted with i.i.d. probability ``acceptance_rate``.
+Acceptance draws are seeded per request (from its prompt), so a request gets the same
+tokens and chunking whatever the order of arrival.
+
+Fault switches make chosen fractions of requests fail in the ways a real run can: HTTP 500,
+a connection dropped mid-stream, a malformed SSE line, a stall longer than the client's
+timeout, a completion shorter than asked; and ``/metrics`` can omit a counter.  Which
+requests fail is a deterministic function of the prompt (:meth:`FakeServerConfig.fault_for`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from simulator.errors import ConfigError
+
+FAULTS = ("http_500", "drop", "malformed", "stall", "short")
+
+
+@dataclass(frozen=True)
+class FakeServerConfig:
+    model: str = "fake-model"
+    num_speculative_tokens: int = 3
+    acceptance_rate: float = 0.7
+    seed: int = 0
+    step_base_s: float = 0.002
+    step_per_token_s: float = 0.00001
+    max_batch: int = 64
+    num_gpu_blocks: int = 2048
+    block_size: int = 16
+    # fractions of requests hit by each fault, chosen from the prompt (see fault_for)
+    fault_http_500: float = 0.0
+    fault_drop: float = 0.0
+    fault_malformed: float = 0.0
+    fault_stall: float = 0.0
+    fault_short: float = 0.0
+    stall_s: float = 30.0
+    metrics_missing: tuple[str, ...] = field(default_factory=tuple)  # metric names left out of /metrics
+
+    def __post_init__(self):
+        def need(ok, name, what):
+            if not ok:
+                raise ConfigError(f"{name} = {getattr(self, name)!r}: {what}")
+
+        need(isinstance(self.num_speculative_tokens, int) and self.num_speculative_tokens >= 0, "num_speculative_tokens", "must be an integer >= 0")
+        need(0 <= self.acceptance_rate <= 1, "acceptance_rate", "must be in [0, 1]")
+        for name in ("step_base_s", "step_per_token_s", "stall_s"):
+            need(math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, name, "must be a finite number >= 0")
+        for name in ("max_batch", "num_gpu_blocks", "block_size"):
+            need(isinstance(getattr(self, name), int) and getattr(self, name) > 0, name, "must be a positive integer")
+        total = 0.0
+        for fault in FAULTS:
+            value = getattr(self, f"fault_{fault}")
+            need(0 <= value <= 1, f"fault_{fault}", "must be a fraction in [0, 1]")
+            total += value
+        if total > 1:
+            raise ConfigError(f"fault fractions add up to {total:g}, more than 1")
+
+    def request_key(self, prompt_ids: list[int]) -> int:
+        digest = hashlib.sha256(f"{self.seed}:{','.join(map(str, prompt_ids))}".encode()).digest()
+        return int.from_bytes(digest[:8], "big")
+
+    def fault_for(self, prompt_ids: list[int]) -> Optional[str]:
+        """The fault (if any) a request with this prompt meets; a pure function of the prompt."""
+        u = self.request_key(prompt_ids) / 2**64
+        edge = 0.0
+        for fault in FAULTS:
+            edge += getattr(self, f"fault_{fault}")
+            if u < edge:
+                return fault
+        return None
+
+
+class _Metrics:
+    """vLLM V1 metric names, exported through prometheus_client (a registry per server)."""
+
+    def __init__(self, config: FakeServerConfig):
+        registry = self.registry = CollectorRegistry()
+        labels = {"model_name": config.model, "engine": "0"}
+        missing = {name.removesuffix("_total") for name in config.metrics_missing}
+
+        def counter(name, doc, extra=()):
+            if name in missing:
+                return None
+            return Counter(name, doc, list(labels) + list(extra), registry=registry)
+
+        self.drafts = counter("vllm:spec_decode_num_drafts", "Verify steps with draft tokens")
+        self.draft_tokens = counter("vllm:spec_decode_num_draft_tokens", "Proposed tokens")
+        self.accepted = counter("vllm:spec_decode_num_accepted_tokens", "Accepted proposed tokens")
+        self.per_pos = counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per position", ("position",))
+        self.generation = counter("vllm:generation_tokens", "Generated tokens")
+        self.labels = labels
+        if config.num_speculative_tokens == 0:
+            self.drafts = self.draft_tokens = self.accepted = self.per_pos = None
+        for metric in (self.drafts, self.draft_tokens, self.accepted, self.generation):
+            if metric is not None:
+                metric.labels(**labels)  # exported as 0 from the start, as vLLM does
+        if self.per_pos is not None:
+            for position in range(config.num_speculative_tokens):
+                self.per_pos.labels(**labels, position=str(position))
+        if "vllm:cache_config_info" not in missing:
+            info = Gauge("vllm:cache_config_info", "Cache configuration", ["block_size", "num_gpu_blocks"], registry=registry)
+            info.labels(block_size=str(config.block_size), num_gpu_blocks=str(config.num_gpu_blocks)).set(1)
+
+    def step(self, k: int, accepted: int) -> None:
+        if self.drafts is not None:
+            self.drafts.labels(**self.labels).inc()
+        if self.draft_tokens is not None:
+            self.draft_tokens.labels(**self.labels).inc(k)
+        if self.accepted is not None:
+            self.accepted.labels(**self.labels).inc(accepted)
+        if self.per_pos is not None:
+            for position in range(accepted):
+                self.per_pos.labels(**self.labels, position=str(position)).inc()
+
+    def generated(self, tokens: int) -> None:
+        if self.generation is not None:
+            self.generation.labels(**self.labels).inc(tokens)
+
+
+class _Sequence:
+    def __init__(self, prompt_ids: list[int], max_tokens: int, key: int, blocks: int):
+        self.prompt_len = len(prompt_ids)
+        self.max_tokens = max_tokens
+        self.rng = np.random.default_rng(key)
+        self.blocks = blocks
+        self.emitted = 0
+        self.prefilled = False
+        self.outbox: asyncio.Queue = asyncio.Queue()
+
+    @property
+    def remaining(self) -> int:
+        return self.max_tokens - self.emitted
+
+
+class _Engine:
+    """Continuous batching: admit while KV blocks allow, one prefill or decode step per sequence."""
+
+    def __init__(self, config: FakeServerConfig, metrics: _Metrics):
+        self.config = config
+        self.metrics = metrics
+        self.waiting: list[_Sequence] = []
+        self.running: list[_Sequence] = []
+        self.free_blocks = config.num_gpu_blocks
+        self.wakeup = asyncio.Event()
+
+    def blocks_for(self, prompt_len: int, max_tokens: int) -> int:
+        return -(-(prompt_len + max_tokens) // self.config.block_size)
+
+    def submit(self, sequence: _Sequence) -> None:
+        self.waiting.append(sequence)
+        self.wakeup.set()
+
+    def abort(self, sequence: _Sequence) -> None:
+        if sequence in self.waiting:
+            self.waiting.remove(sequence)
+        if sequence in self.running:
+            self.running.remove(sequence)
+            self.free_blocks += sequence.blocks
+
+    async def run(self) -> None:
+        k = self.config.num_speculative_tokens
+        while True:
+            while self.waiting and len(self.running) < self.config.max_batch and self.free_blocks >= self.waiting[0].blocks:
+                sequence = self.waiting.pop(0)
+                self.free_blocks -= sequence.blocks
+                self.running.append(sequence)
+            if not self.running:
+                self.wakeup.clear()
+                await self.wakeup.wait()
+                continue
+            batch = list(self.running)
+            prefill = [s for s in batch if not s.prefilled]
+            decode = [s for s in batch if s.prefilled]
+            tokens = sum(s.prompt_len for s in prefill) + len(decode) * (1 + k)
+            await asyncio.sleep(self.config.step_base_s + self.config.step_per_token_s * tokens)
+            for sequence in batch:
+                if sequence not in self.running:  # aborted while the step ran
+                    continue
+                if not sequence.prefilled:
+                    sequence.prefilled = True
+                    self._emit(sequence, 1)
+                    continue
+                accepted = 0
+                if k:
+                    draws = sequence.rng.random(k)
+                    while accepted < k and draws[accepted] < self.config.acceptance_rate:
+                        accepted += 1
+                    self.metrics.step(k, accepted)
+                self._emit(sequence, min(1 + accepted, sequence.remaining))
+
+    def _emit(self, sequence: _Sequence, count: int) -> None:
+        ids = [int(t) for t in sequence.rng.integers(1000, 32000, size=count)]
+        sequence.emitted += count
+        self.metrics.generated(count)
+        sequence.outbox.put_nowait(ids)
+        if sequence.remaining <= 0:
+            sequence.outbox.put_nowait(None)
+            self.abort(sequence)
+
+
+ENGINE = web.AppKey("engine", _Engine)
+
+
+def _sse(payload) -> bytes:
+    data = payload if isinstance(payload, str) else json.dumps(payload, separators=(",", ":"))
+    return f"data: {data}\n\n".encode()
+
+
+def _error(status: int, message: str) -> web.Response:
+    return web.json_response({"object": "error", "message": message, "type": "BadRequestError" if status == 400 else "InternalServerError", "code": status}, status=status)
+
+
+def create_app(config: FakeServerConfig) -> web.Application:
+    app = web.Application()
+    metrics = _Metrics(config)
+    state = {"counter": 0}
+
+    async def start_engine(app: web.Application):
+        engine = app[ENGINE] = _Engine(config, metrics)
+        task = asyncio.create_task(engine.run())
+        yield
+        task.cancel()
+        try:
+            await task
+        except asyncio.CancelledError:
+            pass
+
+    app.cleanup_ctx.append(start_engine)
+
+    async def models(request: web.Request) -> web.Response:
+        return web.json_response({"object": "list", "data": [{"id": config.model, "object": "model", "owned_by": "fake"}]})
+
+    async def metrics_endpoint(request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def completions(request: web.Request) -> web.StreamResponse:
+        try:
+            body = await request.json()
+        except json.JSONDecodeError:
+            return _error(400, "body is not JSON")
+        prompt = body.get("prompt")
+        if not (isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt)):
+            return _error(400, "this fake server takes the prompt as a non-empty list of token ids")
+        max_tokens = body.get("max_tokens", 16)
+        if not (isinstance(max_tokens, int) and max_tokens > 0):
+            return _error(400, "max_tokens must be a positive integer")
+        if body.get("model") not in (None, config.model):
+            return _error(404, f"model {body.get('model')!r} does not exist")
+        engine = request.app[ENGINE]
+        fault = config.fault_for(prompt)
+        if fault == "http_500":
+            return _error(500, "injected fault: internal server error")
+        generate = max(1, max_tokens // 2) if fault == "short" else max_tokens
+        blocks = engine.blocks_for(len(prompt), generate)
+        if blocks > config.num_gpu_blocks:
+            return _error(400, f"request needs {blocks} KV blocks, the server has {config.num_gpu_blocks}")
+        state["counter"] += 1
+        request_id = f"cmpl-{state['counter']}"
+        sequence = _Sequence(prompt, generate, config.request_key(prompt), blocks)
+        engine.submit(sequence)
+        try:
+            if not body.get("stream"):
+                ids = []
+                while (chunk := await sequence.outbox.get()) is not None:
+                    ids.extend(chunk)
+                return web.json_response(_completion(request_id, config.model, ids, len(prompt), body, final=True))
+            return await _stream(request, body, request_id, sequence, fault, len(prompt))
+        except ConnectionResetError:  # the client went away (it gave up, or a fault closed it)
+            return web.Response(status=499)
+        finally:
+            engine.abort(sequence)
+
+    async def _stream(request, body, request_id, sequence, fault, prompt_len) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await response.prepare(request)
+        emitted = 0
+        index = 0
+        while (ids := await sequence.outbox.get()) is not None:
+            if index == 1 and fault == "drop":
+                request.transport.close()  # the connection dies mid-stream
+                return response
+            if index == 1 and fault == "malformed":
+                await response.write(b'data: {"choices": [{"text": \n\n')
+            if index == 1 and fault == "stall":
+                await asyncio.sleep(config.stall_s)
+            emitted += len(ids)
+            done = emitted >= sequence.max_tokens
+            await response.write(_sse(_completion(request_id, config.model, ids, prompt_len, body, final=done, usage=False)))
+            index += 1
+        if (body.get("stream_options") or {}).get("include_usage"):
+            usage = {"prompt_tokens": prompt_len, "completion_tokens": emitted, "total_tokens": prompt_len + emitted}
+            await response.write(_sse({"id": request_id, "object": "text_completion", "created": 0, "model": config.model, "choices": [], "usage": usage}))
+        await response.write(_sse("[DONE]"))
+        await response.write_eof()
+        return response
+
+    app.router.add_get("/v1/models", models)
+    app.router.add_get("/metrics", metrics_endpoint)
+    app.router.add_post("/v1/completions", completions)
+    return app
+
+
+def _completion(request_id: str, model: str, ids: list[int], prompt_len: int, body: dict, final: bool, usage: bool = True) -> dict:
+    choice = {"index": 0, "text": "".join(f" t{t}" for t in ids), "logprobs": None, "finish_reason": "length" if final else None, "stop_reason": None}
+    if body.get("return_token_ids"):
+        choice["token_ids"] = ids
+    payload = {"id": request_id, "object": "text_completion", "created": 0, "model": model, "choices": [choice]}
+    if usage:
+        payload["usage"] = {"prompt_tokens": prompt_len, "completion_tokens": len(ids), "total_tokens": prompt_len + len(ids)}
+    return payload
+
+
+async def _start(config: FakeServerConfig, host: str, port: int) -> tuple[web.AppRunner, str]:
+    runner = web.AppRunner(create_app(config), access_log=None, shutdown_timeout=0.5)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port)
+    await site.start()
+    bound_host, bound_port = runner.addresses[0][:2]
+    return runner, f"http://{bound_host}:{bound_port}"
+
+
+async def _stop(runner: web.AppRunner) -> None:
+    """Stop serving, then end handlers still running (a stalled stream sleeps on)."""
+    await runner.cleanup()
+    others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
+
+
+async def serve_forever(config: FakeServerConfig, host: str = "127.0.0.1", port: int = 8000, on_ready=print) -> None:
+    """Run until cancelled (Ctrl-C from the CLI)."""
+    runner, url = await _start(config, host, port)
+    on_ready(url)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await _stop(runner)
+
+
+class FakeServer:
+    """The server on its own event loop in a background thread: ``with FakeServer(cfg) as s: s.url``."""
+
+    def __init__(self, config: FakeServerConfig = FakeServerConfig(), host: str = "127.0.0.1", port: int = 0):
+        self.config, self.host, self.port = config, host, port
+        self.url: Optional[str] = None
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._runner: Optional[web.AppRunner] = None
+
+    def __enter__(self) -> "FakeServer":
+        self._thread.start()
+        future = asyncio.run_coroutine_threadsafe(_start(self.config, self.host, self.port), self._loop)
+        self._runner, self.url = future.result(timeout=10)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        asyncio.run_coroutine_threadsafe(_stop(self._runner), self._loop).result(timeout=10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()

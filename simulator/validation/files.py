@@ -1,0 +1,153 @@
+"""File utilities shared by the validation steps: atomic writes, durable appends, hashing.
+
+Outputs are written to a temporary file in the same directory and renamed into place, so a
+crash never leaves a half-written file.  Replay results are instead appended one line per
+request with flush + fsync, so a crash loses at most the request being written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Iterator
+
+from simulator.errors import ConfigError
+
+
+def json_safe(value: Any) -> Any:
+    """NaN and infinities become ``None`` (strict JSON has no such numbers)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy scalar
+        return json_safe(value.item())
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    """One spelling per value, so equal content hashes equally."""
+    return json.dumps(json_safe(value), sort_keys=True, separators=(",", ":"), allow_nan=False)
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _file_mode() -> int:
+    """The mode an ordinary ``open`` would give (mkstemp alone makes files private)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def atomic_write_bytes(path: Path, data: bytes) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        os.chmod(tmp, _file_mode())
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def atomic_write_json(path: Path, value: Any) -> None:
+    atomic_write_text(path, json.dumps(json_safe(value), indent=2, sort_keys=True, allow_nan=False) + "\n")
+
+
+def write_jsonl_atomic(path: Path, rows: list[dict]) -> None:
+    atomic_write_text(path, "".join(canonical_json(row) + "\n" for row in rows))
+
+
+class DurableAppender:
+    """Appends JSON lines, each flushed and fsynced before ``append`` returns (thread-safe)."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _drop_unterminated_tail(self.path)
+        self._handle = open(self.path, "a", encoding="utf-8")
+        self._lock = threading.Lock()
+
+    def append(self, row: dict) -> None:
+        line = canonical_json(row) + "\n"
+        with self._lock:
+            self._handle.write(line)
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+
+    def close(self) -> None:
+        with self._lock:
+            self._handle.close()
+
+
+def _drop_unterminated_tail(path: Path) -> None:
+    """A crash mid-write can leave a final line without its newline; it is not a record."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as handle:
+            handle.truncate(data.rfind(b"\n") + 1)
+
+
+def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each complete line; an unterminated last line is skipped."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not UTF-8 text ({err})") from None
+    lines = text.split("\n")
+    for number, line in enumerate(lines[:-1], start=1):  # the last piece has no newline
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise ConfigError(f"{path}:{number}: not valid JSON ({err.msg})") from None
+        if not isinstance(value, dict):
+            raise ConfigError(f"{path}:{number}: expected a JSON object")
+        yield number, value
+
+
+def read_json(path: Path) -> dict:
+    path = Path(path)
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: not valid JSON ({err})") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"{path}: expected a JSON object")
+    return value
+
+
+def check_schema(path: Path, header: dict, schema: str, version: int) -> None:
+    """The first record of every file names its schema and version; refuse anything else."""
+    if header.get("schema") != schema:
+        raise ConfigError(f"{path}: schema is {header.get('schema')!r}, expected {schema!r}")
+    if header.get("schema_version") != version:
+        raise ConfigError(
+            f"{path}: schema_version is {header.get('schema_version')!r}; this version reads {schema} version {version}"
+        )

@@ -1,0 +1,151 @@
+"""Reading vLLM's Prometheus ``/metrics``: speculative-decoding counters and KV cache size.
+
+The text format is parsed by ``prometheus_client``'s parser.  Counters are summed over label
+sets (several engines or models), and a run's counts are the difference between a scrape
+before and one after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Optional
+
+import httpx
+from prometheus_client.parser import text_string_to_metric_families
+
+from simulator.errors import ConfigError
+
+COUNTERS = {
+    # V1 engine
+    "drafts": "vllm:spec_decode_num_drafts_total",
+    "draft_tokens": "vllm:spec_decode_num_draft_tokens_total",
+    "accepted_tokens": "vllm:spec_decode_num_accepted_tokens_total",
+    # V0 engine
+    "emitted_tokens": "vllm:spec_decode_num_emitted_tokens_total",
+    # both
+    "generation_tokens": "vllm:generation_tokens_total",
+}
+PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+CACHE_INFO = "vllm:cache_config_info"
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Counter values at one instant; ``None`` where the server does not export the counter."""
+
+    drafts: Optional[float] = None
+    draft_tokens: Optional[float] = None
+    accepted_tokens: Optional[float] = None
+    emitted_tokens: Optional[float] = None
+    generation_tokens: Optional[float] = None
+    accepted_per_pos: dict = field(default_factory=dict)  # position -> count
+    block_size: Optional[int] = None
+    num_gpu_blocks: Optional[int] = None
+
+    @property
+    def engine(self) -> Optional[str]:
+        """Which counter family is present: "v1" (drafts), "v0" (emitted tokens) or None."""
+        if self.drafts is not None:
+            return "v1"
+        if self.emitted_tokens is not None:
+            return "v0"
+        return None
+
+
+COUNTER_FIELDS = tuple(COUNTERS)
+
+
+def parse_metrics(text: str, source: str) -> Snapshot:
+    """Parse Prometheus text exposition; ``source`` names it in error messages."""
+    totals: dict[str, float] = {}
+    per_pos: dict[int, float] = {}
+    cache_labels: Optional[dict] = None
+    by_sample = {name: key for key, name in COUNTERS.items()}
+    try:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name in by_sample:
+                    key = by_sample[sample.name]
+                    totals[key] = totals.get(key, 0.0) + sample.value
+                elif sample.name == PER_POSITION:
+                    position = _int_label(sample.labels, "position", source)
+                    per_pos[position] = per_pos.get(position, 0.0) + sample.value
+                elif sample.name == CACHE_INFO and cache_labels is None:
+                    cache_labels = dict(sample.labels)
+    except ValueError as err:
+        raise ConfigError(f"{source}: not valid Prometheus text ({err})") from None
+    block_size = num_blocks = None
+    if cache_labels is not None:
+        block_size = _optional_int(cache_labels.get("block_size"))
+        num_blocks = _optional_int(cache_labels.get("num_gpu_blocks"))
+    return Snapshot(**totals, accepted_per_pos=per_pos, block_size=block_size, num_gpu_blocks=num_blocks)
+
+
+def _int_label(labels: dict, name: str, source: str) -> int:
+    value = _optional_int(labels.get(name))
+    if value is None or value < 0:
+        raise ConfigError(f"{source}: {PER_POSITION} has {name}={labels.get(name)!r}, expected an integer >= 0")
+    return value
+
+
+def _optional_int(text) -> Optional[int]:
+    """vLLM writes ``None`` for unset cache fields (e.g. before memory profiling)."""
+    try:
+        return int(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def delta(before: Snapshot, after: Snapshot, source: str) -> Snapshot:
+    """after - before for every counter present in both; refuses counters that went down
+    (the server restarted between the scrapes, so the difference means nothing)."""
+    values = {}
+    for name in COUNTER_FIELDS:
+        a, b = getattr(after, name), getattr(before, name)
+        if a is None or b is None:
+            continue
+        if a < b:
+            raise ConfigError(f"{source}: counter {COUNTERS[name]} went down from {b:g} to {a:g} (server restarted between scrapes?)")
+        values[name] = a - b
+    per_pos = {}
+    for position in sorted(set(after.accepted_per_pos) | set(before.accepted_per_pos)):
+        a, b = after.accepted_per_pos.get(position, 0.0), before.accepted_per_pos.get(position, 0.0)
+        if a < b:
+            raise ConfigError(f"{source}: counter {PER_POSITION}{{position=\"{position}\"}} went down from {b:g} to {a:g} (server restarted between scrapes?)")
+        per_pos[position] = a - b
+    return Snapshot(**values, accepted_per_pos=per_pos, block_size=after.block_size, num_gpu_blocks=after.num_gpu_blocks)
+
+
+def add(left: Snapshot, right: Snapshot) -> Snapshot:
+    """Sum of two deltas (several replay sessions); a counter missing from either is dropped."""
+    values = {}
+    for name in COUNTER_FIELDS:
+        a, b = getattr(left, name), getattr(right, name)
+        if a is not None and b is not None:
+            values[name] = a + b
+    positions = set(left.accepted_per_pos) | set(right.accepted_per_pos)
+    per_pos = {p: left.accepted_per_pos.get(p, 0.0) + right.accepted_per_pos.get(p, 0.0) for p in sorted(positions)}
+    return Snapshot(
+        **values,
+        accepted_per_pos=per_pos,
+        block_size=right.block_size if right.block_size is not None else left.block_size,
+        num_gpu_blocks=right.num_gpu_blocks if right.num_gpu_blocks is not None else left.num_gpu_blocks,
+    )
+
+
+def snapshot_to_dict(snapshot: Snapshot) -> dict:
+    data = {f.name: getattr(snapshot, f.name) for f in fields(snapshot)}
+    data["accepted_per_pos"] = [snapshot.accepted_per_pos.get(p, 0.0) for p in range(max(snapshot.accepted_per_pos, default=-1) + 1)]
+    return data
+
+
+async def scrape(client: httpx.AsyncClient, base_url: str) -> str:
+    """GET ``{base_url}/metrics``; any failure is a ConfigError naming the URL."""
+    url = f"{base_url}/metrics"
+    try:
+        response = await client.get(url)
+    except httpx.HTTPError as err:
+        raise ConfigError(f"cannot scrape {url}: {type(err).__name__}: {err}") from None
+    if response.status_code != 200:
+        raise ConfigError(f"cannot scrape {url}: HTTP {response.status_code}")
+    return response.text

@@ -1,0 +1,340 @@
+"""Open-loop replay of a workload against an OpenAI-compatible ``/v1/completions`` server.
+
+Each request is sent at its recorded arrival time (relative to the first request still to
+send), streamed, and timed on the client's monotonic clock the way ``vllm bench serve``
+times it.  The record is appended to ``replay.jsonl`` the moment the request finishes, so a
+crash or a dead server loses only requests in flight; rerunning the same command resumes
+with the requests that have no record yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Optional
+
+import httpx
+import numpy as np
+from httpx_sse import SSEError, aconnect_sse
+from tqdm import tqdm
+
+from simulator.errors import ConfigError
+from simulator.validation.files import DurableAppender, atomic_write_json, atomic_write_text
+from simulator.validation.metrics import scrape
+from simulator.validation.replay_files import (
+    NOT_SENT,
+    SCHEMA,
+    SCHEMA_VERSION,
+    SUMMARY_FILE,
+    list_scrapes,
+    read_results,
+    read_summary,
+    results_path,
+    scrape_path,
+)
+from simulator.validation.workload import Request, Workload
+
+LOOP_PROBE_S = 0.005  # how often the event-loop lag probe wakes
+
+
+@dataclass(frozen=True)
+class ReplayOptions:
+    base_url: str
+    model: Optional[str] = None  # None: the first model the server lists
+    concurrency: int = 256  # requests in flight at most; later ones wait (and say so)
+    timeout_s: float = 300.0  # longest silence on a connection before the request is a timeout
+    temperature: float = 0.0
+    retry_failed: bool = False  # also resend requests whose record is a failure
+    request_token_ids: bool = True  # ask for token ids per chunk (vLLM >= 0.10.2: return_token_ids)
+    progress: bool = False
+
+    def __post_init__(self):
+        if not (isinstance(self.concurrency, int) and self.concurrency > 0):
+            raise ConfigError(f"concurrency = {self.concurrency!r}: must be a positive integer")
+        if not (self.timeout_s > 0):
+            raise ConfigError(f"timeout_s = {self.timeout_s!r}: must be > 0 seconds")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"url = {self.base_url!r}: must start with http:// or https://")
+
+    @property
+    def root_url(self) -> str:
+        """The server root: a trailing slash or ``/v1`` is dropped."""
+        url = self.base_url.rstrip("/")
+        return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def request_body(request: Request, model: str, options: ReplayOptions) -> dict:
+    """Exact output length: ``max_tokens`` = ``min_tokens`` = the workload's, EOS ignored."""
+    body = {
+        "model": model,
+        "prompt": list(request.prompt_token_ids),
+        "max_tokens": request.output_tokens,
+        "min_tokens": request.output_tokens,
+        "ignore_eos": True,
+        "temperature": options.temperature,
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+    if options.request_token_ids:
+        body["return_token_ids"] = True
+    return body
+
+
+def pending_requests(workload: Workload, records: dict, retry_failed: bool) -> list[Request]:
+    """Requests still to send: no record, a record of a request that never reached the
+    server, or (with ``retry_failed``) any failure."""
+
+    def done(record: Optional[dict]) -> bool:
+        if record is None or record["status"] in NOT_SENT:
+            return False
+        return record["status"] == "ok" or not retry_failed
+
+    return [r for r in workload.requests if not done(records.get(r.request_id))]
+
+
+def replay(workload: Workload, out_dir: Path, options: ReplayOptions) -> dict:
+    """Replay what is still pending; returns this session's summary (also saved to disk).
+
+    Raises ConfigError before writing anything if the server cannot be reached or the
+    directory holds results for another workload or model.
+    """
+    out_dir = Path(out_dir)
+    existing = read_results(out_dir, workload.workload_hash)
+    records = existing.records if existing else {}
+    pending = pending_requests(workload, records, options.retry_failed)
+    return asyncio.run(_session(workload, out_dir, options, existing, pending))
+
+
+async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, existing, pending: list[Request]) -> dict:
+    url = options.root_url
+    timeout = httpx.Timeout(options.timeout_s, connect=min(10.0, options.timeout_s))
+    limits = httpx.Limits(max_connections=options.concurrency, max_keepalive_connections=options.concurrency)
+    async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) as client:
+        before = await scrape(client, url)  # fails fast, before anything is written
+        served = [options.model] if options.model else await _served_models(client, url)
+        model = existing.header.get("model") if existing else served[0]
+        if model not in served:  # resuming against another model would mix two measurements
+            raise ConfigError(f"{results_path(out_dir)}: results were measured on model {model!r}, not {', '.join(map(repr, served))}")
+        if not pending:
+            return {"session": None, "sent": 0, "note": "every request already has a record; nothing to send"}
+        session = max(list_scrapes(out_dir), default=-1) + 1
+        out_dir.mkdir(parents=True, exist_ok=True)
+        appender = DurableAppender(results_path(out_dir))
+        if existing is None:
+            appender.append({"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "workload_hash": workload.workload_hash, "num_requests": len(workload), "model": model})
+        atomic_write_text(scrape_path(out_dir, session, "before"), before)
+        try:
+            stats = await _send_all(client, pending, model, options, appender, session)
+        finally:
+            appender.close()
+        try:
+            atomic_write_text(scrape_path(out_dir, session, "after"), await scrape(client, url))
+            stats["after_scrape"] = True
+        except ConfigError as err:
+            stats["after_scrape"] = False
+            stats["after_scrape_error"] = str(err)
+    summary = {"session": session, "model": model, "options": asdict(options) | {"base_url": url}, **stats}
+    saved = read_summary(out_dir)
+    saved.setdefault("sessions", []).append(summary)
+    saved["workload_hash"] = workload.workload_hash
+    atomic_write_json(out_dir / SUMMARY_FILE, saved)
+    return summary
+
+
+async def _served_models(client: httpx.AsyncClient, url: str) -> list[str]:
+    try:
+        response = await client.get("/v1/models")
+        models = [str(entry["id"]) for entry in response.json()["data"]]
+    except (httpx.HTTPError, ValueError, KeyError, TypeError) as err:
+        raise ConfigError(f"cannot list models at {url}/v1/models ({type(err).__name__}: {err}); pass --model") from None
+    if not models:
+        raise ConfigError(f"{url}/v1/models lists no model")
+    return models
+
+
+async def _send_all(client, pending: list[Request], model: str, options: ReplayOptions, appender: DurableAppender, session: int) -> dict:
+    clock = time.perf_counter
+    origin = pending[0].arrival_s
+    gate = asyncio.Semaphore(options.concurrency)
+    written: asyncio.Queue = asyncio.Queue()
+    lags: list[float] = []
+    bar = tqdm(total=len(pending), desc="replay", unit="req", disable=not options.progress)
+
+    async def writer():
+        while (record := await written.get()) is not None:
+            await asyncio.to_thread(appender.append, record)  # fsync off the event loop
+            bar.update(1)
+
+    async def one(request: Request, t0: float) -> dict:
+        scheduled = t0 + (request.arrival_s - origin)
+        await asyncio.sleep(max(0.0, scheduled - clock()))
+        async with gate:
+            record = await _stream_one(client, request, request_body(request, model, options), clock, scheduled - t0, t0)
+        record["session"] = session
+        written.put_nowait(record)
+        return record
+
+    async def probe_loop(stop: asyncio.Event):
+        while not stop.is_set():
+            expected = clock() + LOOP_PROBE_S
+            await asyncio.sleep(LOOP_PROBE_S)
+            lags.append(clock() - expected)
+
+    stop = asyncio.Event()
+    writer_task = asyncio.create_task(writer())
+    probe_task = asyncio.create_task(probe_loop(stop))
+    t0 = clock()
+    try:
+        finished = await asyncio.gather(*(one(r, t0) for r in pending))
+    finally:
+        stop.set()
+        written.put_nowait(None)
+        try:
+            await writer_task
+        except asyncio.CancelledError:
+            while not written.empty():  # interrupted: keep whatever finished
+                record = written.get_nowait()
+                if record is not None:
+                    appender.append(record)
+        await probe_task
+        bar.close()
+    wall = clock() - t0
+    return {"sent": len(pending), "wall_s": wall, **_tally(finished), "client_overhead": _overhead(finished, lags)}
+
+
+def _tally(records: list[dict]) -> dict:
+    statuses: dict[str, int] = {}
+    for record in records:
+        statuses[record["status"]] = statuses.get(record["status"], 0) + 1
+    return {"statuses": dict(sorted(statuses.items())), "length_mismatches": sum(bool(r.get("length_mismatch")) for r in records)}
+
+
+def _overhead(records: list[dict], lags: list[float]) -> dict:
+    """The client's own cost: lateness of sends, time spent handling chunks, event-loop lag."""
+    send_lag = np.array([r["send_lag_s"] for r in records])
+    handling = np.array([r["client_handling_s"] for r in records])
+    chunks = sum(len(r["chunks"]) for r in records)
+    loop = np.array(lags) if lags else np.zeros(1)
+
+    def spread(values: np.ndarray) -> dict:
+        return {"p50": float(np.percentile(values, 50)), "p99": float(np.percentile(values, 99)), "max": float(values.max())}
+
+    return {
+        "send_lag_s": spread(send_lag),
+        "chunk_handling_s_total": float(handling.sum()),
+        "chunk_handling_s_mean": float(handling.sum() / chunks) if chunks else 0.0,
+        "event_loop_lag_s": spread(loop),
+    }
+
+
+async def _stream_one(client: httpx.AsyncClient, request: Request, body: dict, clock, scheduled_s: float, t0: float) -> dict:
+    """Send one request and time its stream; every failure becomes a record, never an exception."""
+    send = clock()
+    record = {
+        "request_id": request.request_id,
+        "status": "ok",
+        "error": None,
+        "http_status": None,
+        "expected_output_tokens": request.output_tokens,
+        "scheduled_s": round(scheduled_s, 6),
+        "send_s": round(send - t0, 6),
+        "send_lag_s": round(send - t0 - scheduled_s, 6),
+        "chunks": [],  # [seconds after send, tokens in the chunk or null]
+        "completion_tokens": None,
+        "streamed_tokens": None,
+        "length_mismatch": None,
+        "ttft_s": None,
+        "e2e_s": None,
+        "tpot_s": None,
+        "done_s": None,
+        "client_handling_s": 0.0,
+    }
+    handling = 0.0
+    finished = False
+    try:
+        async with aconnect_sse(client, "POST", "/v1/completions", json=body) as source:
+            response = source.response
+            record["http_status"] = response.status_code
+            if response.status_code != 200:
+                text = (await response.aread()).decode("utf-8", errors="replace")
+                return _failed(record, "http_error", f"HTTP {response.status_code}: {text[:200]}")
+            async for event in source.aiter_sse():
+                arrived = clock()
+                if event.data.strip() == "[DONE]":
+                    record["done_s"] = round(arrived - send, 6)
+                    finished = True
+                    break
+                problem = _take_chunk(record, event.data, arrived - send)
+                handling += clock() - arrived
+                if problem:
+                    return _failed(record, *problem)
+    except httpx.TimeoutException as err:
+        return _failed(record, "timeout", f"{type(err).__name__}: no data for longer than the client timeout")
+    except (httpx.RemoteProtocolError, httpx.ReadError) as err:
+        return _failed(record, "dropped_stream", f"{type(err).__name__}: {err}")
+    except (httpx.ConnectError, httpx.ConnectTimeout) as err:
+        return _failed(record, "connection_error", f"{type(err).__name__}: {err}")
+    except SSEError as err:
+        return _failed(record, "malformed_sse", str(err))
+    except httpx.HTTPError as err:
+        return _failed(record, "dropped_stream", f"{type(err).__name__}: {err}")
+    finally:
+        record["client_handling_s"] = round(handling, 9)
+    if not finished:
+        return _failed(record, "dropped_stream", "the stream ended without data: [DONE]")
+    if not record["chunks"]:
+        return _failed(record, "stream_error", "the stream carried no tokens")
+    _derive_latencies(record)
+    return record
+
+
+def _take_chunk(record: dict, data: str, since_send: float) -> Optional[tuple[str, str]]:
+    """Record one SSE event; returns (status, message) when the event is a failure."""
+    try:
+        payload = json.loads(data)
+    except json.JSONDecodeError:
+        return "malformed_sse", f"event data is not JSON: {data[:80]!r}"
+    if not isinstance(payload, dict):
+        return "malformed_sse", f"event data is not a JSON object: {data[:80]!r}"
+    if payload.get("error") is not None:
+        return "stream_error", f"server error in stream: {json.dumps(payload['error'])[:200]}"
+    choices = payload.get("choices")
+    if choices:
+        ids = choices[0].get("token_ids") if isinstance(choices[0], dict) else None
+        record["chunks"].append([round(since_send, 6), len(ids) if isinstance(ids, list) else None])
+    usage = payload.get("usage")
+    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
+        record["completion_tokens"] = usage["completion_tokens"]
+    return None
+
+
+def _derive_latencies(record: dict) -> None:
+    """vllm bench serve's definitions: TTFT = first content chunk, E2E = last content chunk,
+    TPOT = (E2E - TTFT) / (tokens - 1) with tokens from ``usage.completion_tokens``."""
+    chunks = record["chunks"]
+    counts = [c[1] for c in chunks]
+    record["streamed_tokens"] = sum(counts) if all(c is not None for c in counts) else None
+    tokens = record["completion_tokens"] if record["completion_tokens"] is not None else record["streamed_tokens"]
+    expected = record["expected_output_tokens"]
+    mismatch = []
+    if tokens is None:
+        mismatch.append("the server reported no usage and no token ids, so the length is unverified")
+    elif tokens != expected:
+        mismatch.append(f"generated {tokens} tokens, asked for {expected}")
+    if record["completion_tokens"] is not None and record["streamed_tokens"] is not None and record["completion_tokens"] != record["streamed_tokens"]:
+        mismatch.append(f"usage says {record['completion_tokens']} tokens but the chunks carried {record['streamed_tokens']}")
+    record["length_mismatch"] = bool(mismatch)
+    if mismatch:
+        record["error"] = "; ".join(mismatch)
+    record["ttft_s"] = chunks[0][0]
+    record["e2e_s"] = chunks[-1][0]
+    record["tpot_s"] = round((chunks[-1][0] - chunks[0][0]) / (tokens - 1), 9) if tokens and tokens > 1 else None
+
+
+def _failed(record: dict, status: str, message: str) -> dict:
+    record["status"] = status
+    record["error"] = message
+    return record

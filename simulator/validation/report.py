@@ -1,0 +1,157 @@
+"""The validation report: ``report.json``, ``report.md``, ``comparison.csv`` and a
+measured-vs-simulated scatter (``scatter.html`` with a local ``plotly.min.js``, and the
+figure as ``scatter.json`` for the site).  Everything is computed before the first file is
+written, and each file is written atomically.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+from simulator.errors import ConfigError
+from simulator.validation.calibrate import read_calibration
+from simulator.validation.compare import METRICS, acceptance_summary, check_same_workload, error_summary, join, measured_frame, status_counts
+from simulator.validation.files import atomic_write_bytes, atomic_write_json, json_safe
+from simulator.validation.replay_files import read_results, read_summary
+from simulator.validation.simulate import read_simulated
+from simulator.validation.workload import read_workload
+
+SCHEMA = "vidur-specdec/validation-report"
+SCHEMA_VERSION = 1
+FILES = {"json": "report.json", "markdown": "report.md", "csv": "comparison.csv", "scatter_html": "scatter.html", "scatter_json": "scatter.json", "plotlyjs": "plotly.min.js"}
+LABELS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E"}
+
+
+def build_report(workload, results, replay_summary: dict, calibration: dict, simulated: dict, simulated_frame: pd.DataFrame) -> tuple[dict, pd.DataFrame]:
+    workload_hash = check_same_workload(
+        {
+            "workload": workload.workload_hash,
+            "replay": results.workload_hash,
+            "calibration": calibration.get("workload_hash"),
+            "simulated": simulated.get("workload_hash"),
+        }
+    )
+    frame = join(measured_frame(workload, results.records), simulated_frame)
+    config = simulated.get("config") or {}
+    report = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "workload_hash": workload_hash,
+        "served_model": results.header.get("model"),
+        "simulated_model": config.get("model"),
+        "simulated_device": config.get("device"),
+        "requests": status_counts(frame),
+        "metrics": error_summary(frame),
+        "acceptance": acceptance_summary(calibration, simulated.get("summary") or {}),
+        "calibration": {key: calibration.get(key) for key in ("engine", "num_speculative_tokens", "acceptance_per_position", "acceptance_per_position_unconditional", "kv_cache", "drafts_per_decode_chunk", "tokens_per_decode_chunk", "notes")},
+        "replay_sessions": [
+            {key: session.get(key) for key in ("session", "sent", "statuses", "length_mismatches", "client_overhead", "after_scrape")}
+            for session in replay_summary.get("sessions", [])
+        ],
+        "provenance": simulated.get("provenance"),
+        "files": {key: name for key, name in FILES.items() if key != "json"},
+    }
+    return json_safe(report), frame
+
+
+def _seconds(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value * 1000:.1f} ms"
+
+
+def _percent(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:+.1f}%"
+
+
+def _number(value: Optional[float], digits: int = 3) -> str:
+    return "n/a" if value is None else f"{value:.{digits}f}"
+
+
+def render_markdown(report: dict) -> str:
+    requests = report["requests"]
+    lines = [
+        "# Validation report",
+        "",
+        f"Workload `{report['workload_hash'][:12]}`: {requests['total']} requests, {requests['compared']} compared "
+        f"(statuses: {', '.join(f'{k} {v}' for k, v in requests['by_status'].items())}; length mismatches: {requests['length_mismatch']}).",
+        f"Served model `{report['served_model']}`; simulated `{report['simulated_model']}` on `{report['simulated_device']}`.",
+        "",
+        "Errors are (simulated - measured) / measured: positive means the simulator predicts slower.",
+        "",
+        "| metric | requests | measured p50 | simulated p50 | error of p50 | median error | MAPE | p90 abs error |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for metric in METRICS:
+        m = report["metrics"][metric]
+        mape = "n/a" if m["mape_pct"] is None else f"{m['mape_pct']:.1f}%"
+        p90 = "n/a" if m["p90_abs_err_pct"] is None else f"{m['p90_abs_err_pct']:.1f}%"
+        lines.append(
+            f"| {LABELS[metric]} | {m['requests']} | {_seconds(m['measured_p50_s'])} | {_seconds(m['simulated_p50_s'])} | "
+            f"{_percent(m['p50_err_pct'])} | {_percent(m['median_signed_err_pct'])} | {mape} | {p90} |"
+        )
+    acceptance = report["acceptance"]
+    lines += [
+        "",
+        f"## Acceptance (k = {acceptance['num_speculative_tokens']}, counters: {acceptance['engine'] or 'none'})",
+        "",
+        "| | acceptance rate | mean acceptance length |",
+        "|---|---:|---:|",
+        f"| measured | {_number(acceptance['measured']['acceptance_rate'])} | {_number(acceptance['measured']['mean_acceptance_length'])} |",
+        f"| simulated | {_number(acceptance['simulated']['acceptance_rate'])} | {_number(acceptance['simulated']['mean_acceptance_length'])} |",
+        "",
+    ]
+    notes = report["calibration"].get("notes") or []
+    if notes:
+        lines += ["## Notes", ""] + [f"- {note}" for note in notes] + [""]
+    lines += ["Per-request values: `comparison.csv`; scatter plot: `scatter.html`.", ""]
+    return "\n".join(lines)
+
+
+def scatter_figure(frame: pd.DataFrame) -> go.Figure:
+    """Measured (x) against simulated (y) per metric, with the y = x line."""
+    rows = frame[frame["compared"]]
+    figure = make_subplots(rows=1, cols=len(METRICS), subplot_titles=[f"{LABELS[m]} (ms)" for m in METRICS])
+    for column, metric in enumerate(METRICS, start=1):
+        data = rows.dropna(subset=[f"measured_{metric}_s", f"simulated_{metric}_s"])
+        x = (data[f"measured_{metric}_s"] * 1000).round(4).tolist()
+        y = (data[f"simulated_{metric}_s"] * 1000).round(4).tolist()
+        figure.add_trace(
+            go.Scatter(x=x, y=y, mode="markers", name=LABELS[metric], text=[f"request {i}" for i in data["request_id"]], showlegend=False),
+            row=1,
+            col=column,
+        )
+        if x:
+            edge = max(max(x), max(y))
+            figure.add_trace(go.Scatter(x=[0, edge], y=[0, edge], mode="lines", line={"dash": "dot", "color": "grey"}, showlegend=False, hoverinfo="skip"), row=1, col=column)
+        figure.update_xaxes(title_text="measured", row=1, col=column)
+        figure.update_yaxes(title_text="simulated", row=1, col=column)
+    figure.update_layout(title="Measured vs simulated, per request", template="plotly_white", height=420)
+    return figure
+
+
+def compare_files(workload_path: Path, replay_dir: Path, calibration_path: Path, simulated_dir: Path, out_dir: Path) -> dict:
+    workload = read_workload(workload_path)
+    results = read_results(replay_dir)
+    if results is None:
+        raise ConfigError(f"{replay_dir}: no replay results (replay.jsonl) found")
+    calibration = read_calibration(calibration_path)
+    simulated, simulated_frame = read_simulated(simulated_dir)
+    report, frame = build_report(workload, results, read_summary(replay_dir), calibration, simulated, simulated_frame)
+    figure = scatter_figure(frame)
+    outputs = {
+        FILES["markdown"]: render_markdown(report).encode("utf-8"),
+        FILES["csv"]: frame.to_csv(index=False, lineterminator="\n").encode("utf-8"),
+        FILES["scatter_html"]: figure.to_html(include_plotlyjs="directory", full_html=True, div_id="validation-scatter").encode("utf-8"),
+        FILES["scatter_json"]: figure.to_json().encode("utf-8"),
+        FILES["plotlyjs"]: get_plotlyjs().encode("utf-8"),
+    }
+    out_dir = Path(out_dir)
+    for name, data in outputs.items():
+        atomic_write_bytes(out_dir / name, data)
+    atomic_write_json(out_dir / FILES["json"], report)  # last: its presence means the set is complete
+    return report

@@ -1,0 +1,102 @@
+"""Simulate the replayed workload with the calibrated acceptance and the server's KV budget.
+
+:func:`build_run_config` is pure: same arrivals, same exact lengths, the same k, the
+conditional per-position acceptance and the server's block count and size.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from simulator.config import ExplicitWorkload, RunConfig, SpeculationConfig
+from simulator.errors import ConfigError
+from simulator.validation.files import atomic_write_bytes, atomic_write_json, check_schema, read_json
+from simulator.validation.workload import Workload
+
+SCHEMA = "vidur-specdec/validation-simulated"
+SCHEMA_VERSION = 1
+REQUESTS_FILE = "simulated.csv"
+SUMMARY_FILE = "simulated.json"
+
+
+def build_run_config(
+    workload: Workload,
+    calibration: dict,
+    model: str = "meta-llama/Llama-2-7b-hf",
+    device: str = "a100",
+    profile_dir: Optional[str] = None,
+    proposer: str = "ngram",
+    draft_model: Optional[str] = None,
+    seed: int = 0,
+) -> RunConfig:
+    if calibration["workload_hash"] != workload.workload_hash:
+        raise ConfigError(
+            f"the calibration is for workload {calibration['workload_hash'][:12]}..., not {workload.workload_hash[:12]}... (a different workload file)"
+        )
+    k = int(calibration["num_speculative_tokens"])
+    speculation = SpeculationConfig()
+    if k > 0:
+        speculation = SpeculationConfig(
+            num_speculative_tokens=k,
+            acceptance_per_position=tuple(float(p) for p in calibration["acceptance_per_position"]),
+            proposer=proposer,
+            draft_model=draft_model,
+        )
+    kv = calibration.get("kv_cache") or {}
+    requests = workload.requests
+    return RunConfig(
+        workload=ExplicitWorkload(
+            arrival_s=tuple(r.arrival_s for r in requests),
+            prompt_tokens=tuple(r.prompt_tokens for r in requests),
+            output_tokens=tuple(r.output_tokens for r in requests),
+        ),
+        speculation=speculation,
+        model=model,
+        device=device,
+        profile_dir=profile_dir,
+        num_kv_blocks=kv.get("num_gpu_blocks"),
+        block_size=kv.get("block_size") or 16,
+        seed=seed,
+    )
+
+
+def simulate(config: RunConfig, workload: Workload, calibration: dict, out_dir: Path) -> dict:
+    """Run the simulator and write ``simulated.csv`` (per request) and ``simulated.json``."""
+    from simulator import run  # the simulator proper; imported here so the other steps work without it
+
+    result = run(config)
+    frame = result.requests.sort_values("request_id").reset_index(drop=True)
+    if len(frame) != len(workload) or list(frame["request_id"]) != list(range(len(workload))):
+        raise ConfigError(f"the simulator returned {len(frame)} requests for a workload of {len(workload)}")
+    record = {
+        "schema": SCHEMA,
+        "schema_version": SCHEMA_VERSION,
+        "workload_hash": workload.workload_hash,
+        "calibration": {key: calibration.get(key) for key in ("engine", "num_speculative_tokens", "acceptance_rate", "mean_acceptance_length", "acceptance_per_position", "kv_cache")},
+        "config": config.to_dict(),
+        "summary": result.summary,
+        "provenance": result.provenance,
+    }
+    out_dir = Path(out_dir)
+    atomic_write_bytes(out_dir / REQUESTS_FILE, frame.to_csv(index=False, lineterminator="\n").encode("utf-8"))
+    atomic_write_json(out_dir / SUMMARY_FILE, record)
+    return record
+
+
+def read_simulated(directory: Path):
+    """(summary record, per-request DataFrame) from a simulate output directory."""
+    import pandas as pd
+
+    directory = Path(directory)
+    record = read_json(directory / SUMMARY_FILE)
+    check_schema(directory / SUMMARY_FILE, record, SCHEMA, SCHEMA_VERSION)
+    path = directory / REQUESTS_FILE
+    try:
+        frame = pd.read_csv(path)
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: file not found") from None
+    missing = {"request_id", "output_tokens", "ttft_s", "tpot_s", "e2e_s"} - set(frame.columns)
+    if missing:
+        raise ConfigError(f"{path}: missing column(s) {sorted(missing)}")
+    return record, frame

@@ -1,0 +1,132 @@
+"""Reading /metrics and turning vLLM's counters into the simulator's acceptance inputs."""
+
+import pytest
+
+from simulator.errors import ConfigError
+from simulator.validation.calibrate import acceptance_from_counters, collect_counters, conditional_from_unconditional, iid_alpha
+from simulator.validation.metrics import Snapshot, delta, parse_metrics
+from simulator.validation.replay_files import scrape_path
+
+
+def exposition(drafts, draft_tokens, accepted, per_pos, engines=("0",), blocks="1000", extra=""):
+    """vLLM V1-style /metrics text; counts are split evenly over ``engines``."""
+    n = len(engines)
+    lines = []
+    for name, value in (("drafts", drafts), ("draft_tokens", draft_tokens), ("accepted_tokens", accepted)):
+        lines.append(f"# TYPE vllm:spec_decode_num_{name} counter")
+        lines += [f'vllm:spec_decode_num_{name}_total{{engine="{e}",model_name="m"}} {value / n}' for e in engines]
+    lines.append("# TYPE vllm:spec_decode_num_accepted_tokens_per_pos counter")
+    for position, value in enumerate(per_pos):
+        lines += [f'vllm:spec_decode_num_accepted_tokens_per_pos_total{{engine="{e}",model_name="m",position="{position}"}} {value / n}' for e in engines]
+    lines.append("# TYPE vllm:cache_config_info gauge")
+    lines.append(f'vllm:cache_config_info{{block_size="16",cache_dtype="auto",num_gpu_blocks="{blocks}"}} 1.0')
+    return "\n".join(lines) + "\n" + extra
+
+
+def test_parse_sums_engines_and_reads_the_cache_config():
+    snapshot = parse_metrics(exposition(100, 300, 150, (80, 50, 20), engines=("0", "1")), "test")
+    assert (snapshot.drafts, snapshot.draft_tokens, snapshot.accepted_tokens) == (100, 300, 150)
+    assert snapshot.accepted_per_pos == {0: 80, 1: 50, 2: 20}
+    assert (snapshot.block_size, snapshot.num_gpu_blocks) == (16, 1000)
+    assert snapshot.engine == "v1"
+
+
+def test_unset_block_count_and_absent_counters_read_as_none():
+    snapshot = parse_metrics('# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size="16",num_gpu_blocks="None"} 1.0\n', "test")
+    assert snapshot.num_gpu_blocks is None and snapshot.block_size == 16
+    assert snapshot.engine is None and snapshot.drafts is None
+
+
+def test_garbage_is_not_prometheus_text():
+    with pytest.raises(ConfigError, match="scrape.prom"):
+        parse_metrics("vllm:spec_decode_num_drafts_total{engine= 5\n", "scrape.prom")
+
+
+def test_delta_subtracts_and_refuses_counters_going_down():
+    before = parse_metrics(exposition(10, 30, 12, (8, 3, 1)), "before")
+    after = parse_metrics(exposition(110, 330, 162, (88, 53, 21)), "after")
+    d = delta(before, after, "pair")
+    assert (d.drafts, d.draft_tokens, d.accepted_tokens) == (100, 300, 150)
+    assert d.accepted_per_pos == {0: 80, 1: 50, 2: 20}
+    with pytest.raises(ConfigError, match="went down.*restarted"):
+        delta(after, before, "pair")
+
+
+def test_conditional_from_unconditional():
+    # i.i.d. alpha = 0.5: u = 0.5, 0.25, 0.125 -> p = 0.5 each
+    assert conditional_from_unconditional((0.5, 0.25, 0.125)) == pytest.approx((0.5, 0.5, 0.5))
+    assert conditional_from_unconditional((0.8, 0.4, 0.1)) == pytest.approx((0.8, 0.5, 0.25))
+    # a position never reached cannot be accepted; later ones neither
+    assert conditional_from_unconditional((0.6, 0.0, 0.0)) == pytest.approx((0.6, 0.0, 0.0))
+    assert conditional_from_unconditional((0.0, 0.0)) == (0.0, 0.0)
+
+
+@pytest.mark.parametrize("alpha, k", [(0.3, 1), (0.7, 3), (0.9, 5)])
+def test_iid_alpha_inverts_the_expected_accepted_tokens(alpha, k):
+    mean_accepted = sum(alpha**i for i in range(1, k + 1))
+    assert iid_alpha(mean_accepted, k) == pytest.approx(alpha, abs=1e-9)
+    assert iid_alpha(0.0, k) == 0.0 and iid_alpha(k, k) == 1.0
+
+
+def test_v1_acceptance_from_counters():
+    counts = Snapshot(drafts=100, draft_tokens=300, accepted_tokens=150, accepted_per_pos={0: 80, 1: 50, 2: 20})
+    result = acceptance_from_counters(counts, None, "test")
+    assert result.engine == "v1" and result.num_speculative_tokens == 3
+    assert result.acceptance_rate == pytest.approx(0.5)
+    assert result.mean_acceptance_length == pytest.approx(2.5)
+    assert result.acceptance_per_position_unconditional == pytest.approx((0.8, 0.5, 0.2))
+    assert result.acceptance_per_position == pytest.approx((0.8, 0.625, 0.4))
+    assert acceptance_from_counters(counts, 3, "test") == result
+    with pytest.raises(ConfigError, match="3 draft positions but k = 4"):
+        acceptance_from_counters(counts, 4, "test")
+
+
+def test_v0_acceptance_from_emitted_tokens():
+    # k = 2, alpha = 0.5: 100 steps emit 100 * (1 + 0.5 + 0.25) tokens
+    counts = Snapshot(draft_tokens=200, accepted_tokens=90, emitted_tokens=175)
+    result = acceptance_from_counters(counts, 2, "test")
+    assert result.engine == "v0"
+    assert result.acceptance_per_position == pytest.approx((0.5, 0.5))
+    assert result.mean_acceptance_length == pytest.approx(1.75)
+    with pytest.raises(ConfigError, match="--num-speculative-tokens"):
+        acceptance_from_counters(counts, None, "test")
+
+
+def test_missing_counters_when_speculation_is_expected():
+    with pytest.raises(ConfigError, match="no spec-decode counters.*--speculative-config"):
+        acceptance_from_counters(Snapshot(generation_tokens=50), 3, "scrapes")
+    partial = Snapshot(draft_tokens=300, accepted_tokens=150, accepted_per_pos={0: 80})
+    with pytest.raises(ConfigError, match="missing vllm:spec_decode_num_drafts_total"):
+        acceptance_from_counters(partial, None, "scrapes")
+    with pytest.raises(ConfigError, match="no draft tokens"):
+        acceptance_from_counters(Snapshot(drafts=0, draft_tokens=0, accepted_tokens=0, accepted_per_pos={0: 0}), 1, "scrapes")
+
+
+def test_no_counters_and_nothing_expected_means_speculation_off():
+    result = acceptance_from_counters(Snapshot(generation_tokens=50), None, "scrapes")
+    assert result.num_speculative_tokens == 0 and result.engine is None
+
+
+def test_sessions_are_summed_and_an_interrupted_one_is_closed_by_the_next(tmp_path):
+    scrapes = {
+        (0, "before"): exposition(0, 0, 0, (0, 0)),
+        # session 0 was killed: no closing scrape; session 1 opens where it stopped
+        (1, "before"): exposition(40, 80, 40, (25, 15)),
+        (1, "after"): exposition(100, 200, 110, (70, 40)),
+    }
+    for (session, when), text in scrapes.items():
+        path = scrape_path(tmp_path, session, when)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    total, used, notes = collect_counters(tmp_path)
+    assert used == [0, 1]
+    assert (total.drafts, total.accepted_tokens, total.accepted_per_pos) == (100, 110, {0: 70, 1: 40})
+    assert "session 0: no closing scrape" in notes[0]
+
+
+def test_a_lone_interrupted_session_cannot_be_calibrated(tmp_path):
+    path = scrape_path(tmp_path, 0, "before")
+    path.parent.mkdir(parents=True)
+    path.write_text(exposition(0, 0, 0, (0,)))
+    with pytest.raises(ConfigError, match="no replay session has both"):
+        collect_counters(tmp_path)
