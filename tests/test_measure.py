@@ -1,0 +1,334 @@
+"""The PyTorch profiler: tiny grids on the CPU, checked the way Vidur's predictor reads the output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from simulator.catalog import model_config, model_shape
+from simulator.errors import ConfigError
+from simulator.profiles import grid as vidur_grid
+from simulator.profiles import measure
+from simulator.profiles.__main__ import main as profiles_main
+from simulator.profiles.vidur_format import ATTENTION_OPS, MLP_OPS, STAT_SUFFIXES, validate_profile_dir
+
+try:
+    import torch
+except ImportError:  # the grid and the error paths are still tested
+    torch = None
+needs_torch = pytest.mark.skipif(torch is None, reason="measuring needs PyTorch (pip install -e '.[profile]')")
+
+MODEL = "JackFram/llama-68m"  # Llama architecture, 768 wide: one layer builds in well under a second
+TINY = ["--grid", "small", "--max-tokens", "8", "--max-batch", "2", "--max-kv", "32", "--repeats", "3", "--warmup", "1", "--device", "cpu"]
+
+
+def run_cli(*args: str) -> int:
+    return profiles_main(["measure", *args])
+
+
+def vidur_load(directory, model: str, block_size: int = 16):
+    """The frames Vidur's sklearn predictor trains on, filtered by its own loader methods."""
+    from vidur.execution_time_predictor.sklearn_execution_time_predictor import SklearnExecutionTimePredictor as P
+
+    predictor = SimpleNamespace(
+        _model_config=model_config(model), _replica_config=SimpleNamespace(tensor_parallel_size=1), _block_size=block_size
+    )
+    predictor._read_input_file = lambda path: P._read_input_file(predictor, path)
+    mlp_path = next(p for p in directory.iterdir() if p.name.startswith("mlp.csv"))
+    attention_path = next(p for p in directory.iterdir() if p.name.startswith("attention.csv"))
+    mlp = P._load_compute_df(predictor, str(mlp_path))
+    attention = P._get_attention_df_with_derived_features(predictor, P._load_attention_df(predictor, str(attention_path)))
+    return mlp, attention
+
+
+def assert_ordered_stats(frame: pd.DataFrame, ops) -> None:
+    for op in ops:
+        cols = {s: f"time_stats.{op}.{s}" for s in STAT_SUFFIXES}
+        rows = frame.dropna(subset=[cols["median"]])
+        assert len(rows), f"no timings for {op}"
+        assert (rows[cols["min"]] > 0).all(), op
+        for low, high in (("min", "median"), ("median", "max"), ("min", "mean"), ("mean", "max")):
+            assert (rows[cols[low]] <= rows[cols[high]] * (1 + 1e-5)).all(), (op, low, high)
+        assert (rows[cols["std"]] >= 0).all(), op
+
+
+@pytest.fixture(scope="module")
+def tiny_profile(tmp_path_factory):
+    out = tmp_path_factory.mktemp("profile") / "llama-68m"
+    assert run_cli("--model", MODEL, "--out", str(out), *TINY) == 0
+    return out
+
+
+# --- the grid (pure) ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("count", [2, 3, 4, 5, 9, 17, 144, 259])
+def test_refinement_depth_spreads_every_prefix_over_the_axis(count):
+    depths = [measure.refinement_depth(i, count) for i in range(count)]
+    assert depths[0] == depths[-1] == 0
+    levels = (count - 2).bit_length()
+    assert max(depths) <= levels
+    for level in range(levels + 1):
+        kept = [i for i, d in enumerate(depths) if d <= level]
+        assert max(np.diff(kept)) <= 2 ** (levels - level)
+
+
+def test_vidur_grid_is_vidurs_and_ordered_coarse_to_fine():
+    shapes = measure.build_shapes("vidur", 4096, 256, 4096)
+    by_kind = {kind: {(s.a, s.b) for s in shapes if s.kind == kind} for kind in measure.KIND_ORDER}
+    assert {a for a, _ in by_kind["mlp"]} == set(vidur_grid.num_tokens_grid(4096))
+    assert by_kind["decode"] == set(vidur_grid.decode_shapes(4096, 256))
+    assert by_kind["prefill"] == set(vidur_grid.prefill_shapes(4096, 4096))
+    assert [s.depth for s in shapes] == sorted(s.depth for s in shapes)
+    corners = {(s.kind, s.a, s.b) for s in shapes if s.depth == 0}
+    assert {("mlp", 1, 0), ("mlp", 4096, 0), ("decode", 1, 32), ("decode", 256, 4032), ("prefill", 4096, 0)} <= corners
+
+
+def test_an_empty_grid_is_refused():
+    with pytest.raises(ConfigError, match="no prefill shapes"):
+        measure.build_shapes("vidur", 8, 2, 64)  # Vidur's prefill chunks start at 32
+
+
+def test_summary_statistics_are_vidurs():
+    stats = measure.summarize([1.0, 2.0, 3.0, 10.0])
+    assert stats == {"min": 1.0, "max": 10.0, "mean": 4.0, "median": 2.5, "std": pytest.approx(np.std([1, 2, 3, 10]))}
+
+
+# --- a measured profile ---------------------------------------------------------------------
+
+
+@needs_torch
+def test_profile_loads_through_vidurs_own_filters(tiny_profile):
+    mlp, attention = vidur_load(tiny_profile, MODEL)
+    assert sorted(mlp.num_tokens) == [1, 2, 4, 8]
+    assert_ordered_stats(mlp, MLP_OPS)
+    decode = attention[attention.is_decode]
+    prefill = attention[~attention.is_decode]
+    assert set(zip(decode.batch_size, decode.kv_cache_size)) == {(1, 16), (2, 16), (1, 32), (2, 32)}
+    assert set(zip(prefill.prefill_chunk_size, prefill.kv_cache_size)) == {(8, 0), (8, 8), (8, 16), (8, 24)}
+    assert decode["time_stats.attn_prefill.median"].isna().all() and prefill["time_stats.attn_decode.median"].isna().all()
+    assert_ordered_stats(attention, ATTENTION_OPS)
+    validate_profile_dir(tiny_profile, model_shape(MODEL))
+
+
+@needs_torch
+def test_metadata_says_what_measured_it(tiny_profile):
+    meta = json.loads((tiny_profile / "metadata.json").read_text())
+    assert meta["model"] == MODEL
+    assert meta["measured_on"]["type"] == "cpu" and meta["measured_on"]["torch_version"] == torch.__version__
+    assert meta["dtype"] == "float32" and meta["timer"] == {"perf_counter": 12}
+    assert meta["timer_requested"] == "auto" and meta["timer_fallbacks"] == []
+    assert meta["attention_backends"] and all(b.startswith("sdpa_") for b in meta["attention_backends"])
+    attention = pd.read_csv(tiny_profile / "attention.csv")
+    assert set(attention.attention_backend) == set(meta["attention_backends"])
+    assert meta["grid"] == {"kind": "small", "max_tokens": 8, "max_batch": 2, "max_kv": 32, "shapes": {"mlp": 4, "decode": 4, "prefill": 4}}
+    assert meta["measured_shapes"] == {"mlp": 4, "decode": 4, "prefill": 4}
+    assert meta["skipped"] == [] and sum(meta["skipped_for_time_budget"].values()) == 0
+
+
+@needs_torch
+def test_grouped_query_attention_model(tmp_path):
+    name = "TinyLlama/TinyLlama-1.1B-Chat-v1.0"  # 32 query heads share 4 KV heads
+    out = tmp_path / "tinyllama"
+    assert run_cli("--model", name, "--out", str(out), *TINY) == 0
+    mlp, attention = vidur_load(out, name)
+    assert len(mlp) == 4 and (attention.n_kv_head == 4).all() and len(attention) == 8
+    assert_ordered_stats(attention, ATTENTION_OPS)
+
+
+@needs_torch
+def test_time_budget_leaves_a_smaller_valid_profile(tmp_path):
+    out = tmp_path / "partial"
+    limits = ["--grid", "small", "--max-tokens", "64", "--max-batch", "8", "--max-kv", "128", "--repeats", "2", "--warmup", "1"]
+    assert run_cli("--model", MODEL, "--out", str(out), "--device", "cpu", *limits, "--time-budget", "0", "--compress") == 0
+    assert sorted(p.name for p in out.iterdir()) == ["attention.csv.xz", "metadata.json", "mlp.csv.xz"]
+    corners = [s for s in measure.build_shapes("small", 64, 8, 128) if s.depth == 0]
+    mlp, attention = vidur_load(out, MODEL)
+    assert sorted(mlp.num_tokens) == sorted(s.a for s in corners if s.kind == "mlp") == [1, 64]
+    decode = attention[attention.is_decode]
+    assert set(zip(decode.batch_size, decode.kv_cache_size)) == {(s.a, s.b) for s in corners if s.kind == "decode"}
+    meta = json.loads((out / "metadata.json").read_text())
+    total = sum(meta["grid"]["shapes"].values())
+    assert sum(meta["measured_shapes"].values()) == len(corners) < total
+    assert sum(meta["measured_shapes"].values()) + sum(meta["skipped_for_time_budget"].values()) == total
+    validate_profile_dir(out, model_shape(MODEL))
+
+
+# --- bad input and devices that run out of memory ---------------------------------------------
+
+
+@needs_torch
+def test_out_of_memory_on_one_shape_is_skipped_and_recorded(tmp_path, monkeypatch):
+    real = measure._measure_shape
+
+    def flaky(layer, attention, clock, shape, warmup, repeats):
+        if (shape.kind, shape.a, shape.b) == ("decode", 2, 32):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return real(layer, attention, clock, shape, warmup, repeats)
+
+    monkeypatch.setattr(measure, "_measure_shape", flaky)
+    out = tmp_path / "oom"
+    assert run_cli("--model", MODEL, "--out", str(out), *TINY) == 0
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["skipped"] == [{"kind": "decode", "batch_size": 2, "kv_cache_size": 32, "reason": "out of memory: CUDA out of memory. Tried to allocate 2.00 GiB"}]
+    attention = pd.read_csv(out / "attention.csv")
+    decode = attention[attention.prefill_chunk_size == 0]
+    assert set(zip(decode.batch_size, decode.kv_cache_size)) == {(1, 16), (2, 16), (1, 32)}
+
+
+@needs_torch
+def test_no_profile_when_a_whole_kind_cannot_be_measured(tmp_path, monkeypatch, capsys):
+    real = measure._measure_shape
+
+    def no_decode(layer, attention, clock, shape, warmup, repeats):
+        if shape.kind == "decode":
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        return real(layer, attention, clock, shape, warmup, repeats)
+
+    monkeypatch.setattr(measure, "_measure_shape", no_decode)
+    out = tmp_path / "none"
+    assert run_cli("--model", MODEL, "--out", str(out), *TINY) == 2
+    assert "no decode shape of 'JackFram/llama-68m' could be measured here" in capsys.readouterr().err
+    assert not out.exists()
+
+
+@needs_torch
+def test_shapes_beyond_device_memory_are_skipped(tmp_path, monkeypatch):
+    monkeypatch.setattr(measure, "_kv_capacity", lambda *args: 20)  # K/V buffers for 20 tokens only
+    out = tmp_path / "small-memory"
+    assert run_cli("--model", MODEL, "--out", str(out), *TINY) == 0
+    attention = pd.read_csv(out / "attention.csv")
+    needed = np.where(attention.prefill_chunk_size == 0, attention.batch_size * (attention.kv_cache_size + 1), attention.prefill_chunk_size + attention.kv_cache_size)
+    assert (needed <= 20).all() and len(attention) == 3  # decode (1, 16); prefill (8, 0), (8, 8)
+    meta = json.loads((out / "metadata.json").read_text())
+    assert len(meta["skipped"]) == 5 and all("exceeds the 20 that fit" in s["reason"] for s in meta["skipped"])
+
+
+@needs_torch
+def test_non_empty_out_dir_needs_overwrite(tmp_path, capsys):
+    out = tmp_path / "existing"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    assert run_cli("--model", MODEL, "--out", str(out), *TINY) == 2
+    err = capsys.readouterr().err
+    assert f"--out {out}: directory exists and is not empty" in err and "--overwrite" in err
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    assert run_cli("--model", MODEL, "--out", str(out), *TINY, "--overwrite") == 0
+    assert sorted(p.name for p in out.iterdir()) == ["attention.csv", "metadata.json", "mlp.csv", "notes.txt"]
+    assert run_cli("--model", MODEL, "--out", str(out), *TINY, "--overwrite", "--compress") == 0
+    assert sorted(p.name for p in out.iterdir()) == ["attention.csv.xz", "metadata.json", "mlp.csv.xz", "notes.txt"]
+
+
+def test_profile_files_are_world_readable(tiny_profile):
+    for path in tiny_profile.iterdir():
+        assert path.stat().st_mode & 0o777 == 0o644, path.name
+
+
+# --- the timer ------------------------------------------------------------------------------
+
+
+class FakeGraphClock(measure._Clock):
+    """A CPU clock that pretends to replay CUDA graphs: decode attention fails to capture."""
+
+    def __init__(self, torch_module, device):
+        super().__init__(torch_module, device, graphs=False)
+        self.graphs = True
+        self.replayed = []
+
+    def _replayed(self, run, warmup, repeats):
+        ops = []
+        run(SimpleNamespace(time=lambda name, fn: ops.append(name) or fn()))
+        if "attn_decode" in ops:
+            raise measure._CaptureFailed("RuntimeError: operation not permitted when stream is capturing")
+        self.replayed.append(tuple(ops))
+        return {name: measure.summarize([0.25, 0.5]) for name in ops}
+
+
+@needs_torch
+def test_a_shape_that_cannot_be_captured_falls_back_to_eager_timing(tmp_path, monkeypatch):
+    clocks = []
+    monkeypatch.setattr(measure, "_make_clock", lambda torch_module, device, timer: clocks.append(FakeGraphClock(torch_module, device)) or clocks[-1])
+    out = tmp_path / "fallback"
+    assert run_cli("--model", MODEL, "--out", str(out), *TINY) == 0
+    meta = json.loads((out / "metadata.json").read_text())
+    assert meta["timer"] == {"cuda_graph": 8, "perf_counter": 4}  # 4 MLP + 4 prefill shapes replayed, 4 decode fell back
+    reason = "RuntimeError: operation not permitted when stream is capturing"
+    fallbacks = sorted(meta["timer_fallbacks"], key=lambda f: (f["batch_size"], f["kv_cache_size"]))
+    assert fallbacks == [
+        {"kind": "decode", "batch_size": b, "kv_cache_size": kv, "timer": "perf_counter", "reason": reason} for b, kv in [(1, 16), (1, 32), (2, 16), (2, 32)]
+    ]
+    assert len(clocks[0].replayed) == 8
+    mlp, attention = vidur_load(out, MODEL)
+    assert (mlp["time_stats.attn_rope.median"] == 0.375).all()  # the replayed timings reach the profile
+    decode = attention[attention.is_decode]
+    assert (decode["time_stats.attn_decode.median"] != 0.375).all() and (decode["time_stats.attn_decode.min"] > 0).all()
+    assert (attention[~attention.is_decode]["time_stats.attn_prefill.median"] == 0.375).all()
+
+
+@needs_torch
+def test_the_clock_follows_the_timer_option():
+    cpu = torch.device("cpu")
+    assert measure._make_clock(torch, cpu, "auto").graphs is False
+    assert measure._make_clock(torch, cpu, "event").eager_timer == "perf_counter"
+    timed = measure._make_clock(torch, cpu, "event").measure(lambda watch: watch.time("op", lambda: sum(range(100))), 1, 3)
+    assert timed.timer == "perf_counter" and timed.fallback is None and set(timed.stats) == {"op"}
+
+
+@needs_torch
+def test_graph_timer_needs_a_gpu(tmp_path, capsys):
+    assert run_cli("--model", MODEL, "--out", str(tmp_path / "x"), *TINY, "--timer", "graph") == 2
+    assert "--timer graph: CUDA graphs need a CUDA device" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()
+
+
+def test_unknown_timer_is_refused(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("--model", MODEL, "--out", str(tmp_path / "x"), *TINY, "--timer", "stopwatch")
+    assert exit_info.value.code == 2 and "--timer" in capsys.readouterr().err
+    with pytest.raises(ConfigError, match="--timer 'stopwatch': must be one of auto, graph, event"):
+        measure.measure_profile(measure.MeasureOptions(model=MODEL, grid="small", max_tokens=8, max_batch=2, max_kv=32, timer="stopwatch"))
+
+
+def test_unknown_model_is_named_and_nothing_is_written(tmp_path, capsys):
+    out = tmp_path / "never"
+    assert run_cli("--model", "acme/Unknown-7B", "--out", str(out), *TINY) == 2
+    err = capsys.readouterr().err
+    assert "unknown model 'acme/Unknown-7B'" in err and MODEL in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "message"),
+    [("--repeats", "0", "--repeats 0"), ("--max-kv", "1", "--max-kv 1"), ("--time-budget", "-1", "--time-budget -1")],
+)
+def test_bad_limits_are_named(tmp_path, capsys, flag, value, message):
+    args = list(TINY)
+    if flag in args:
+        args[args.index(flag) + 1] = value
+    else:
+        args += [flag, value]
+    assert run_cli("--model", MODEL, "--out", str(tmp_path / "x"), *args) == 2
+    assert message in capsys.readouterr().err
+
+
+@needs_torch
+@pytest.mark.skipif(torch is not None and torch.cuda.is_available(), reason="this machine has a GPU")
+def test_cuda_requested_without_a_gpu(tmp_path, capsys):
+    args = [a if a != "cpu" else "cuda" for a in TINY]
+    assert run_cli("--model", MODEL, "--out", str(tmp_path / "x"), *args) == 2
+    assert "--device cuda" in capsys.readouterr().err
+
+
+def test_torch_is_imported_only_to_measure(monkeypatch):
+    code = "import sys; sys.modules['torch'] = None; import simulator.profiles.measure as m; print(m.GRIDS)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(ConfigError, match=r"pip install -e '\.\[profile\]'"):
+        measure.measure_profile(measure.MeasureOptions(model=MODEL, grid="small", max_tokens=8, max_batch=2, max_kv=32))
