@@ -1,0 +1,80 @@
+#!/usr/bin/env python
+"""Run the sweep, record data/sweep.csv and data/progress.csv, render the static site (docs/site.md).
+
+Exit codes: 0 built; 2 bad input (message on stderr, previous CSVs and site untouched).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from simulator.errors import ConfigError
+from simulator.paths import DATA_DIR, REPO_ROOT
+
+DEFAULT_VALIDATION_REPORT = REPO_ROOT / "validation" / "report.json"
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", type=Path, default=DATA_DIR / "sweep.toml", help="sweep spec (TOML); default data/sweep.toml")
+    parser.add_argument("--csv", type=Path, default=DATA_DIR / "sweep.csv", help="sweep CSV to write, or to read with --skip-sweep")
+    parser.add_argument("--progress-csv", type=Path, default=DATA_DIR / "progress.csv", help="batch-1 progress-per-step CSV")
+    parser.add_argument("--out", type=Path, default=REPO_ROOT / "site", help="site directory; default site/")
+    parser.add_argument("--skip-sweep", action="store_true", help="render from the recorded CSVs without simulating")
+    parser.add_argument("--jobs", type=int, default=None, help="parallel runs; default: one per CPU core")
+    parser.add_argument("--executor", choices=("local", "ray"), default="local", help="local process pool (default) or Ray")
+    parser.add_argument("--profile-dir", default=None, help="a Vidur-format profile directory instead of the built-in profile")
+    parser.add_argument(
+        "--validation-report",
+        type=Path,
+        default=None,
+        help="the validation harness's report.json; default validation/report.json when it exists",
+    )
+    return parser.parse_args(argv)
+
+
+def quiet_vidur() -> None:
+    """Vidur logs every simulation at INFO on stdout; the build shows a progress bar instead.
+    Its logger resets its level when first imported, so import it before lowering it."""
+    import vidur.logger  # noqa: F401
+
+    logging.getLogger("vidur").setLevel(logging.WARNING)
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    quiet_vidur()
+    report = args.validation_report
+    if report is None and DEFAULT_VALIDATION_REPORT.is_file():
+        report = DEFAULT_VALIDATION_REPORT
+    try:
+        if args.jobs is not None and args.jobs < 1:
+            raise ConfigError(f"--jobs {args.jobs}: must be a positive integer")
+        from simulator.website.pipeline import BuildOptions, build
+        from simulator.website.render import SiteSources
+
+        build(
+            BuildOptions(
+                spec=args.spec,
+                sweep_csv=args.csv,
+                progress_csv=args.progress_csv,
+                out_dir=args.out,
+                sources=SiteSources(sweep_csv=args.csv, progress_csv=args.progress_csv, validation_report=report),
+                skip_sweep=args.skip_sweep,
+                jobs=args.jobs,
+                executor=args.executor,
+                profile_dir=args.profile_dir,
+            )
+        )
+    except ConfigError as exc:
+        print(f"build.py: error: {exc}", file=sys.stderr)
+        return 2
+    print(f"site written to {args.out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,98 @@
+"""Where sweep runs execute: a local process pool by default, Ray for grids beyond one machine.
+
+An executor has one method, ``map(fn, items) -> list``, returning results in input order, so
+the rows a sweep writes cannot depend on which executor ran it or on completion order.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from typing import Callable, Optional, Sequence
+
+from tqdm import tqdm
+
+from simulator.errors import ConfigError
+
+EXECUTORS = ("local", "ray")
+
+
+class LocalExecutor:
+    """A process pool on this machine; ``jobs=1`` runs in this process (no pickling)."""
+
+    def __init__(self, jobs: Optional[int] = None, progress: Optional[bool] = None):
+        if jobs is not None and (not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 1):
+            raise ConfigError(f"jobs = {jobs!r}: must be a positive integer")
+        self.jobs = jobs or os.cpu_count() or 1
+        self.progress = progress
+
+    def map(self, fn: Callable, items: Sequence) -> list:
+        items = list(items)
+        bar = _bar(len(items), self.progress)
+        try:
+            if self.jobs == 1 or len(items) <= 1:
+                results = []
+                for item in items:
+                    results.append(fn(item))
+                    bar.update()
+                return results
+            results: list = [None] * len(items)
+            with ProcessPoolExecutor(max_workers=min(self.jobs, len(items))) as pool:
+                futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
+                try:
+                    for future in as_completed(futures):
+                        results[futures[future]] = future.result()
+                        bar.update()
+                except BaseException:
+                    pool.shutdown(cancel_futures=True)
+                    raise
+            return results
+        finally:
+            bar.close()
+
+
+class RayExecutor:
+    """Ray tasks, one per run.  Connects to ``RAY_ADDRESS`` when set (every node then needs
+    this project installed), otherwise starts a local Ray with ``jobs`` CPUs and stops it after."""
+
+    def __init__(self, jobs: Optional[int] = None, progress: Optional[bool] = None):
+        try:
+            import ray  # noqa: F401
+        except ImportError as exc:
+            raise ConfigError("executor 'ray' needs Ray: pip install 'vidur-specdec[ray]'") from exc
+        self.jobs = jobs
+        self.progress = progress
+
+    def map(self, fn: Callable, items: Sequence) -> list:
+        import ray
+
+        items = list(items)
+        started_here = not ray.is_initialized()
+        if started_here:
+            ray.init(num_cpus=self.jobs, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        bar = _bar(len(items), self.progress)
+        try:
+            task = ray.remote(fn)
+            refs = [task.remote(item) for item in items]
+            pending = list(refs)
+            while pending:
+                done, pending = ray.wait(pending, num_returns=1)
+                bar.update(len(done))
+            return ray.get(refs)
+        finally:
+            bar.close()
+            if started_here:
+                ray.shutdown()
+
+
+def make_executor(name: str, jobs: Optional[int] = None, progress: Optional[bool] = None):
+    if name == "local":
+        return LocalExecutor(jobs, progress)
+    if name == "ray":
+        return RayExecutor(jobs, progress)
+    raise ConfigError(f"executor = {name!r}: must be one of {EXECUTORS}")
+
+
+def _bar(total: int, progress: Optional[bool]) -> tqdm:
+    # progress=None: show the bar only on a terminal.
+    return tqdm(total=total, desc="simulating", unit="run", disable=None if progress is None else not progress)

@@ -1,0 +1,251 @@
+"""Expand a spec into runs, execute them, and write one deterministic CSV row per run.
+
+Workers return flat records (not whole RunResults) so only a few hundred bytes cross process
+or node boundaries.  Rows are sorted by their inputs and floats are printed with a fixed
+format, so the same spec and seeds give a byte-identical CSV whatever executor ran them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Optional, Sequence
+
+import pandas as pd
+
+from simulator.config import ATTENTION_MODES, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.errors import ConfigError
+from simulator.sweep.spec import SweepSpec
+
+INPUT_COLUMNS = (
+    "model",
+    "device",
+    "num_requests",
+    "prompt_tokens",
+    "output_tokens",
+    "arrival_rate",
+    "workload_seed",
+    "num_speculative_tokens",
+    "acceptance_rate",
+    "proposer",
+    "attention",
+    "seed",
+)
+LATENCY_COLUMNS = tuple(f"{m}_p{p}_s" for m in ("ttft", "tpot", "e2e") for p in (50, 90, 99))
+METRIC_COLUMNS = LATENCY_COLUMNS + (
+    "tpot_speedup",
+    "realized_acceptance_rate",
+    "mean_acceptance_length",
+    "proposed_tokens",
+    "accepted_tokens",
+    "verify_steps",
+    "makespan_s",
+    "throughput_tok_s",
+    "restarts",
+    "preemptions",
+    "peak_kv_blocks",
+    "kv_blocks_total",
+    "ttft_first_tenth_p50_s",
+    "ttft_last_tenth_p50_s",
+    "ttft_growth",
+    "overloaded",
+)
+PROVENANCE_COLUMNS = ("profile_source", "profile_id", "vidur_version", "simulator_version", "simulator_source_hash")
+SWEEP_COLUMNS = INPUT_COLUMNS + METRIC_COLUMNS + PROVENANCE_COLUMNS
+
+PROGRESS_COLUMNS = (
+    "model",
+    "device",
+    "num_requests",
+    "prompt_tokens",
+    "output_tokens",
+    "interarrival_s",
+    "num_speculative_tokens",
+    "acceptance_rate",
+    "seed",
+    "verify_steps",
+    "realized_acceptance_rate",
+    "simulated_progress_per_step",
+    "closed_form_progress_per_step",
+) + PROVENANCE_COLUMNS
+
+# A run is called overloaded when the median TTFT of its last tenth of requests (by arrival)
+# is more than this multiple of its first tenth's: the queue grew through the run.
+OVERLOAD_TTFT_GROWTH = 2.0
+FLOAT_FORMAT = "%.6g"
+
+RunFn = Callable[[RunConfig], object]
+
+
+@dataclass(frozen=True)
+class SweepOutput:
+    rows: list[dict]
+    progress_rows: list[dict]
+
+
+def expand(spec: SweepSpec, profile_dir: Optional[str] = None) -> list[RunConfig]:
+    """Every run of the grid plus one baseline per baseline load, in CSV row order."""
+    configs = [_config(spec, rate, SpeculationConfig(num_speculative_tokens=0), profile_dir) for rate in spec.baseline_rates]
+    for rate in spec.arrival_rates:
+        for alpha in spec.acceptance_rates:
+            for k in spec.speculative_tokens:
+                for attention in spec.attention_modes:
+                    for proposer in spec.proposers:
+                        speculation = SpeculationConfig(num_speculative_tokens=k, acceptance_rate=alpha, proposer=proposer, attention=attention)
+                        configs.append(_config(spec, rate, speculation, profile_dir))
+    return sorted(configs, key=row_order)
+
+
+def expand_progress(spec: SweepSpec, profile_dir: Optional[str] = None) -> list[RunConfig]:
+    """Batch-1 runs: requests arrive ``interarrival_s`` apart, so at most one is in flight."""
+    p = spec.progress
+    if p is None:
+        return []
+    workload = ExplicitWorkload(
+        arrival_s=tuple(i * p.interarrival_s for i in range(p.num_requests)),
+        prompt_tokens=(p.prompt_tokens,) * p.num_requests,
+        output_tokens=(p.output_tokens,) * p.num_requests,
+    )
+    return [
+        RunConfig(
+            workload=workload,
+            speculation=SpeculationConfig(num_speculative_tokens=k, acceptance_rate=alpha, proposer="ngram", attention="kv_once"),
+            model=spec.model,
+            device=spec.device,
+            profile_dir=profile_dir,
+            seed=spec.seed,
+        )
+        for alpha in p.acceptance_rates
+        for k in p.speculative_tokens
+    ]
+
+
+def row_order(config: RunConfig) -> tuple:
+    s = config.speculation
+    alpha = -1.0 if not s.enabled else (s.acceptance_rate if s.acceptance_rate is not None else -1.0)
+    attention = -1 if not s.enabled else ATTENTION_MODES.index(s.attention)
+    return (config.workload.arrival_rate, s.num_speculative_tokens, alpha, attention, s.proposer if s.enabled else "")
+
+
+def run_sweep(spec: SweepSpec, executor, run: Optional[RunFn] = None, profile_dir: Optional[str] = None) -> SweepOutput:
+    """Run the grid and the progress check through one executor call (one pool start-up)."""
+    grid = expand(spec, profile_dir)
+    progress = expand_progress(spec, profile_dir)
+    if run is None:
+        warm_predictor(grid[0])
+    records = executor.map(simulate, [(run, config) for config in grid + progress])
+    rows = with_speedups(records[: len(grid)])
+    progress_rows = [_progress_row(config, record) for config, record in zip(progress, records[len(grid) :])]
+    return SweepOutput(rows=rows, progress_rows=progress_rows)
+
+
+def warm_predictor(config: RunConfig) -> None:
+    """Train or load the execution-time predictor once, here: a cold cache is then filled by
+    one process instead of by every worker at once, and forked workers inherit the tables."""
+    from simulator.engine.simulation import target_predictor
+
+    target_predictor(config)
+
+
+def simulate(job: tuple[Optional[RunFn], RunConfig]) -> dict:
+    """Worker entry point: run one config, reduce the result to a flat record."""
+    run, config = job
+    if run is None:
+        from simulator import run
+    return record(run(config))
+
+
+def record(result) -> dict:
+    """One CSV row (without the speedup) from a RunResult."""
+    config: RunConfig = result.config
+    s = config.speculation
+    summary, provenance = result.summary, result.provenance
+    row = {
+        "model": config.model,
+        "device": config.device,
+        "num_requests": summary["num_requests"],
+        "prompt_tokens": getattr(config.workload, "prompt_tokens", None),
+        "output_tokens": getattr(config.workload, "output_tokens", None),
+        "arrival_rate": getattr(config.workload, "arrival_rate", None),
+        "workload_seed": getattr(config.workload, "seed", None),
+        "num_speculative_tokens": s.num_speculative_tokens,
+        "acceptance_rate": s.acceptance_rate if s.enabled else None,
+        "proposer": s.proposer if s.enabled else None,
+        "attention": s.attention if s.enabled else None,
+        "seed": config.seed,
+    }
+    for column in LATENCY_COLUMNS:
+        row[column] = summary[column]
+    row["realized_acceptance_rate"] = summary["acceptance_rate"]
+    for key in ("mean_acceptance_length", "proposed_tokens", "accepted_tokens", "verify_steps", "makespan_s", "throughput_tok_s", "restarts", "preemptions", "peak_kv_blocks", "kv_blocks_total"):
+        row[key] = summary[key]
+    row.update(queue_growth(result.requests))
+    for key in PROVENANCE_COLUMNS:
+        row[key] = provenance[key]
+    return row
+
+
+def queue_growth(requests: pd.DataFrame) -> dict:
+    """Median TTFT of the first vs last tenth of requests by arrival: grows when the queue does."""
+    ordered = requests.sort_values(["arrival_s", "request_id"], kind="stable")
+    tenth = max(1, len(ordered) // 10)
+    first = float(ordered["ttft_s"].iloc[:tenth].median())
+    last = float(ordered["ttft_s"].iloc[-tenth:].median())
+    growth = last / first if first > 0 else math.nan
+    return {
+        "ttft_first_tenth_p50_s": first,
+        "ttft_last_tenth_p50_s": last,
+        "ttft_growth": growth,
+        "overloaded": bool(growth > OVERLOAD_TTFT_GROWTH),
+    }
+
+
+def with_speedups(records: Sequence[dict]) -> list[dict]:
+    """TPOT speedup = baseline median TPOT / run median TPOT at the same load (baseline = 1)."""
+    baselines = {r["arrival_rate"]: r["tpot_p50_s"] for r in records if r["num_speculative_tokens"] == 0}
+    rows = []
+    for r in records:
+        if r["arrival_rate"] not in baselines:
+            raise ConfigError(f"run at {r['arrival_rate']:g} req/s has no baseline (num_speculative_tokens = 0) at the same load")
+        rows.append({**r, "tpot_speedup": baselines[r["arrival_rate"]] / r["tpot_p50_s"]})
+    return rows
+
+
+def _progress_row(config: RunConfig, record: dict) -> dict:
+    from simulator.speculative.progress import expected_progress
+
+    s, w = config.speculation, config.workload
+    return {
+        "model": record["model"],
+        "device": record["device"],
+        "num_requests": record["num_requests"],
+        "prompt_tokens": w.prompt_tokens[0],
+        "output_tokens": w.output_tokens[0],
+        "interarrival_s": w.arrival_s[1] - w.arrival_s[0] if w.num_requests > 1 else None,
+        "num_speculative_tokens": s.num_speculative_tokens,
+        "acceptance_rate": s.acceptance_rate,
+        "seed": config.seed,
+        "verify_steps": record["verify_steps"],
+        "realized_acceptance_rate": record["realized_acceptance_rate"],
+        "simulated_progress_per_step": record["mean_acceptance_length"],
+        "closed_form_progress_per_step": expected_progress(s.acceptance_rate, s.num_speculative_tokens),
+        **{k: record[k] for k in PROVENANCE_COLUMNS},
+    }
+
+
+def to_csv_text(rows: Sequence[dict], columns: Sequence[str]) -> str:
+    """Fixed column order and float format: identical rows give identical bytes."""
+    frame = pd.DataFrame(list(rows), columns=list(columns))
+    return frame.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n", na_rep="")
+
+
+def _config(spec: SweepSpec, rate: float, speculation: SpeculationConfig, profile_dir: Optional[str]) -> RunConfig:
+    w = spec.workload
+    return RunConfig(
+        workload=PoissonWorkload(num_requests=w.num_requests, prompt_tokens=w.prompt_tokens, output_tokens=w.output_tokens, arrival_rate=rate, seed=w.seed),
+        speculation=speculation,
+        model=spec.model,
+        device=spec.device,
+        profile_dir=profile_dir,
+        seed=spec.seed,
+    )

@@ -1,0 +1,208 @@
+"""The sweep spec: a small TOML file that names every run the site publishes.
+
+Parsing is strict (unknown sections or keys, wrong types, duplicates and speculative loads
+without a baseline are all :class:`ConfigError`), because a typo in a spec would otherwise
+silently publish a different grid.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from simulator.config import ATTENTION_MODES, PROPOSERS
+from simulator.errors import ConfigError
+
+_SECTIONS = {
+    "run": {"model": str, "device": str, "seed": int},
+    "workload": {"num_requests": int, "prompt_tokens": int, "output_tokens": int, "seed": int},
+    "grid": {"arrival_rate": list, "acceptance_rate": list, "num_speculative_tokens": list, "attention": list, "proposer": list},
+    "baseline": {"arrival_rate": list},
+    "progress": {
+        "acceptance_rate": list,
+        "num_speculative_tokens": list,
+        "num_requests": int,
+        "prompt_tokens": int,
+        "output_tokens": int,
+        "interarrival_s": float,
+    },
+}
+_REQUIRED_SECTIONS = ("run", "workload", "grid", "baseline")
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", list: "a list"}
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    num_requests: int
+    prompt_tokens: int
+    output_tokens: int
+    seed: int
+
+
+@dataclass(frozen=True)
+class ProgressSpec:
+    """Batch-1 runs (one request in flight) that check simulated progress per verify step
+    against the closed form; arrivals are ``interarrival_s`` apart so requests never overlap."""
+
+    acceptance_rates: tuple[float, ...]
+    speculative_tokens: tuple[int, ...]
+    num_requests: int
+    prompt_tokens: int
+    output_tokens: int
+    interarrival_s: float
+
+
+@dataclass(frozen=True)
+class SweepSpec:
+    model: str
+    device: str
+    seed: int
+    workload: WorkloadSpec
+    arrival_rates: tuple[float, ...]
+    acceptance_rates: tuple[float, ...]
+    speculative_tokens: tuple[int, ...]
+    attention_modes: tuple[str, ...]
+    proposers: tuple[str, ...]
+    baseline_rates: tuple[float, ...]
+    progress: Optional[ProgressSpec] = None
+
+    @property
+    def num_runs(self) -> int:
+        grid = len(self.arrival_rates) * len(self.acceptance_rates) * len(self.speculative_tokens)
+        return grid * len(self.attention_modes) * len(self.proposers) + len(self.baseline_rates)
+
+
+def load_spec(path: str | Path) -> SweepSpec:
+    """Read and validate a sweep spec file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"sweep spec {path}: cannot read ({exc.strerror or exc})") from exc
+    return parse_spec(text, source=str(path))
+
+
+def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"sweep spec {source}: not valid TOML ({exc})") from exc
+    _check_shape(doc, source)
+
+    def value(section: str, key: str):
+        return doc[section][key]
+
+    def scalar(section: str, key: str, check, what: str):
+        v = value(section, key)
+        if not check(v):
+            raise ConfigError(f"sweep spec {source}: [{section}] {key} = {v!r} {what}")
+        return v
+
+    def values(section: str, key: str, check, what: str, convert=lambda v: v) -> tuple:
+        items = value(section, key)
+        name = f"[{section}] {key}"
+        if not items:
+            raise ConfigError(f"sweep spec {source}: {name} is empty; list at least one value")
+        for item in items:
+            if not check(item):
+                raise ConfigError(f"sweep spec {source}: {name} has {item!r}, which {what}")
+        converted = tuple(convert(item) for item in items)
+        if len(set(converted)) != len(converted):
+            raise ConfigError(f"sweep spec {source}: {name} = {items!r} repeats a value")
+        return tuple(sorted(converted))
+
+    workload = WorkloadSpec(
+        num_requests=scalar("workload", "num_requests", _positive_int, "must be a positive integer"),
+        prompt_tokens=scalar("workload", "prompt_tokens", _positive_int, "must be a positive integer"),
+        output_tokens=scalar("workload", "output_tokens", _positive_int, "must be a positive integer"),
+        seed=scalar("workload", "seed", _non_negative_int, "must be an integer >= 0"),
+    )
+    spec = SweepSpec(
+        model=scalar("run", "model", _non_empty_str, "must be a non-empty string"),
+        device=scalar("run", "device", _non_empty_str, "must be a non-empty string"),
+        seed=scalar("run", "seed", _non_negative_int, "must be an integer >= 0"),
+        workload=workload,
+        arrival_rates=values("grid", "arrival_rate", _positive_number, "is not a positive number of requests per second", float),
+        acceptance_rates=values("grid", "acceptance_rate", _probability, "is not a probability in [0, 1]", float),
+        speculative_tokens=values("grid", "num_speculative_tokens", _positive_int, "is not a positive integer (baselines go in [baseline])"),
+        attention_modes=values("grid", "attention", lambda v: v in ATTENTION_MODES, f"is not one of {list(ATTENTION_MODES)}"),
+        proposers=values("grid", "proposer", lambda v: v in PROPOSERS and v != "draft", "is not a proposer the sweep can run ('ngram')"),
+        baseline_rates=values("baseline", "arrival_rate", _positive_number, "is not a positive number of requests per second", float),
+        progress=None,
+    )
+    missing = [r for r in spec.arrival_rates if r not in spec.baseline_rates]
+    if missing:
+        shown = ", ".join(f"{r:g}" for r in missing)
+        raise ConfigError(
+            f"sweep spec {source}: [grid] has speculative runs at {shown} req/s but [baseline] arrival_rate has no "
+            f"baseline there; speedups need a no-speculation run at every load"
+        )
+    extra = [r for r in spec.baseline_rates if r not in spec.arrival_rates]
+    if extra:
+        shown = ", ".join(f"{r:g}" for r in extra)
+        raise ConfigError(f"sweep spec {source}: [baseline] has a baseline at {shown} req/s but [grid] has no speculative runs there to compare")
+    if "progress" in doc:
+        p = "progress"
+        progress = ProgressSpec(
+            acceptance_rates=values(p, "acceptance_rate", _probability, "is not a probability in [0, 1]", float),
+            speculative_tokens=values(p, "num_speculative_tokens", _positive_int, "is not a positive integer"),
+            num_requests=scalar(p, "num_requests", _positive_int, "must be a positive integer"),
+            prompt_tokens=scalar(p, "prompt_tokens", _positive_int, "must be a positive integer"),
+            output_tokens=scalar(p, "output_tokens", lambda v: _positive_int(v) and v > 1, "must be an integer > 1"),
+            interarrival_s=float(scalar(p, "interarrival_s", _positive_number, "must be a positive number of seconds")),
+        )
+        spec = SweepSpec(**{**spec.__dict__, "progress": progress})
+    return spec
+
+
+def _check_shape(doc: dict, source: str) -> None:
+    for section in doc:
+        if section not in _SECTIONS:
+            raise ConfigError(f"sweep spec {source}: unknown section [{section}]; expected {sorted(_SECTIONS)}")
+    for section in _REQUIRED_SECTIONS:
+        if section not in doc:
+            raise ConfigError(f"sweep spec {source}: missing section [{section}]")
+    for section, body in doc.items():
+        if not isinstance(body, dict):
+            raise ConfigError(f"sweep spec {source}: {section} must be a table ([{section}])")
+        keys = _SECTIONS[section]
+        for key, v in body.items():
+            if key not in keys:
+                raise ConfigError(f"sweep spec {source}: unknown key {key!r} in [{section}]; expected {sorted(keys)}")
+            expected = keys[key]
+            if not _has_type(v, expected):
+                raise ConfigError(f"sweep spec {source}: [{section}] {key} = {v!r} must be {_TYPE_NAMES[expected]}")
+        absent = [k for k in keys if k not in body]
+        if absent:
+            raise ConfigError(f"sweep spec {source}: [{section}] is missing {', '.join(absent)}")
+
+
+def _has_type(v, expected: type) -> bool:
+    if isinstance(v, bool):
+        return False
+    if expected is float:
+        return isinstance(v, (int, float))
+    return isinstance(v, expected)
+
+
+def _positive_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _non_negative_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _positive_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def _probability(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1
+
+
+def _non_empty_str(v) -> bool:
+    return isinstance(v, str) and bool(v.strip())

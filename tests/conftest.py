@@ -1,0 +1,103 @@
+"""Shared fixtures: a site rendered from the committed CSVs, a local HTTP server for it, and
+the Chromium that Playwright drives (``$PLAYWRIGHT_CHROMIUM``, else Debian's ``/usr/bin/chromium``,
+else Playwright's own download; browser tests skip when there is none)."""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import os
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+
+from simulator.paths import DATA_DIR, REPO_ROOT
+from simulator.website.render import SiteSources, render_site
+
+SYSTEM_CHROMIUM = Path("/usr/bin/chromium")
+
+
+def _chromium_executable():
+    """Path to a Chromium for Playwright, '' for Playwright's own, None when there is none."""
+    explicit = os.environ.get("PLAYWRIGHT_CHROMIUM")
+    if explicit:
+        return explicit
+    if SYSTEM_CHROMIUM.exists():
+        return str(SYSTEM_CHROMIUM)
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        return "" if Path(p.chromium.executable_path).exists() else None
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    """pytest-playwright's launch arguments plus the Chromium found above."""
+    executable = _chromium_executable()
+    if executable is None:
+        reason = "no Chromium: install Debian's chromium, set PLAYWRIGHT_CHROMIUM, or run `playwright install chromium`"
+        if os.environ.get("REQUIRE_BROWSER"):
+            pytest.fail(reason + " (REQUIRE_BROWSER is set: browser tests must run here)")
+        pytest.skip(reason)
+    return {**browser_type_launch_args, **({"executable_path": executable} if executable else {})}
+
+
+@pytest.fixture(scope="session")
+def base_url(pytestconfig):
+    """pytest-playwright's fallback, as a plain function: its own is a session fixture defined
+    as a method, which pytest deprecates (an error under -W error)."""
+    return pytestconfig.getoption("--base-url") or pytestconfig.getini("base_url") or None
+
+
+@pytest.fixture(scope="session")
+def committed_csvs() -> tuple[Path, Path]:
+    sweep, progress = DATA_DIR / "sweep.csv", DATA_DIR / "progress.csv"
+    if not sweep.is_file() or not progress.is_file():
+        pytest.fail("data/sweep.csv and data/progress.csv are committed results; run `python build.py` to record them")
+    return sweep, progress
+
+
+@pytest.fixture(scope="session")
+def built_site(tmp_path_factory, committed_csvs) -> Path:
+    """The site rendered from the committed CSVs (what `python build.py --skip-sweep` publishes)."""
+    out = tmp_path_factory.mktemp("published") / "site"
+    render_site(SiteSources(sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1]), out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def site_server(built_site):
+    """The built site over HTTP on a free local port; yields its base URL."""
+
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(built_site)))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.fixture(scope="session")
+def artifacts_dir() -> Path:
+    """test-artifacts/ at the repository root (git-ignored): screenshots for people to look at."""
+    path = REPO_ROOT / "test-artifacts"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+@pytest.fixture
+def site_sources_copy(tmp_path, committed_csvs) -> SiteSources:
+    """Writable copies of templates, content and CSVs, for tests that break one of them."""
+    templates, content = tmp_path / "templates", tmp_path / "content"
+    shutil.copytree(REPO_ROOT / "templates", templates)
+    shutil.copytree(REPO_ROOT / "content", content)
+    sweep, progress = tmp_path / "sweep.csv", tmp_path / "progress.csv"
+    shutil.copyfile(committed_csvs[0], sweep)
+    shutil.copyfile(committed_csvs[1], progress)
+    return SiteSources(sweep_csv=sweep, progress_csv=progress, templates_dir=templates, content_dir=content)

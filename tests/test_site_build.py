@@ -1,0 +1,195 @@
+"""`python build.py` end to end, and every bad input: exit code 2, a message naming the input,
+and the previous site and CSVs left exactly as they were."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import os
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from simulator.errors import ConfigError
+from simulator.paths import REPO_ROOT
+from simulator.website.pipeline import BuildOptions, build
+from simulator.website.render import SiteSources, render_site
+
+_spec = importlib.util.spec_from_file_location("build_cli", REPO_ROOT / "build.py")
+build_cli = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build_cli)
+
+SMALL = (REPO_ROOT / "data" / "sweep.toml").read_text()
+for old, new in (("num_requests = 300", "num_requests = 10"), ("arrival_rate = [2.0, 4.0, 6.0]", "arrival_rate = [2.0, 4.0]"), ("arrival_rate = [2.0, 4.0, 6.0]", "arrival_rate = [2.0, 4.0]"),
+                 ("acceptance_rate = [0.5, 0.7, 0.9]", "acceptance_rate = [0.7]"), ("num_speculative_tokens = [2, 4]", "num_speculative_tokens = [2]"),
+                 ("prompt_tokens = 1024", "prompt_tokens = 128"), ("output_tokens = 256", "output_tokens = 24"),
+                 ("num_speculative_tokens = [1, 2, 4, 8]", "num_speculative_tokens = [2]"), ("acceptance_rate = [0.5, 0.7, 0.9]\nnum_speculative_tokens = [2]\nnum_requests = 8", "acceptance_rate = [0.7]\nnum_speculative_tokens = [2]\nnum_requests = 2"),
+                 ("output_tokens = 512", "output_tokens = 32")):
+    assert old in SMALL, old
+    SMALL = SMALL.replace(old, new, 1)
+
+
+def tree_digest(path: Path) -> dict:
+    return {p.relative_to(path).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def workspace(tmp_path, committed_csvs):
+    """A previously published site and CSVs, plus a small spec."""
+    ws = {name: tmp_path / name for name in ("site", "sweep.csv", "progress.csv", "spec.toml")}
+    shutil.copyfile(committed_csvs[0], ws["sweep.csv"])
+    shutil.copyfile(committed_csvs[1], ws["progress.csv"])
+    ws["spec.toml"].write_text(SMALL)
+    render_site(SiteSources(sweep_csv=ws["sweep.csv"], progress_csv=ws["progress.csv"]), ws["site"])
+    ws["before"] = {"site": tree_digest(ws["site"]), "sweep": ws["sweep.csv"].read_bytes(), "progress": ws["progress.csv"].read_bytes()}
+    return ws
+
+
+def cli(ws, *extra) -> list[str]:
+    return ["--spec", str(ws["spec.toml"]), "--csv", str(ws["sweep.csv"]), "--progress-csv", str(ws["progress.csv"]), "--out", str(ws["site"]), "--jobs", "2", *extra]
+
+
+def assert_untouched(ws):
+    assert tree_digest(ws["site"]) == ws["before"]["site"]
+    assert ws["sweep.csv"].read_bytes() == ws["before"]["sweep"]
+    assert ws["progress.csv"].read_bytes() == ws["before"]["progress"]
+    leftovers = [p.name for p in ws["site"].parent.iterdir() if p.name.startswith(".")]
+    assert leftovers == [], f"staging files left behind: {leftovers}"
+
+
+def test_build_records_csvs_and_site_and_rebuilds_byte_identically(workspace, capsys):
+    assert build_cli.main(cli(workspace)) == 0
+    first = {"sweep": workspace["sweep.csv"].read_bytes(), "progress": workspace["progress.csv"].read_bytes()}
+    frame = pd.read_csv(workspace["sweep.csv"])
+    assert len(frame) == 2 + 2 * 2 and set(frame["num_requests"]) == {10}
+    assert (workspace["site"] / "sweep.csv").read_bytes() == first["sweep"]
+    assert 'value="4" selected' in (workspace["site"] / "index.html").read_text()
+    assert build_cli.main(cli(workspace)) == 0
+    assert workspace["sweep.csv"].read_bytes() == first["sweep"]
+    assert workspace["progress.csv"].read_bytes() == first["progress"]
+    site = tree_digest(workspace["site"])
+    assert build_cli.main(cli(workspace, "--skip-sweep")) == 0
+    assert tree_digest(workspace["site"]) == site
+
+
+@pytest.mark.parametrize(
+    "spec_text, message",
+    [
+        (SMALL.replace("[workload]", "[workload]\nburst = 3"), "unknown key 'burst' in [workload]"),
+        (SMALL.replace("[baseline]\narrival_rate = [2.0, 4.0]", "[baseline]\narrival_rate = [2.0]"), "speculative runs at 4 req/s but [baseline]"),
+        (SMALL.replace("seed = 42", "seed = [42]"), "[workload] seed = [42] must be an integer"),
+    ],
+)
+def test_bad_spec_exits_2_before_simulating(workspace, capsys, spec_text, message):
+    workspace["spec.toml"].write_text(spec_text)
+    assert build_cli.main(cli(workspace)) == 2
+    err = capsys.readouterr().err
+    assert message in err and str(workspace["spec.toml"]) in err
+    assert_untouched(workspace)
+
+
+def test_csv_missing_a_column_is_refused(workspace, capsys):
+    frame = pd.read_csv(workspace["sweep.csv"]).drop(columns=["tpot_p50_s"])
+    frame.to_csv(workspace["sweep.csv"], index=False)
+    workspace["before"]["sweep"] = workspace["sweep.csv"].read_bytes()
+    assert build_cli.main(cli(workspace, "--skip-sweep")) == 2
+    assert "missing column(s) tpot_p50_s" in capsys.readouterr().err
+    assert_untouched(workspace)
+
+
+def test_csv_missing_rows_for_a_selector_value_is_refused(workspace, capsys):
+    frame = pd.read_csv(workspace["sweep.csv"])
+    gone = (frame["arrival_rate"] == 6) & (frame["acceptance_rate"] == 0.9) & (frame["num_speculative_tokens"] == 4) & (frame["attention"] == "per_token")
+    assert gone.sum() == 1
+    frame[~gone].to_csv(workspace["sweep.csv"], index=False)
+    workspace["before"]["sweep"] = workspace["sweep.csv"].read_bytes()
+    assert build_cli.main(cli(workspace, "--skip-sweep")) == 2
+    assert "no row for load 6 req/s, acceptance 0.9, k = 4, attention per_token" in capsys.readouterr().err
+    assert_untouched(workspace)
+
+
+def test_csv_without_a_baseline_for_a_load_is_refused(workspace, capsys):
+    frame = pd.read_csv(workspace["sweep.csv"])
+    frame[~((frame["arrival_rate"] == 2) & (frame["num_speculative_tokens"] == 0))].to_csv(workspace["sweep.csv"], index=False)
+    workspace["before"]["sweep"] = workspace["sweep.csv"].read_bytes()
+    assert build_cli.main(cli(workspace, "--skip-sweep")) == 2
+    assert "load 2 req/s needs exactly one baseline row" in capsys.readouterr().err
+    assert_untouched(workspace)
+
+
+def test_output_dir_that_is_a_file_is_refused(workspace, capsys, tmp_path):
+    target = tmp_path / "site-file"
+    target.write_text("not a directory")
+    args = cli(workspace, "--skip-sweep")
+    args[args.index("--out") + 1] = str(target)
+    assert build_cli.main(args) == 2
+    assert f"output dir {target} exists and is not a directory" in capsys.readouterr().err
+    assert target.read_text() == "not a directory"
+    assert_untouched(workspace)
+
+
+def test_output_dir_that_cannot_be_written_is_refused(workspace, capsys, tmp_path):
+    if os.geteuid() == 0:
+        target = Path("/proc/vidur-specdec-site")  # not writable even for root
+    else:
+        locked = tmp_path / "locked"
+        locked.mkdir()
+        locked.chmod(0o500)
+        target = locked / "site"
+    args = cli(workspace, "--skip-sweep")
+    args[args.index("--out") + 1] = str(target)
+    assert build_cli.main(args) == 2
+    assert f"output dir {target}" in capsys.readouterr().err
+    assert not target.exists()
+
+
+@pytest.mark.parametrize("missing", ["templates/data.html", "templates/_setup.html", "content/modeling.md", "content/home/limits.md"])
+def test_missing_template_or_content_file_is_refused_before_the_sweep(workspace, site_sources_copy, missing):
+    root = site_sources_copy.templates_dir.parent
+    (root / missing).unlink()
+    options = BuildOptions(
+        spec=workspace["spec.toml"], sweep_csv=workspace["sweep.csv"], progress_csv=workspace["progress.csv"], out_dir=workspace["site"],
+        sources=replace(site_sources_copy, sweep_csv=workspace["sweep.csv"], progress_csv=workspace["progress.csv"]), jobs=1, progress_bar=False,
+    )
+
+    def must_not_run(config):
+        raise AssertionError("simulated despite a missing file")
+
+    with pytest.raises(ConfigError, match=f"{Path(missing).name} is missing"):
+        build(options, run=must_not_run)
+    assert_untouched(workspace)
+
+
+def test_a_run_that_fails_mid_sweep_publishes_nothing(workspace):
+    from simulator import run as real_run
+
+    calls = []
+
+    def fails_on_third(config):
+        calls.append(config)
+        if len(calls) == 3:
+            raise RuntimeError("simulated crash")
+        return real_run(config)
+
+    options = BuildOptions(
+        spec=workspace["spec.toml"], sweep_csv=workspace["sweep.csv"], progress_csv=workspace["progress.csv"], out_dir=workspace["site"],
+        sources=SiteSources(sweep_csv=workspace["sweep.csv"], progress_csv=workspace["progress.csv"]), jobs=1, progress_bar=False,
+    )
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        build(options, run=fails_on_third)
+    assert_untouched(workspace)
+
+
+def test_a_broken_template_keeps_the_previous_site_and_csvs(workspace, site_sources_copy):
+    """The sweep succeeds but rendering fails: neither the new CSV nor a half-built site appears."""
+    (site_sources_copy.templates_dir / "data.html").write_text("{% extends 'base.html' %}{% block main %}{{ no_such_value }}{% endblock %}")
+    options = BuildOptions(
+        spec=workspace["spec.toml"], sweep_csv=workspace["sweep.csv"], progress_csv=workspace["progress.csv"], out_dir=workspace["site"],
+        sources=replace(site_sources_copy, sweep_csv=workspace["sweep.csv"], progress_csv=workspace["progress.csv"]), jobs=1, progress_bar=False,
+    )
+    with pytest.raises(Exception, match="no_such_value"):
+        build(options)
+    assert_untouched(workspace)
