@@ -104,8 +104,15 @@ def _queue_note(row: dict) -> str:
     return f"<br>queue grows through the run ({row['ttft_growth']:.1f}× TTFT)" if overloaded else ""
 
 
+# Trace types in plotly.js's basic bundle, the one the site ships.
+BASIC_BUNDLE_TRACES = frozenset({"scatter", "bar", "pie"})
+
+
 def figure_json(fig: go.Figure) -> dict:
     """The figure as plain JSON data (what Plotly.react takes), without run-specific uids."""
+    outside = {trace.type for trace in fig.data} - BASIC_BUNDLE_TRACES
+    if outside:
+        raise ValueError(f"trace types {sorted(outside)} are not in the plotly.js basic bundle the site ships")
     return json.loads(pio.to_json(fig, validate=True, remove_uids=True))
 
 
