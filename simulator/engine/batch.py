@@ -33,13 +33,15 @@ class SpecBatch(Batch):
         self.progress_tokens = progress_tokens
         # per request: True when the row is a decode / verify row (prefill done before this step)
         self.decode_rows = decode_rows
+        self.num_proposals = sum(self.proposals)
 
     @classmethod
-    def adopt(cls, batch: Batch, progress_tokens: List[int], decode_rows: List[bool]) -> "SpecBatch":
+    def adopt(cls, batch: Batch, progress_tokens: List[int], decode_rows: List[bool], num_proposals: int) -> "SpecBatch":
         """Turn the Batch Sarathi just built into a SpecBatch in place (same id, no second build)."""
         batch.__class__ = cls
         batch.progress_tokens = progress_tokens
         batch.decode_rows = decode_rows
+        batch.num_proposals = num_proposals
         return batch
 
     @property

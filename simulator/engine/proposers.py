@@ -20,7 +20,7 @@ class NgramProposer:
         self._seconds = overhead_ms * 1e-3
 
     def step_seconds(self, batch: SpecBatch) -> float:
-        return self._seconds if any(p > 0 for p in batch.proposals) else 0.0
+        return self._seconds if batch.num_proposals else 0.0
 
 
 class DraftProposer:

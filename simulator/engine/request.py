@@ -8,9 +8,7 @@ class SpecRequest(Request):
         super().__init__(arrived_at, num_prefill_tokens, num_decode_tokens)
         self.output_tokens = num_decode_tokens  # restart() rewrites _num_decode_tokens
         self.decode_steps = 0  # every decode step, with or without proposals (keys acceptance draws)
-        self.verify_steps = 0  # decode steps that carried at least one proposal
-        self.proposed_tokens = 0
-        self.accepted_tokens = 0
+        self.acceptance_leads = None  # accepted-prefix length per decode step, drawn on first decode
         self.acceptance_log: list[tuple[int, int]] = []  # (proposed, accepted) per verify step
 
     def restart(self):
@@ -21,5 +19,14 @@ class SpecRequest(Request):
         self._is_prefill_stage_complete = False
 
     @property
-    def remaining_output_tokens(self) -> int:
-        return self.total_tokens - self.num_processed_tokens
+    def verify_steps(self) -> int:
+        """Decode steps that carried at least one proposal."""
+        return len(self.acceptance_log)
+
+    @property
+    def proposed_tokens(self) -> int:
+        return sum(proposed for proposed, _ in self.acceptance_log)
+
+    @property
+    def accepted_tokens(self) -> int:
+        return sum(accepted for _, accepted in self.acceptance_log)

@@ -44,11 +44,12 @@ class TrackedSarathiSchedulerConfig(SarathiSchedulerConfig):
 
 
 class TrackedSarathiScheduler(SarathiReplicaScheduler):
-    """Vidur's Sarathi, unchanged, plus the peak of allocated KV blocks."""
+    """Vidur's Sarathi, unchanged, plus two counters: peak allocated KV blocks and forward passes."""
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.peak_allocated_blocks = 0
+        self.forward_passes = 0  # batches run: target-model iterations
 
     @property
     def num_blocks(self) -> int:
@@ -57,6 +58,10 @@ class TrackedSarathiScheduler(SarathiReplicaScheduler):
     def allocate(self, request_id: int, num_blocks: int) -> None:
         super().allocate(request_id, num_blocks)
         self.peak_allocated_blocks = max(self.peak_allocated_blocks, self._num_allocated_blocks)
+
+    def on_batch_end(self, batch) -> None:
+        super().on_batch_end(batch)
+        self.forward_passes += 1
 
 
 class SpecSarathiScheduler(TrackedSarathiScheduler):
@@ -79,18 +84,20 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
             self._missing_blocks[request.id] = max(0, needed - self._allocation_map[request.id])
         return computed  # 0 when the request must wait for the next step
 
-    def _planned_missing_blocks(self, request):
-        # a request restarted earlier in this step is a new (prefill) request again
-        return self._missing_blocks.get(request.id) if request.is_prefill_complete else None
+    def free(self, *request_ids) -> None:
+        # a request preempted while this step is planned is a new (prefill) request again
+        super().free(*request_ids)
+        for request_id in request_ids:
+            self._missing_blocks.pop(request_id, None)
 
     def _can_allocate_request(self, request) -> bool:
-        missing = self._planned_missing_blocks(request)
+        missing = self._missing_blocks.get(request.id)
         if missing is None:
             return super()._can_allocate_request(request)
         return self._cache_config.num_blocks - self._num_allocated_blocks >= missing
 
     def _allocate_request(self, request) -> None:
-        missing = self._planned_missing_blocks(request)
+        missing = self._missing_blocks.get(request.id)
         if missing is None:
             return super()._allocate_request(request)
         if missing:
@@ -101,23 +108,22 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
         self._missing_blocks.clear()
         if batch is None:
             return batch
-        progress, decode_rows = [], []
+        progress, decode_rows, proposals = [], [], 0
         for request, computed in zip(batch.requests, batch.num_q_tokens):
             is_decode = request.is_prefill_complete
             decode_rows.append(is_decode)
             if not is_decode:
                 progress.append(computed)
                 continue
-            proposals = computed - 1
-            accepted = self._sampler.accepted(request.id, request.decode_steps, proposals)
+            if request.acceptance_leads is None:  # a request takes at most one decode step per output token
+                request.acceptance_leads = self._sampler.leads(request.id, request.output_tokens)
+            accepted = min(request.acceptance_leads[request.decode_steps], computed - 1)
             request.decode_steps += 1
-            if proposals:
-                request.verify_steps += 1
-                request.proposed_tokens += proposals
-                request.accepted_tokens += accepted
-                request.acceptance_log.append((proposals, accepted))
+            if computed > 1:
+                request.acceptance_log.append((computed - 1, accepted))
+                proposals += computed - 1
             progress.append(accepted + 1)
-        return SpecBatch.adopt(batch, progress, decode_rows)
+        return SpecBatch.adopt(batch, progress, decode_rows, proposals)
 
 
 ReplicaSchedulerRegistry.register(ExtensionType.TRACKED_SARATHI, TrackedSarathiScheduler)

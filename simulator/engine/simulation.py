@@ -212,6 +212,7 @@ def simulate(config: RunConfig) -> RunResult:
             "kv_blocks_total": scheduler.num_blocks,
             "peak_kv_fraction": scheduler.peak_allocated_blocks / scheduler.num_blocks,
             "preemptions": int(frame.restarts.sum()),
+            "forward_passes": scheduler.forward_passes,
         },
     )
     provenance = {

@@ -24,21 +24,20 @@ class AcceptanceSampler:
     def max_proposals(self) -> int:
         return len(self._p)
 
-    def _lead_row(self, request_id: int, step: int) -> int:
-        """Length of the accepted prefix if all k proposals were made at this step."""
-        leads = self._leads.get(request_id)
-        if leads is None or step >= len(leads):
-            rows = max(256, 2 * (step + 1))  # regenerated identically (same seed) when outgrown
-            rng = np.random.default_rng([self._seed, request_id])
-            uniforms = rng.random((rows, len(self._p)))
+    def leads(self, request_id: int, steps: int) -> list[int]:
+        """Accepted-prefix length at each of the request's first ``steps`` decode steps, were all
+        k proposals made.  Draws fill row by row, so a longer list extends a shorter one."""
+        cached = self._leads.get(request_id)
+        if cached is None or len(cached) < steps:
+            rows = max(steps, 2 * len(cached) if cached else 0)
+            uniforms = np.random.default_rng([self._seed, request_id]).random((rows, len(self._p)))
             accepted = uniforms < self._p
-            # first rejected position = accepted-prefix length
-            leads = np.where(accepted.all(axis=1), len(self._p), np.argmin(accepted, axis=1)).tolist()
-            self._leads[request_id] = leads
-        return leads[step]
+            cached = np.where(accepted.all(axis=1), len(self._p), np.argmin(accepted, axis=1)).tolist()
+            self._leads[request_id] = cached
+        return cached
 
     def accepted(self, request_id: int, step: int, proposals: int) -> int:
         """Accepted proposals (0..proposals) at this request's ``step``-th decode step."""
         if proposals <= 0:
             return 0
-        return min(self._lead_row(request_id, step), proposals)
+        return min(self.leads(request_id, step + 1)[step], proposals)
