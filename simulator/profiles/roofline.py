@@ -154,6 +154,12 @@ def kv_splits(ctas: int, kv_blocks: int, num_sms: int) -> int:
     return next(s for s in range(1, limit + 1) if efficiency[s] >= 0.85 * best)
 
 
+def _split_grid(ctas: np.ndarray, kv_blocks: np.ndarray, num_sms: int) -> np.ndarray:
+    """kv_splits over arrays of grid sizes."""
+    flat = [kv_splits(int(n), int(b), num_sms) for n, b in zip(ctas.ravel(), kv_blocks.ravel())]
+    return np.array(flat, dtype=float).reshape(ctas.shape)
+
+
 def decode_attention_ms(batch, kv, shape: ModelShape, dev: DeviceSpec) -> np.ndarray:
     """Decode attention for ``batch`` sequences with ``kv`` cached tokens each (one query each)."""
     c, d = dev.constants, dev.datasheet
@@ -163,10 +169,8 @@ def decode_attention_ms(batch, kv, shape: ModelShape, dev: DeviceSpec) -> np.nda
     sms = d.num_sms
     slots = sms * CTAS_PER_SM
     ctas = batch * shape.num_kv_heads * math.ceil(shape.gqa_group / PREFILL_TILE_M)
-    kv_blocks = np.maximum(1, np.ceil(kv / KV_TILE_N)).astype(int)
-    splits = np.array(
-        [kv_splits(int(n), int(b), sms) for n, b in zip(ctas.ravel(), kv_blocks.ravel())], dtype=float
-    ).reshape(ctas.shape)
+    kv_blocks = np.maximum(1, np.ceil(kv / KV_TILE_N))
+    splits = _split_grid(ctas, kv_blocks, sms)
     ctas = ctas * splits
     cta_bytes = np.ceil(kv / splits) * shape.head_dim * 2 * BYTES  # K and V of one head
     bandwidth = d.hbm_bandwidth_tbps * 1e12
@@ -207,9 +211,7 @@ def prefill_attention_ms(chunk, kv, shape: ModelShape, dev: DeviceSpec) -> np.nd
     slots = sms * CTAS_PER_SM
     ctas = np.ceil(chunk / PREFILL_TILE_M) * shape.num_q_heads
     kv_blocks = np.ceil((kv + chunk) / KV_TILE_N)
-    splits = np.array(
-        [kv_splits(int(n), int(b), sms) for n, b in zip(ctas.ravel(), kv_blocks.ravel())], dtype=float
-    ).reshape(ctas.shape)
+    splits = _split_grid(ctas, kv_blocks, sms)
     ctas = ctas * splits
     blocks_per_cta = np.ceil(kv_blocks / splits) + c.prefill_cta_overhead_blocks
     full = np.floor(ctas / slots)
