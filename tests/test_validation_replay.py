@@ -191,3 +191,18 @@ def test_a_rerun_against_another_model_is_refused(tmp_path):
     with FakeServer(FakeServerConfig(model="another-model", **FAST)) as other:
         with pytest.raises(ConfigError, match="measured on model 'fake-model', not 'another-model'"):
             replay(workload, tmp_path, ReplayOptions(other.url, retry_failed=True))
+
+
+def test_replay_runs_inside_an_already_running_event_loop():
+    # e.g. a notebook, or a test session whose browser driver holds the thread's loop
+    import asyncio
+
+    from simulator.validation.replay import run_async
+
+    async def answer():
+        return 42
+
+    async def caller():
+        return run_async(answer())
+
+    assert asyncio.run(caller()) == 42

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -105,7 +106,18 @@ def replay(workload: Workload, out_dir: Path, options: ReplayOptions) -> dict:
     existing = read_results(out_dir, workload.workload_hash)
     records = existing.records if existing else {}
     pending = pending_requests(workload, records, options.retry_failed)
-    return asyncio.run(_session(workload, out_dir, options, existing, pending))
+    return run_async(_session(workload, out_dir, options, existing, pending))
+
+
+def run_async(coroutine):
+    """``asyncio.run``, also from code that already runs an event loop in this thread (a
+    notebook, a test session driving a browser): then the replay gets a thread of its own."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine).result()
 
 
 async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, existing, pending: list[Request]) -> dict:
