@@ -196,6 +196,7 @@ def test_a_rerun_against_another_model_is_refused(tmp_path):
 def test_replay_runs_inside_an_already_running_event_loop():
     # e.g. a notebook, or a test session whose browser driver holds the thread's loop
     import asyncio
+    from concurrent.futures import ThreadPoolExecutor
 
     from simulator.validation.replay import run_async
 
@@ -203,6 +204,9 @@ def test_replay_runs_inside_an_already_running_event_loop():
         return 42
 
     async def caller():
+        asyncio.get_running_loop()  # the situation under test: a loop is running here
         return run_async(answer())
 
-    assert asyncio.run(caller()) == 42
+    # a thread of its own, so the test holds whatever loop this session's thread runs
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        assert pool.submit(asyncio.run, caller()).result() == 42
