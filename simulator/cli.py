@@ -6,7 +6,9 @@ import argparse
 import json
 import logging
 import math
+import os
 import sys
+from pathlib import Path
 
 from simulator.config import PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.errors import ConfigError
@@ -28,6 +30,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--proposer", default="ngram", help="ngram or draft")
     s.add_argument("--ngram-overhead-ms", type=float, default=SpeculationConfig.ngram_overhead_ms)
     s.add_argument("--draft-model", help="e.g. JackFram/llama-68m or TinyLlama/TinyLlama-1.1B-Chat-v1.0")
+    s.add_argument("--draft-profile-dir", help="Vidur-format profile of the draft model (default: built-in profile)")
     s.add_argument("--attention", default="kv_once", help="kv_once, per_token or interpolated")
     s.add_argument("--interpolation", type=float, default=0.5, help="lambda for --attention interpolated")
     m = p.add_argument_group("system")
@@ -68,6 +71,7 @@ def config_from_args(args) -> RunConfig:
             proposer=args.proposer,
             ngram_overhead_ms=args.ngram_overhead_ms,
             draft_model=args.draft_model,
+            draft_profile_dir=args.draft_profile_dir,
             attention=args.attention,
             interpolation=args.interpolation,
         ),
@@ -107,12 +111,26 @@ def format_summary(result) -> str:
     return "\n".join(lines)
 
 
+def _check_writable(option: str, path) -> None:
+    """Fail before simulating, not after, when an output cannot be written."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise ConfigError(f"{option} {path}: is a directory")
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir() or not os.access(parent, os.W_OK):
+        raise ConfigError(f"{option} {path}: directory {parent} does not exist or is not writable")
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if not args.verbose:
         logging.disable(logging.INFO)
     try:
         config = config_from_args(args)
+        for option, path in (("--json", args.json), ("--requests-csv", args.requests_csv)):
+            _check_writable(option, path)
         from simulator import run
 
         result = run(config)

@@ -15,7 +15,7 @@ from simulator.errors import ConfigError
 
 PROPOSERS = ("ngram", "draft")
 ATTENTION_MODES = ("kv_once", "per_token", "interpolated")
-SCHEDULERS = ("sarathi", "vllm", "orca")
+SCHEDULERS = ("sarathi",)
 DEFAULT_NGRAM_OVERHEAD_MS = 0.1
 
 
@@ -62,7 +62,7 @@ class PoissonWorkload:
             self.arrival_rate,
             "must be a finite number of requests per second > 0",
         )
-        _require(_is_int(self.seed), "seed", self.seed, "must be an integer")
+        _require(_is_int(self.seed) and self.seed >= 0, "seed", self.seed, "must be an integer >= 0")
 
     @property
     def max_request_tokens(self) -> int:
@@ -121,6 +121,7 @@ class SpeculationConfig:
     proposer: str = "ngram"
     ngram_overhead_ms: float = DEFAULT_NGRAM_OVERHEAD_MS
     draft_model: Optional[str] = None
+    draft_profile_dir: Optional[str] = None  # Vidur-format profile of the draft; None = built-in
     attention: str = "kv_once"
     interpolation: float = 0.5
 
@@ -150,6 +151,8 @@ class SpeculationConfig:
                 _probability(f"acceptance_per_position[{i}]", p)
         if self.proposer == "draft":
             _require(bool(self.draft_model), "draft_model", self.draft_model, "is required when proposer = 'draft'")
+        if self.draft_profile_dir is not None:
+            _require(Path(self.draft_profile_dir).is_dir(), "draft_profile_dir", self.draft_profile_dir, "is not a directory")
 
     @property
     def enabled(self) -> bool:
@@ -183,19 +186,22 @@ class RunConfig:
     cache_dir: Optional[str] = None
 
     def __post_init__(self):
-        _require(self.scheduler in SCHEDULERS, "scheduler", self.scheduler, f"must be one of {SCHEDULERS}")
+        _require(
+            self.scheduler in SCHEDULERS,
+            "scheduler",
+            self.scheduler,
+            "only Vidur's Sarathi scheduler is modelled (speculative runs and their baselines alike)",
+        )
         for name in ("chunk_size", "batch_size_cap", "block_size", "tensor_parallel_size", "pipeline_stages"):
             value = getattr(self, name)
             _require(_is_int(value) and value > 0, name, value, "must be a positive integer")
         if self.num_kv_blocks is not None:
             _require(_is_int(self.num_kv_blocks) and self.num_kv_blocks > 0, "num_kv_blocks", self.num_kv_blocks, "must be a positive integer")
-        _require(_is_int(self.seed), "seed", self.seed, "must be an integer")
+        _require(_is_int(self.seed) and self.seed >= 0, "seed", self.seed, "must be an integer >= 0")
+        _require(self.tensor_parallel_size == 1, "tensor_parallel_size", self.tensor_parallel_size, "only tensor parallelism 1 is modelled (profiles hold TP = 1 rows)")
+        _require(self.pipeline_stages == 1, "pipeline_stages", self.pipeline_stages, "only pipeline parallelism 1 is modelled")
         if self.profile_dir is not None:
             _require(Path(self.profile_dir).is_dir(), "profile_dir", self.profile_dir, "is not a directory")
-        if self.speculation.enabled:
-            _require(self.scheduler == "sarathi", "scheduler", self.scheduler, "speculative decoding is modelled on the Sarathi scheduler only")
-            _require(self.pipeline_stages == 1, "pipeline_stages", self.pipeline_stages, "speculative decoding requires pipeline parallelism 1")
-            _require(self.tensor_parallel_size == 1, "tensor_parallel_size", self.tensor_parallel_size, "speculative decoding requires tensor parallelism 1")
 
     def to_dict(self) -> dict:
         data = asdict(self)

@@ -96,6 +96,8 @@ def test_matches_a_direct_vidur_sarathi_run(small_run):
         ({"model": "meta-llama/Llama-9"}, "unknown model"),
         ({"device": "b200"}, "unknown device"),
         ({"workload": PoissonWorkload(num_requests=10, prompt_tokens=4000, output_tokens=200)}, "exceeds meta-llama/Llama-2-7b-hf's context of 4096"),
+        ({"chunk_size": 4096}, r"chunk_size \+ batch_size_cap = 4224"),
+        ({"num_kv_blocks": 10}, "cannot hold the workload's longest request"),
     ],
 )
 def test_bad_run_inputs(kwargs, message):
@@ -116,6 +118,41 @@ def test_bad_run_inputs(kwargs, message):
 def test_bad_workloads(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         PoissonWorkload(**kwargs)
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        ({"seed": -1}, "seed = -1"),
+        ({"tensor_parallel_size": 2}, "only tensor parallelism 1"),
+        ({"pipeline_stages": 2}, "only pipeline parallelism 1"),
+        ({"scheduler": "orca"}, "only Vidur's Sarathi scheduler"),
+    ],
+)
+def test_bad_run_configs(kwargs, message):
+    with pytest.raises(ConfigError, match=message):
+        RunConfig(**kwargs)
+
+
+def test_cli_checks_output_paths_before_simulating(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "simulator", "--json", str(tmp_path / "missing" / "out.json")], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert result.returncode == 2 and "--json" in result.stderr
+    assert "TTFT" not in result.stdout  # failed before any simulation
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_stock_decode_past_the_profiled_batch_is_extrapolated(tmp_path):
+    from simulator.catalog import model_shape
+    from simulator.profiles import builtin
+    from simulator.profiles.hardware import get_device
+    from simulator.profiles.vidur_format import write_profile
+
+    shape, dev = model_shape("meta-llama/Llama-2-7b-hf"), get_device("a100")
+    write_profile(tmp_path, builtin.mlp_table(shape, dev, 4096), builtin.attention_table(shape, dev, 4096, max_batch=8), {})
+    result = simulator.run(RunConfig(workload=PoissonWorkload(num_requests=40, arrival_rate=20.0), profile_dir=str(tmp_path)))
+    assert result.summary["num_requests"] == 40  # more than 8 sequences decoded at once without a missing table entry
 
 
 def test_unwritable_cache_dir(tmp_path):

@@ -107,7 +107,7 @@ def test_bad_speculation_settings(kwargs, message):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"scheduler": "vllm"}, "Sarathi scheduler only"),
+        ({"scheduler": "vllm"}, "only Vidur's Sarathi scheduler"),
         ({"pipeline_stages": 2}, "pipeline parallelism 1"),
         ({"tensor_parallel_size": 2}, "tensor parallelism 1"),
     ],

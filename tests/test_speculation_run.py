@@ -149,3 +149,27 @@ def test_draft_that_does_not_fit_is_rejected():
     config = RunConfig(speculation=spec(4, 0.7, proposer="draft", draft_model="meta-llama/Llama-2-70b-hf"))
     with pytest.raises(ConfigError, match="draft model 'meta-llama/Llama-2-70b-hf' alongside the target"):
         simulator.run(config)
+
+
+@pytest.mark.parametrize("k", [0, 1, 4])
+def test_preemption_in_the_middle_of_a_prompt_keeps_the_prompt(k):
+    # request 1's 2048-token prompt is cut off by KV pressure part-way through its prefill
+    workload = ExplicitWorkload((0.0, 0.0), (16, 2048), (300, 8))
+    speculation = spec(k, 0.3) if k else SpeculationConfig()
+    result = simulator.run(RunConfig(workload=workload, speculation=speculation, num_kv_blocks=130, chunk_size=128))
+    late = result.requests.iloc[1]
+    assert late.restarts >= 1
+    assert late.output_tokens == 8
+    # its first token needs the whole prompt: at least 16 chunks of 128 tokens
+    assert late.ttft_s > 16 * 0.005
+    assert late.tpot_s < 0.05  # 7 decode tokens, not thousands of prompt tokens turned into output
+
+
+def test_draft_provenance_names_the_draft_profile():
+    config = RunConfig(
+        workload=PoissonWorkload(num_requests=5, arrival_rate=2.0),
+        speculation=spec(2, 0.7, proposer="draft", draft_model="JackFram/llama-68m"),
+    )
+    provenance = simulator.run(config).provenance
+    assert provenance["draft_profile_source"] == "builtin"
+    assert provenance["draft_profile_sha256"] != provenance["profile_sha256"]

@@ -151,7 +151,9 @@ class ProfilePredictor(RandomForrestExecutionTimePredictor):
 
     def _get_attention_decode_execution_time(self, batch) -> float:
         if not isinstance(batch, SpecBatch):
-            return super()._get_attention_decode_execution_time(batch)
+            # Vidur's own costing, but past the profiled batch range it extrapolates instead of failing
+            size, mean_kv = self._get_batch_decode_attention_params(batch)
+            return self._decode_lookup(size, mean_kv) if size else 0
         rows = [(q, kv) for q, kv, d in zip(batch.num_q_tokens, batch.num_kv_tokens, batch.decode_rows) if d]
         return self.decode_attention_ms(rows)
 

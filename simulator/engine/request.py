@@ -6,15 +6,25 @@ from vidur.entities import Request
 class SpecRequest(Request):
     def __init__(self, arrived_at: float, num_prefill_tokens: int, num_decode_tokens: int):
         super().__init__(arrived_at, num_prefill_tokens, num_decode_tokens)
-        self.output_tokens = num_decode_tokens  # restart() rewrites _num_decode_tokens
+        self.prompt_tokens = num_prefill_tokens  # restart() rewrites the prefill/decode split
+        self.output_tokens = num_decode_tokens
         self.decode_steps = 0  # every decode step, with or without proposals (keys acceptance draws)
         self.acceptance_leads = None  # accepted-prefix length per decode step, drawn on first decode
         self.acceptance_log: list[tuple[int, int]] = []  # (proposed, accepted) per verify step
 
     def restart(self):
-        # Vidur 0.0.26 leaves the pipeline-stage counters of the old attempt in place, so the
-        # first step after a preemption trips its prefill assertions.
+        """Vidur's restart, with two fixes for 0.0.26.
+
+        Its restart makes everything processed so far the new prompt: preempted halfway through
+        its prompt, a request would then turn the rest of its prompt into output tokens.  The
+        prompt never shrinks here.  Vidur also leaves the pipeline-stage counters of the old
+        attempt in place, which trips its prefill assertions on the next step.
+        """
         super().restart()
+        if self._num_prefill_tokens < self.prompt_tokens:
+            total = self.total_tokens
+            self._num_prefill_tokens = self.prompt_tokens
+            self._num_decode_tokens = total - self.prompt_tokens
         self._num_stage_processed_tokens = 0
         self._is_prefill_stage_complete = False
 

@@ -115,9 +115,11 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
             if not is_decode:
                 progress.append(computed)
                 continue
-            if request.acceptance_leads is None:  # a request takes at most one decode step per output token
-                request.acceptance_leads = self._sampler.leads(request.id, request.output_tokens)
-            accepted = min(request.acceptance_leads[request.decode_steps], computed - 1)
+            step = request.decode_steps
+            if request.acceptance_leads is None or step >= len(request.acceptance_leads):
+                # at most one decode step per output token; the draws extend if ever needed
+                request.acceptance_leads = self._sampler.leads(request.id, max(request.output_tokens, 2 * step + 1))
+            accepted = min(request.acceptance_leads[step], computed - 1)
             request.decode_steps += 1
             if computed > 1:
                 request.acceptance_log.append((computed - 1, accepted))

@@ -108,6 +108,11 @@ def _model_memory(replica: ReplicaConfig, include_embeddings: bool) -> ModelMemo
 def plan_kv_blocks(config: RunConfig, max_request_tokens: int) -> int:
     """KV blocks for the target, after its weights and (with a draft proposer) the draft's weights and KV."""
     if config.num_kv_blocks is not None:
+        if config.num_kv_blocks * config.block_size < max_request_tokens:
+            raise ConfigError(
+                f"num_kv_blocks = {config.num_kv_blocks}: {config.num_kv_blocks * config.block_size} token slots "
+                f"cannot hold the workload's longest request ({max_request_tokens} tokens)"
+            )
         return config.num_kv_blocks
     target = _model_memory(_replica_config(config, config.model), include_embeddings=False)
     draft = None
@@ -127,6 +132,13 @@ def plan_kv_blocks(config: RunConfig, max_request_tokens: int) -> int:
 
 def _check_lengths(config: RunConfig) -> int:
     max_len = model_config(config.model).max_model_len
+    if config.chunk_size + config.batch_size_cap > max_len:
+        # a Sarathi step holds up to a chunk plus one token per running request: the
+        # predictor's tables cover the model's context and no more
+        raise ConfigError(
+            f"chunk_size + batch_size_cap = {config.chunk_size + config.batch_size_cap}: a step's tokens must fit "
+            f"{config.model}'s context of {max_len}"
+        )
     longest = config.workload.max_request_tokens
     if longest > max_len:
         raise ConfigError(f"workload: a request of {longest} tokens (prompt + output) exceeds {config.model}'s context of {max_len}")
@@ -140,12 +152,12 @@ def _check_lengths(config: RunConfig) -> int:
     return max_len
 
 
-def _draft_proposer(config: RunConfig, cache_dir: Path, max_tokens: int) -> DraftProposer:
-    draft = config.speculation.draft_model
-    profile = resolve_profile(None, draft, config.device, cache_dir, max_seq_len=max_tokens, block_size=config.block_size)
-    replica = _replica_config(config, draft)
+def _draft_proposer(config: RunConfig, cache_dir: Path, max_tokens: int) -> tuple[DraftProposer, ResolvedProfile]:
+    spec = config.speculation
+    profile = resolve_profile(spec.draft_profile_dir, spec.draft_model, config.device, cache_dir, max_seq_len=max_tokens, block_size=config.block_size)
+    replica = _replica_config(config, spec.draft_model)
     predictor = ProfilePredictor(_predictor_config(profile, cache_dir, max_tokens, config), replica, CacheConfig(block_size=config.block_size))
-    return DraftProposer(predictor)
+    return DraftProposer(predictor), profile
 
 
 def _scheduler_config(config: RunConfig):
@@ -175,9 +187,12 @@ def simulate(config: RunConfig) -> RunResult:
     spec = config.speculation
     profile = resolve_profile(config.profile_dir, config.model, config.device, cache_dir, max_seq_len=max_tokens, block_size=config.block_size)
     num_blocks = plan_kv_blocks(config, config.workload.max_request_tokens)
-    proposer = None
+    proposer, draft_profile = None, None
     if spec.enabled:
-        proposer = NgramProposer(spec.ngram_overhead_ms) if spec.proposer == "ngram" else _draft_proposer(config, cache_dir, max_tokens)
+        if spec.proposer == "ngram":
+            proposer = NgramProposer(spec.ngram_overhead_ms)
+        else:
+            proposer, draft_profile = _draft_proposer(config, cache_dir, max_tokens)
 
     reset_entity_ids()
     sim_config = InMemorySimulationConfig(
@@ -225,6 +240,8 @@ def simulate(config: RunConfig) -> RunResult:
         "seed": config.seed,
         "workload_seed": getattr(config.workload, "seed", None),
     }
+    if draft_profile is not None:
+        provenance.update({f"draft_{key}": value for key, value in draft_profile.provenance().items()})
     return RunResult(config, frame, summary, provenance, {r.id: list(r.acceptance_log) for r in requests})
 
 

@@ -95,7 +95,7 @@ def _resolve(profile_dir, stamp, model: str, device: str, cache_dir: Path, max_s
         files = validate_profile_dir(directory, shape, block_size)
         dev = get_device(device)
         profile_id = f"builtin-v{builtin.GENERATOR_VERSION}:{dev.constants_version}"
-        return ResolvedProfile(files, "builtin", profile_id, files.sha256(), max_decode_batch(files))
+        return ResolvedProfile(files, "builtin", profile_id, files.sha256(), max_decode_batch(files, shape, block_size))
     files = validate_profile_dir(profile_dir, shape, block_size)
     digest = files.sha256()
-    return ResolvedProfile(files, "directory", f"sha256:{digest[:16]}", digest, max_decode_batch(files))
+    return ResolvedProfile(files, "directory", f"sha256:{digest[:16]}", digest, max_decode_batch(files, shape, block_size))

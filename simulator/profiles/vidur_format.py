@@ -168,10 +168,19 @@ def validate_profile_dir(directory, shape: ModelShape, block_size: int = 16) -> 
     return files
 
 
-def max_decode_batch(files: ProfileFiles) -> int:
-    """Largest profiled decode batch: predictions beyond it are extrapolated, never invented by the forest."""
-    attention = pd.read_csv(files.attention, usecols=["batch_size", "prefill_chunk_size"])
-    return int(attention.loc[attention.prefill_chunk_size == 0, "batch_size"].max())
+def max_decode_batch(files: ProfileFiles, shape: ModelShape, block_size: int = 16) -> int:
+    """Largest decode batch profiled for this model: predictions beyond it are extrapolated,
+    never invented by the forest."""
+    a = pd.read_csv(files.attention)
+    rows = a[
+        (a.prefill_chunk_size == 0)
+        & (a.n_embd == shape.embedding_dim)
+        & (a.n_q_head == shape.num_q_heads)
+        & (a.n_kv_head == shape.num_kv_heads)
+        & (a.block_size == block_size)
+        & (a.num_tensor_parallel_workers == 1)
+    ]
+    return int(rows.batch_size.max())
 
 
 def _atomic_csv(frame: pd.DataFrame, path: Path) -> None:

@@ -30,6 +30,6 @@ def kv_capacity_tokens(memory_bytes: float, margin_fraction: float, target: Mode
 
 
 def kv_blocks(capacity_tokens: int, max_request_tokens: int, block_size: int) -> int:
-    """Vidur's rule: whole maximum-length request slots, each of max_request_tokens / block_size blocks."""
+    """Vidur's rule: whole maximum-length request slots, each of the blocks such a request needs."""
     slots = capacity_tokens // max_request_tokens
-    return (max_request_tokens // block_size) * slots
+    return -(-max_request_tokens // block_size) * slots

@@ -9,8 +9,8 @@ profiles only know one query per sequence, so:
   of (sum of q) sequences.
 * ``interpolated``: (1 - lambda) * kv_once + lambda * per_token.
 
-``decode_ms(batch, mean_kv)`` is the profile lookup; both modes use the query-weighted mean
-KV length, as Vidur does for plain decode batches.
+``decode_ms(batch, mean_kv)`` is the profile lookup, with the mean KV length over the
+sequences it is charged for: per row for ``kv_once``, per query for ``per_token``.
 """
 
 from __future__ import annotations
