@@ -12,8 +12,10 @@ import sys
 from pathlib import Path
 
 from simulator.errors import ConfigError
-from simulator.paths import DATA_DIR, REPO_ROOT
 
+# build.py works from the checkout: its inputs are the folders next to it.
+REPO_ROOT = Path(__file__).resolve().parent
+DATA_DIR = REPO_ROOT / "data"
 DEFAULT_VALIDATION_REPORT = REPO_ROOT / "validation" / "report.json"
 
 
@@ -62,7 +64,14 @@ def main(argv=None) -> int:
                 sweep_csv=args.csv,
                 progress_csv=args.progress_csv,
                 out_dir=args.out,
-                sources=SiteSources(sweep_csv=args.csv, progress_csv=args.progress_csv, validation_report=report),
+                sources=SiteSources(
+                    sweep_csv=args.csv,
+                    progress_csv=args.progress_csv,
+                    templates_dir=REPO_ROOT / "templates",
+                    content_dir=REPO_ROOT / "content",
+                    docs_dir=REPO_ROOT / "docs",
+                    validation_report=report,
+                ),
                 skip_sweep=args.skip_sweep,
                 jobs=args.jobs,
                 executor=args.executor,

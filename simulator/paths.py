@@ -1,12 +1,9 @@
-"""Locations inside the repository and the on-disk cache (nothing is written to the CWD)."""
+"""The on-disk cache (nothing is written to the CWD; the package never assumes a checkout)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-
-REPO_ROOT = Path(__file__).resolve().parents[1]
-DATA_DIR = REPO_ROOT / "data"
 
 
 def default_cache_dir() -> Path:

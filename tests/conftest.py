@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.paths import DATA_DIR, REPO_ROOT
+from repo import DATA_DIR, REPO_ROOT, site_dirs
 from simulator.website.render import SiteSources, render_site
 
 SYSTEM_CHROMIUM = Path("/usr/bin/chromium")
@@ -30,6 +30,21 @@ def _chromium_executable():
 
     with sync_playwright() as p:
         return "" if Path(p.chromium.executable_path).exists() else None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def isolated_cache(tmp_path_factory):
+    """Tests never write into ~/.cache: the predictor cache lives in a session temp dir unless
+    VIDUR_SPECDEC_CACHE names one (set it to reuse fitted forests across test sessions)."""
+    if os.environ.get("VIDUR_SPECDEC_CACHE"):
+        yield Path(os.environ["VIDUR_SPECDEC_CACHE"])
+        return
+    path = tmp_path_factory.mktemp("vidur-specdec-cache")
+    os.environ["VIDUR_SPECDEC_CACHE"] = str(path)
+    try:
+        yield path
+    finally:
+        os.environ.pop("VIDUR_SPECDEC_CACHE", None)
 
 
 @pytest.fixture(scope="session")
@@ -63,7 +78,7 @@ def committed_csvs() -> tuple[Path, Path]:
 def built_site(tmp_path_factory, committed_csvs) -> Path:
     """The site rendered from the committed CSVs (what `python build.py --skip-sweep` publishes)."""
     out = tmp_path_factory.mktemp("published") / "site"
-    render_site(SiteSources(sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1]), out)
+    render_site(SiteSources(sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1], **site_dirs()), out)
     return out
 
 
@@ -84,10 +99,12 @@ def site_server(built_site):
 
 
 @pytest.fixture(scope="session")
-def artifacts_dir() -> Path:
-    """test-artifacts/ at the repository root (git-ignored): screenshots for people to look at."""
-    path = REPO_ROOT / "test-artifacts"
-    path.mkdir(exist_ok=True)
+def artifacts_dir(tmp_path_factory) -> Path:
+    """Screenshots for people to look at: $TEST_ARTIFACTS when set, else a session temp dir
+    (tests never write into the repository)."""
+    explicit = os.environ.get("TEST_ARTIFACTS")
+    path = Path(explicit) if explicit else tmp_path_factory.mktemp("artifacts")
+    path.mkdir(parents=True, exist_ok=True)
     return path
 
 
@@ -100,4 +117,4 @@ def site_sources_copy(tmp_path, committed_csvs) -> SiteSources:
     sweep, progress = tmp_path / "sweep.csv", tmp_path / "progress.csv"
     shutil.copyfile(committed_csvs[0], sweep)
     shutil.copyfile(committed_csvs[1], progress)
-    return SiteSources(sweep_csv=sweep, progress_csv=progress, templates_dir=templates, content_dir=content)
+    return SiteSources(sweep_csv=sweep, progress_csv=progress, templates_dir=templates, content_dir=content, docs_dir=REPO_ROOT / "docs")

@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 
 from simulator.errors import ConfigError
-from simulator.paths import REPO_ROOT
+from repo import REPO_ROOT, site_dirs
 from simulator.website.pipeline import BuildOptions, build
 from simulator.website.render import SiteSources, render_site
 
@@ -43,7 +43,7 @@ def workspace(tmp_path, committed_csvs):
     shutil.copyfile(committed_csvs[0], ws["sweep.csv"])
     shutil.copyfile(committed_csvs[1], ws["progress.csv"])
     ws["spec.toml"].write_text(SMALL)
-    render_site(SiteSources(sweep_csv=ws["sweep.csv"], progress_csv=ws["progress.csv"]), ws["site"])
+    render_site(SiteSources(sweep_csv=ws["sweep.csv"], progress_csv=ws["progress.csv"], **site_dirs()), ws["site"])
     ws["before"] = {"site": tree_digest(ws["site"]), "sweep": ws["sweep.csv"].read_bytes(), "progress": ws["progress.csv"].read_bytes()}
     return ws
 
@@ -176,7 +176,7 @@ def test_a_run_that_fails_mid_sweep_publishes_nothing(workspace):
 
     options = BuildOptions(
         spec=workspace["spec.toml"], sweep_csv=workspace["sweep.csv"], progress_csv=workspace["progress.csv"], out_dir=workspace["site"],
-        sources=SiteSources(sweep_csv=workspace["sweep.csv"], progress_csv=workspace["progress.csv"]), jobs=1, progress_bar=False,
+        sources=SiteSources(sweep_csv=workspace["sweep.csv"], progress_csv=workspace["progress.csv"], **site_dirs()), jobs=1, progress_bar=False,
     )
     with pytest.raises(RuntimeError, match="simulated crash"):
         build(options, run=fails_on_third)

@@ -11,7 +11,7 @@ import pytest
 from markdown_it import MarkdownIt
 
 from simulator.errors import ConfigError
-from simulator.paths import REPO_ROOT
+from repo import REPO_ROOT, site_dirs
 from simulator.sweep.runner import OVERLOAD_TTFT_GROWTH, PROGRESS_COLUMNS, SWEEP_COLUMNS
 from simulator.website.recorded import load_recorded
 from simulator.website.render import PAGES, SiteSources, render_site
@@ -135,7 +135,7 @@ def test_values_from_the_csv_are_escaped(site_sources_copy, tmp_path):
 
 
 def test_rendering_is_deterministic(built_site, committed_csvs, tmp_path):
-    render_site(SiteSources(sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1]), tmp_path / "again")
+    render_site(SiteSources(sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1], **site_dirs()), tmp_path / "again")
     for path in built_site.iterdir():
         assert (tmp_path / "again" / path.name).read_bytes() == path.read_bytes(), path.name
 

@@ -10,7 +10,7 @@ import pytest
 
 from simulator import versions
 from simulator.errors import ConfigError
-from simulator.paths import DATA_DIR
+from repo import DATA_DIR
 from simulator.speculative.progress import expected_progress
 from simulator.sweep.executors import LocalExecutor, RayExecutor, make_executor
 from simulator.sweep.runner import PROGRESS_COLUMNS, SWEEP_COLUMNS, queue_growth, run_sweep, to_csv_text, with_speedups

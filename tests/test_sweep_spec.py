@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from simulator.errors import ConfigError
-from simulator.paths import DATA_DIR
+from repo import DATA_DIR
 from simulator.sweep.runner import expand, expand_progress
 from simulator.sweep.spec import load_spec, parse_spec
 
@@ -70,8 +70,8 @@ def test_progress_runs_never_overlap():
     "change, message",
     [
         (lambda s: s + "\n[extra]\nx = 1\n", "unknown section [extra]"),
-        (lambda s: s.replace("seed = 3", "seed = 3\nsede = 4"), "unknown key 'sede' in [run]"),
-        (lambda s: s.replace("num_requests = 12", "num_requests = 12.5"), "[workload] num_requests = 12.5 must be an integer"),
+        (lambda s: s.replace("seed = 3", "seed = 3\nsede = 4"), "[run]: unknown key 'sede'"),
+        (lambda s: s.replace("num_requests = 12", "num_requests = 12.5"), "[workload]: num_requests = 12.5 must be an integer"),
         (lambda s: s.replace("num_requests = 12", "num_requests = 0"), "[workload] num_requests = 0 must be a positive integer"),
         (lambda s: s.replace("acceptance_rate = [0.7]", "acceptance_rate = [1.7]"), "[grid] acceptance_rate has 1.7"),
         (lambda s: s.replace("acceptance_rate = [0.7]", "acceptance_rate = []"), "[grid] acceptance_rate is empty"),
@@ -81,7 +81,7 @@ def test_progress_runs_never_overlap():
         (lambda s: s.replace("[baseline]\narrival_rate = [2.0, 4.0]", "[baseline]\narrival_rate = [2.0]"), "speculative runs at 4 req/s but [baseline]"),
         (lambda s: s.replace("[baseline]\narrival_rate = [2.0, 4.0]", ""), "missing section [baseline]"),
         (lambda s: s.replace("[baseline]\narrival_rate = [2.0, 4.0]", "[baseline]\narrival_rate = [2.0, 4.0, 8.0]"), "baseline at 8 req/s but [grid] has no"),
-        (lambda s: s.replace("output_tokens = 32\n", ""), "[workload] is missing output_tokens"),
+        (lambda s: s.replace("output_tokens = 32\n", ""), "[workload]: missing output_tokens"),
         (lambda s: s.replace("[grid]", "[grid"), "not valid TOML"),
         (lambda s: s.replace('proposer = ["ngram"]', 'proposer = ["draft"]'), "[grid] proposer has 'draft'"),
     ],
@@ -94,5 +94,5 @@ def test_bad_spec_is_refused_with_the_reason(change, message):
 
 
 def test_missing_spec_file_is_a_config_error(tmp_path):
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match="absent.toml: file not found"):
         load_spec(tmp_path / "absent.toml")

@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--model", default="meta-llama/Llama-2-7b-hf")
         p.add_argument("--mlp", help="measured mlp.csv (Vidur format)")
         p.add_argument("--attention", help="measured attention.csv (Vidur format or the attention sample layout)")
-    cal.add_argument("--write", action="store_true", help="store the fitted constants in data/devices.toml")
+    cal.add_argument("--write", action="store_true", help="store the fitted constants in the package's devices.toml (from a checkout)")
     cal.add_argument("--report", help="with --write, also write the Markdown error report here")
     cal.add_argument("--version", default="fitted", help="constants version label")
     cal.add_argument("--source-note", default="a measured profile", help="what the constants were fitted from")

@@ -1,6 +1,6 @@
 """Device descriptions for the built-in profile: datasheet numbers plus fitted kernel constants.
 
-The data lives in ``data/devices.toml`` so a new GPU is a data change, not a code change.
+The data lives in ``devices.toml`` next to this module (package data) so a new GPU is a data change, not a code change.
 Datasheet values come from vendor documents; kernel constants are fitted by
 ``python -m simulator.profiles calibrate`` against a measured Vidur profile and say so in
 their ``fitted_from`` field.
@@ -11,17 +11,14 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import asdict, dataclass, fields, replace
+from importlib import resources
 from pathlib import Path
 
 from simulator.errors import ConfigError
-from simulator.paths import DATA_DIR
+from simulator.inputs import read_toml
 
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
-DEVICES_FILE = DATA_DIR / "devices.toml"
+# Package data: found the same way from a checkout, an editable install or a wheel.
+DEVICES_FILE = Path(str(resources.files("simulator.profiles").joinpath("devices.toml")))
 
 
 @dataclass(frozen=True)
@@ -112,13 +109,7 @@ def _build(name: str, entry: dict, path: Path) -> DeviceSpec:
 
 
 def load_devices(path: Path = DEVICES_FILE) -> dict[str, DeviceSpec]:
-    try:
-        with open(path, "rb") as handle:
-            table = tomllib.load(handle)
-    except FileNotFoundError as exc:
-        raise ConfigError(f"device constants file not found: {path}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML ({exc})") from exc
+    table = read_toml(path, "device constants")
     return {name: _build(name, entry, path) for name, entry in table.items()}
 
 

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +15,7 @@ import pandas as pd
 
 from simulator.errors import ConfigError
 from simulator.profiles.roofline import ModelShape
+from simulator.textio import atomic_path, atomic_write_text
 
 MLP_OPS = (
     "emb",
@@ -185,14 +184,8 @@ def max_decode_batch(files: ProfileFiles, shape: ModelShape, block_size: int = 1
 
 def _atomic_csv(frame: pd.DataFrame, path: Path) -> None:
     compression = "xz" if path.name.endswith(".xz") else None
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         frame.to_csv(tmp, index=False, compression=compression, float_format="%.6g")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_profile(directory, mlp: pd.DataFrame, attention: pd.DataFrame, metadata: dict, compress: bool = False) -> ProfileFiles:
@@ -203,9 +196,5 @@ def write_profile(directory, mlp: pd.DataFrame, attention: pd.DataFrame, metadat
     files = ProfileFiles(directory / f"mlp{suffix}", directory / f"attention{suffix}")
     _atomic_csv(mlp, files.mlp)
     _atomic_csv(attention, files.attention)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".metadata.", suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        json.dump(metadata, handle, indent=2, sort_keys=True)
-        handle.write("\n")
-    os.replace(tmp, directory / "metadata.json")
+    atomic_write_text(directory / "metadata.json", json.dumps(metadata, indent=2, sort_keys=True) + "\n")
     return files

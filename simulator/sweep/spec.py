@@ -7,14 +7,14 @@ silently publish a different grid.
 
 from __future__ import annotations
 
-import math
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
 from simulator.config import ATTENTION_MODES, PROPOSERS
 from simulator.errors import ConfigError
+from simulator.inputs import check_table, non_empty_str as _non_empty_str, non_negative_int as _non_negative_int
+from simulator.inputs import parse_toml, read_text, positive_int as _positive_int, positive_number as _positive_number, probability as _probability
 
 _SECTIONS = {
     "run": {"model": str, "device": str, "seed": int},
@@ -31,7 +31,6 @@ _SECTIONS = {
     },
 }
 _REQUIRED_SECTIONS = ("run", "workload", "grid", "baseline")
-_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", list: "a list"}
 
 
 @dataclass(frozen=True)
@@ -78,18 +77,11 @@ class SweepSpec:
 def load_spec(path: str | Path) -> SweepSpec:
     """Read and validate a sweep spec file."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"sweep spec {path}: cannot read ({exc.strerror or exc})") from exc
-    return parse_spec(text, source=str(path))
+    return parse_spec(read_text(path, "sweep spec"), source=str(path))
 
 
 def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"sweep spec {source}: not valid TOML ({exc})") from exc
+    doc = parse_toml(text, source, "sweep spec")
     _check_shape(doc, source)
 
     def value(section: str, key: str):
@@ -166,43 +158,6 @@ def _check_shape(doc: dict, source: str) -> None:
         if section not in doc:
             raise ConfigError(f"sweep spec {source}: missing section [{section}]")
     for section, body in doc.items():
-        if not isinstance(body, dict):
-            raise ConfigError(f"sweep spec {source}: {section} must be a table ([{section}])")
-        keys = _SECTIONS[section]
-        for key, v in body.items():
-            if key not in keys:
-                raise ConfigError(f"sweep spec {source}: unknown key {key!r} in [{section}]; expected {sorted(keys)}")
-            expected = keys[key]
-            if not _has_type(v, expected):
-                raise ConfigError(f"sweep spec {source}: [{section}] {key} = {v!r} must be {_TYPE_NAMES[expected]}")
-        absent = [k for k in keys if k not in body]
-        if absent:
-            raise ConfigError(f"sweep spec {source}: [{section}] is missing {', '.join(absent)}")
+        check_table(body, _SECTIONS[section], f"sweep spec {source}: [{section}]")
 
 
-def _has_type(v, expected: type) -> bool:
-    if isinstance(v, bool):
-        return False
-    if expected is float:
-        return isinstance(v, (int, float))
-    return isinstance(v, expected)
-
-
-def _positive_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v > 0
-
-
-def _non_negative_int(v) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
-
-
-def _positive_number(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-
-
-def _probability(v) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1
-
-
-def _non_empty_str(v) -> bool:
-    return isinstance(v, str) and bool(v.strip())

@@ -11,12 +11,12 @@ import hashlib
 import json
 import math
 import os
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any, Iterator
 
 from simulator.errors import ConfigError
+from simulator.textio import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
 
 
 def json_safe(value: Any) -> Any:
@@ -39,33 +39,6 @@ def canonical_json(value: Any) -> str:
 
 def sha256_hex(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
-def _file_mode() -> int:
-    """The mode an ordinary ``open`` would give (mkstemp alone makes files private)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
-def atomic_write_bytes(path: Path, data: bytes) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        os.chmod(tmp, _file_mode())
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_json(path: Path, value: Any) -> None:

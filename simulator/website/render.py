@@ -22,7 +22,6 @@ from markdown_it.token import Token
 from markupsafe import Markup
 
 from simulator.errors import ConfigError
-from simulator.paths import REPO_ROOT
 from simulator.sweep.runner import OVERLOAD_TTFT_GROWTH
 from simulator.validation.report import SCHEMA as REPORT_SCHEMA
 from simulator.website import units
@@ -52,9 +51,9 @@ class SiteSources:
 
     sweep_csv: Path
     progress_csv: Path
-    templates_dir: Path = REPO_ROOT / "templates"
-    content_dir: Path = REPO_ROOT / "content"
-    docs_dir: Path = REPO_ROOT / "docs"
+    templates_dir: Path
+    content_dir: Path
+    docs_dir: Path
     validation_report: Optional[Path] = None
 
 
