@@ -15,6 +15,8 @@ from simulator.catalog import model_config, model_shape
 from simulator.errors import ConfigError
 from simulator.profiles import grid as vidur_grid
 from simulator.profiles import measure
+from simulator.profiles.measure import ops, timing
+from simulator.profiles.measure import shapes as measure_shapes
 from simulator.profiles.__main__ import main as profiles_main
 from simulator.profiles.vidur_format import ATTENTION_OPS, MLP_OPS, STAT_SUFFIXES, validate_profile_dir
 
@@ -165,14 +167,14 @@ def test_time_budget_leaves_a_smaller_valid_profile(tmp_path):
 
 @needs_torch
 def test_out_of_memory_on_one_shape_is_skipped_and_recorded(tmp_path, monkeypatch):
-    real = measure._measure_shape
+    real = ops.measure_shape
 
     def flaky(layer, attention, clock, shape, warmup, repeats):
         if (shape.kind, shape.a, shape.b) == ("decode", 2, 32):
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real(layer, attention, clock, shape, warmup, repeats)
 
-    monkeypatch.setattr(measure, "_measure_shape", flaky)
+    monkeypatch.setattr(ops, "measure_shape", flaky)
     out = tmp_path / "oom"
     assert run_cli("--model", MODEL, "--out", str(out), *TINY) == 0
     meta = json.loads((out / "metadata.json").read_text())
@@ -184,14 +186,14 @@ def test_out_of_memory_on_one_shape_is_skipped_and_recorded(tmp_path, monkeypatc
 
 @needs_torch
 def test_no_profile_when_a_whole_kind_cannot_be_measured(tmp_path, monkeypatch, capsys):
-    real = measure._measure_shape
+    real = ops.measure_shape
 
     def no_decode(layer, attention, clock, shape, warmup, repeats):
         if shape.kind == "decode":
             raise torch.OutOfMemoryError("CUDA out of memory")
         return real(layer, attention, clock, shape, warmup, repeats)
 
-    monkeypatch.setattr(measure, "_measure_shape", no_decode)
+    monkeypatch.setattr(ops, "measure_shape", no_decode)
     out = tmp_path / "none"
     assert run_cli("--model", MODEL, "--out", str(out), *TINY) == 2
     assert "no decode shape of 'JackFram/llama-68m' could be measured here" in capsys.readouterr().err
@@ -200,7 +202,7 @@ def test_no_profile_when_a_whole_kind_cannot_be_measured(tmp_path, monkeypatch, 
 
 @needs_torch
 def test_shapes_beyond_device_memory_are_skipped(tmp_path, monkeypatch):
-    monkeypatch.setattr(measure, "_kv_capacity", lambda *args: 20)  # K/V buffers for 20 tokens only
+    monkeypatch.setattr(measure_shapes, "kv_capacity", lambda *args: 20)  # K/V buffers for 20 tokens only
     out = tmp_path / "small-memory"
     assert run_cli("--model", MODEL, "--out", str(out), *TINY) == 0
     attention = pd.read_csv(out / "attention.csv")
@@ -233,7 +235,7 @@ def test_profile_files_are_world_readable(tiny_profile):
 # --- the timer ------------------------------------------------------------------------------
 
 
-class FakeGraphClock(measure._Clock):
+class FakeGraphClock(timing.Clock):
     """A CPU clock that pretends to replay CUDA graphs: decode attention fails to capture."""
 
     def __init__(self, torch_module, device):
@@ -245,7 +247,7 @@ class FakeGraphClock(measure._Clock):
         ops = []
         run(SimpleNamespace(time=lambda name, fn: ops.append(name) or fn()))
         if "attn_decode" in ops:
-            raise measure._CaptureFailed("RuntimeError: operation not permitted when stream is capturing")
+            raise timing.CaptureFailed("RuntimeError: operation not permitted when stream is capturing")
         self.replayed.append(tuple(ops))
         return {name: measure.summarize([0.25, 0.5]) for name in ops}
 
@@ -253,7 +255,7 @@ class FakeGraphClock(measure._Clock):
 @needs_torch
 def test_a_shape_that_cannot_be_captured_falls_back_to_eager_timing(tmp_path, monkeypatch):
     clocks = []
-    monkeypatch.setattr(measure, "_make_clock", lambda torch_module, device, timer: clocks.append(FakeGraphClock(torch_module, device)) or clocks[-1])
+    monkeypatch.setattr(timing, "make_clock", lambda torch_module, device, timer: clocks.append(FakeGraphClock(torch_module, device)) or clocks[-1])
     out = tmp_path / "fallback"
     assert run_cli("--model", MODEL, "--out", str(out), *TINY) == 0
     meta = json.loads((out / "metadata.json").read_text())
@@ -274,9 +276,9 @@ def test_a_shape_that_cannot_be_captured_falls_back_to_eager_timing(tmp_path, mo
 @needs_torch
 def test_the_clock_follows_the_timer_option():
     cpu = torch.device("cpu")
-    assert measure._make_clock(torch, cpu, "auto").graphs is False
-    assert measure._make_clock(torch, cpu, "event").eager_timer == "perf_counter"
-    timed = measure._make_clock(torch, cpu, "event").measure(lambda watch: watch.time("op", lambda: sum(range(100))), 1, 3)
+    assert timing.make_clock(torch, cpu, "auto").graphs is False
+    assert timing.make_clock(torch, cpu, "event").eager_timer == "perf_counter"
+    timed = timing.make_clock(torch, cpu, "event").measure(lambda watch: watch.time("op", lambda: sum(range(100))), 1, 3)
     assert timed.timer == "perf_counter" and timed.fallback is None and set(timed.stats) == {"op"}
 
 

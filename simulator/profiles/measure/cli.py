@@ -1,0 +1,64 @@
+"""``python -m simulator.profiles measure``: the options, and the run from options to files."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from simulator.errors import ConfigError
+from simulator.profiles.measure import output, runner
+from simulator.profiles.measure.ops import ATTENTION_BACKENDS
+from simulator.profiles.measure.runner import DTYPES, MeasureOptions
+from simulator.profiles.measure.shapes import GRIDS
+from simulator.profiles.measure.timing import TIMERS
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="model name, e.g. meta-llama/Llama-2-7b-hf")
+    parser.add_argument("--out", required=True, help="profile directory to write (mlp.csv, attention.csv, metadata.json)")
+    parser.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"), help="default: cuda when available")
+    parser.add_argument("--dtype", default="auto", choices=("auto", *DTYPES), help="default: float16 on cuda, float32 on cpu")
+    parser.add_argument("--grid", default="vidur", choices=GRIDS, help="vidur: Vidur's profiler grids; small: powers of two")
+    parser.add_argument("--max-tokens", type=int, default=4096, help="largest num_tokens and prefill chunk (default 4096)")
+    parser.add_argument("--max-batch", type=int, default=128, help="largest decode batch (default 128)")
+    parser.add_argument("--max-kv", type=int, default=None, help="largest KV cache size; for prefill, earlier tokens plus chunk (default: the model's context, at most 4096)")
+    parser.add_argument("--repeats", type=int, default=10, help="timed runs per shape (default 10)")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed runs per shape first (default 3)")
+    parser.add_argument("--time-budget", type=float, default=None, metavar="SECONDS", help="stop refining the grid after this long; corners are always measured")
+    parser.add_argument("--timer", default="auto", choices=TIMERS, help="graph: replay each op from a CUDA graph, so CPU launch gaps are not timed (auto's choice on a GPU); event: CUDA events around eager launches")
+    parser.add_argument("--attention-backend", default="auto", choices=ATTENTION_BACKENDS, help="SDPA kernel; auto tries flash, efficient, math")
+    parser.add_argument("--block-size", type=int, default=16, help="block_size written into attention.csv for loaders that filter on it (default 16)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--compress", action="store_true", help="write mlp.csv.xz and attention.csv.xz")
+    parser.add_argument("--overwrite", action="store_true", help="replace the profile in a non-empty --out directory")
+
+
+
+def main(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    output.check_out_dir(out, args.overwrite)
+    options = MeasureOptions(
+        model=args.model,
+        device=args.device,
+        dtype=args.dtype,
+        grid=args.grid,
+        max_tokens=args.max_tokens,
+        max_batch=args.max_batch,
+        max_kv=args.max_kv,
+        repeats=args.repeats,
+        warmup=args.warmup,
+        time_budget_s=args.time_budget,
+        attention_backend=args.attention_backend,
+        block_size=args.block_size,
+        seed=args.seed,
+        timer=args.timer,
+    )
+    profile = runner.measure_profile(options)
+    missing = [kind for kind, rows in profile.metadata["measured_shapes"].items() if rows == 0]
+    if missing:
+        reasons = "; ".join(f"{s['kind']}: {s['reason']}" for s in profile.metadata["skipped"][:3])
+        raise ConfigError(f"no {' or '.join(missing)} shape of '{args.model}' could be measured here ({reasons}): no profile written")
+    files = output.write_measured_profile(out, profile.mlp, profile.attention, profile.metadata, args.compress)
+    skipped = len(profile.metadata["skipped"]) + sum(profile.metadata["skipped_for_time_budget"].values())
+    print(f"wrote {files.mlp}, {files.attention} ({len(profile.mlp)} + {len(profile.attention)} rows; {skipped} shapes skipped)")
+    return 0

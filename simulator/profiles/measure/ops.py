@@ -1,0 +1,200 @@
+"""The measured ops: one transformer layer's non-attention ops and attention, with random
+weights and inputs (random values time the same as trained ones)."""
+
+from __future__ import annotations
+
+import warnings
+
+from simulator.profiles.measure.shapes import Shape
+from simulator.profiles.measure.timing import Clock, Stopwatch, Timed, free_memory, is_out_of_memory
+from simulator.profiles.vidur_format import MLP_OPS
+
+ATTENTION_BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
+# Tried in this order by "auto": PyTorch's own preference among its fused kernels.
+AUTO_BACKEND_ORDER = ("flash", "efficient", "math")
+
+
+class ShapeRejected(Exception):
+    """A shape this device or PyTorch cannot run; recorded as skipped."""
+
+
+class Layer:
+    """One transformer layer's non-attention weights, with random values, run op by op as Vidur names them."""
+
+    def __init__(self, torch, cfg, device, dtype, max_tokens: int):
+        self.torch, self.cfg, self.device = torch, cfg, device
+        self.F = torch.nn.functional
+        h, f = cfg.embedding_dim, cfg.mlp_hidden_dim
+        self.head_dim = h // cfg.num_q_heads
+        self.q_width = cfg.num_q_heads * self.head_dim
+        qkv = (cfg.num_q_heads + 2 * cfg.num_kv_heads) * self.head_dim
+        up = 2 * f if cfg.use_gated_mlp else f
+
+        def weight(*size):
+            return torch.empty(*size, device=device, dtype=dtype).normal_(0.0, 0.02)
+
+        def bias(size, present):
+            return weight(size) if present else None
+
+        self.emb = weight(cfg.vocab_size, h)
+        self.norm_w, self.norm_b = torch.ones(h, device=device, dtype=dtype), torch.zeros(h, device=device, dtype=dtype)
+        self.w_qkv, self.b_qkv = weight(qkv, h), bias(qkv, cfg.use_bias or cfg.use_qkv_bias)
+        self.w_o, self.b_o = weight(h, self.q_width), bias(h, cfg.use_bias)
+        self.w_up, self.b_up = weight(up, h), bias(up, cfg.use_bias)
+        self.w_down, self.b_down = weight(h, f), bias(h, cfg.use_bias)
+        self.rotary = int(self.head_dim * cfg.partial_rotary_factor) // 2 * 2
+        half = self.rotary // 2
+        inv_freq = 1.0 / (float(cfg.rope_theta or 10000.0) ** (torch.arange(half, device=device, dtype=torch.float32) / half))
+        angles = torch.outer(torch.arange(max_tokens, device=device, dtype=torch.float32), inv_freq)
+        self.cos, self.sin = angles.cos().to(dtype), angles.sin().to(dtype)
+        self.gelu = cfg.activation.name == "GELU"
+        self.rms = cfg.norm.name == "RMS_NORM"
+
+    def ops(self) -> tuple[str, ...]:
+        """The ops this architecture runs; the others (e.g. a second norm) cost nothing."""
+        return tuple(op for op in MLP_OPS if op != "post_attention_layernorm" or self.cfg.post_attn_norm)
+
+    def activation_bytes(self, tokens: int, element_size: int) -> int:
+        c = self.cfg
+        per_token = 7 * c.embedding_dim + self.w_qkv.shape[0] + self.q_width + self.w_up.shape[0] + c.mlp_hidden_dim
+        return tokens * per_token * element_size
+
+    def _norm(self, x):
+        h = self.cfg.embedding_dim
+        if self.rms:
+            return self.F.rms_norm(x, (h,), self.norm_w, eps=1e-6)
+        return self.F.layer_norm(x, (h,), self.norm_w, self.norm_b, eps=1e-5)
+
+    def _rope(self, qkv, positions):
+        """Neox-style rotation of the query and key heads, in place (unfused eager kernels)."""
+        c, half = self.cfg, self.rotary // 2
+        heads = qkv.view(qkv.shape[0], -1, self.head_dim)[:, : c.num_q_heads + c.num_kv_heads]
+        cos, sin = self.cos[positions].unsqueeze(1), self.sin[positions].unsqueeze(1)
+        x1, x2 = heads[..., :half], heads[..., half : self.rotary]
+        rotated = self.torch.cat((x1 * cos - x2 * sin, x2 * cos + x1 * sin), dim=-1)
+        heads[..., : self.rotary] = rotated
+        return qkv
+
+    def _act(self, up):
+        f = self.cfg.mlp_hidden_dim
+        act = self.F.gelu if self.gelu else self.F.silu
+        return act(up[:, :f]) * up[:, f:] if self.cfg.use_gated_mlp else act(up)
+
+    def measure(self, tokens: int, clock: Clock, warmup: int, repeats: int) -> Timed:
+        torch, F = self.torch, self.F
+        ids = torch.randint(0, self.cfg.vocab_size, (tokens,), device=self.device)
+        positions = torch.arange(tokens, device=self.device)
+        attn_out = torch.randn(tokens, self.q_width, device=self.device, dtype=self.emb.dtype)
+        post_norm = self.cfg.post_attn_norm
+
+        def run(watch):
+            # Vidur's layer: with a second norm the MLP follows the attention residual and "add"
+            # is the MLP residual; without one (parallel blocks) "add" sums attention, MLP and input.
+            x = watch.time("emb", lambda: F.embedding(ids, self.emb))
+            normed = watch.time("input_layernorm", lambda: self._norm(x))
+            qkv = watch.time("attn_pre_proj", lambda: F.linear(normed, self.w_qkv, self.b_qkv))
+            watch.time("attn_rope", lambda: self._rope(qkv, positions))
+            o = watch.time("attn_post_proj", lambda: F.linear(attn_out, self.w_o, self.b_o))
+            if post_norm:
+                residual = x + o
+                normed = watch.time("post_attention_layernorm", lambda: self._norm(residual))
+            up = watch.time("mlp_up_proj", lambda: F.linear(normed, self.w_up, self.b_up))
+            act = watch.time("mlp_act", lambda: self._act(up))
+            down = watch.time("mlp_down_proj", lambda: F.linear(act, self.w_down, self.b_down))
+            watch.time("add", lambda: residual + down if post_norm else o + down + x)
+
+        return clock.measure(run, warmup, repeats)
+
+
+class Attention:
+    """Decode and prefill attention over K/V cut from two flat, randomly filled buffers.
+
+    Each shape views the first ``batch x (kv + new)`` tokens of the buffers as contiguous
+    (batch, kv_heads, tokens, head_dim) caches, so the grid needs one allocation and one fill.
+    """
+
+    def __init__(self, torch, cfg, device, dtype, capacity_tokens: int, backend: str):
+        self.torch, self.device, self.dtype = torch, device, dtype
+        self.F = torch.nn.functional
+        self.q_heads, self.kv_heads = cfg.num_q_heads, cfg.num_kv_heads
+        self.head_dim = cfg.embedding_dim // cfg.num_q_heads
+        self.backend = backend
+        self.capacity, self.k_flat, self.v_flat = 0, None, None
+        while capacity_tokens >= 1 and self.k_flat is None:
+            try:
+                size = capacity_tokens * self.kv_heads * self.head_dim
+                self.k_flat = torch.randn(size, device=device, dtype=dtype)
+                self.v_flat = torch.randn(size, device=device, dtype=dtype)
+                self.capacity = capacity_tokens
+            except Exception as exc:  # halve until the buffers fit; shapes beyond them are skipped
+                if not is_out_of_memory(torch, exc):
+                    raise
+                self.k_flat = self.v_flat = None
+                free_memory(torch, device)
+                capacity_tokens //= 2
+
+    def transient_bytes(self, shape: Shape, element_size: int) -> int:
+        """Per-shape tensors beyond the buffers: queries, new K/V, the output and its reshaped copy."""
+        return shape.a * (3 * self.q_heads + 2 * self.kv_heads) * self.head_dim * element_size
+
+    def _candidates(self):
+        from torch.nn.attention import SDPBackend
+
+        names = AUTO_BACKEND_ORDER if self.backend == "auto" else (self.backend,)
+        members = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+        return [(name, members[name]) for name in names]
+
+    def measure(self, shape: Shape, clock: Clock, warmup: int, repeats: int) -> tuple[str, Timed]:
+        """Returns the SDPA backend that ran and the per-op timings."""
+        torch, F = self.torch, self.F
+        from torch.nn.attention import sdpa_kernel
+        from torch.nn.attention.bias import causal_lower_right
+
+        decode = shape.kind == "decode"
+        batch, new, kv = (shape.a, 1, shape.b) if decode else (1, shape.a, shape.b)
+        total = kv + new
+        hd, hq, hkv = self.head_dim, self.q_heads, self.kv_heads
+        k_cache = self.k_flat[: batch * hkv * total * hd].view(batch, hkv, total, hd)
+        v_cache = self.v_flat[: batch * hkv * total * hd].view(batch, hkv, total, hd)
+        q_flat = torch.randn(batch * new, hq * hd, device=self.device, dtype=self.dtype)
+        k_new = torch.randn(batch * new, hkv * hd, device=self.device, dtype=self.dtype)
+        v_new = torch.randn(batch * new, hkv * hd, device=self.device, dtype=self.dtype)
+        mask = {} if decode else ({"is_causal": True} if kv == 0 else {"attn_mask": causal_lower_right(new, total)})
+        op = "attn_decode" if decode else "attn_prefill"
+        gqa = hq != hkv
+
+        def as_heads(flat, heads):
+            return flat.view(batch, new, heads, hd).transpose(1, 2)
+
+        def save():
+            k_cache[:, :, kv:].copy_(as_heads(k_new, hkv))
+            v_cache[:, :, kv:].copy_(as_heads(v_new, hkv))
+
+        def run(watch):
+            q = watch.time("attn_input_reshape", lambda: as_heads(q_flat, hq))
+            watch.time("attn_kv_cache_save", save)
+            out = watch.time(op, lambda: F.scaled_dot_product_attention(q, k_cache, v_cache, enable_gqa=gqa, **mask))
+            watch.time("attn_output_reshape", lambda: out.transpose(1, 2).reshape(batch * new, hq * hd))
+
+        failures = []
+        for name, member in self._candidates():
+            with sdpa_kernel([member]):
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")  # the reasons a kernel declines a shape
+                        run(Stopwatch(torch, self.device))
+                except RuntimeError as exc:
+                    if is_out_of_memory(torch, exc):
+                        raise
+                    failures.append(f"{name}: {str(exc).splitlines()[0]}")
+                    continue
+                return name, clock.measure(run, max(warmup - 1, 0), repeats)
+        raise ShapeRejected("no scaled_dot_product_attention backend accepts this shape (" + "; ".join(failures) + ")")
+
+
+def measure_shape(layer: Layer, attention: Attention, clock: Clock, shape: Shape, warmup: int, repeats: int):
+    """(backend or None, timings) for one shape; module-level so a test can stand in an OOM."""
+    if shape.kind == "mlp":
+        return None, layer.measure(shape.a, clock, warmup, repeats)
+    return attention.measure(shape, clock, warmup, repeats)
+

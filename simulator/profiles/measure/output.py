@@ -1,0 +1,84 @@
+"""Measured rows in Vidur's profile format, and writing a profile directory through
+``vidur_format.write_profile`` (every file whole or not at all)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.errors import ConfigError
+from simulator.profiles.measure.shapes import Shape
+from simulator.profiles.vidur_format import (
+    ATTENTION_KEY_COLUMNS,
+    ATTENTION_OPS,
+    MLP_KEY_COLUMNS,
+    MLP_OPS,
+    STAT_SUFFIXES,
+    ProfileFiles,
+    stat_columns,
+    write_profile,
+)
+
+
+def mlp_row(cfg, tokens: int, stats: dict, ops: tuple[str, ...]) -> dict:
+    row = {}
+    for op in MLP_OPS:  # an op the architecture lacks takes no time (Vidur's loader assumes the same)
+        for suffix in STAT_SUFFIXES:
+            row[f"time_stats.{op}.{suffix}"] = stats[op][suffix] if op in ops else 0.0
+    row.update(
+        n_head=cfg.num_q_heads,
+        n_kv_head=cfg.num_kv_heads,
+        n_embd=cfg.embedding_dim,
+        n_expanded_embd=cfg.mlp_hidden_dim,
+        vocab_size=cfg.vocab_size,
+        use_gated_mlp=bool(cfg.use_gated_mlp),
+        num_tokens=tokens,
+        num_tensor_parallel_workers=1,
+    )
+    return row
+
+
+def attention_row(cfg, shape: Shape, stats: dict, backend: str, block_size: int, max_kv: int) -> dict:
+    row = {f"time_stats.{op}.{s}": stats[op][s] if op in stats else np.nan for op in ATTENTION_OPS for s in STAT_SUFFIXES}
+    decode = shape.kind == "decode"
+    row.update(
+        n_embd=cfg.embedding_dim,
+        n_q_head=cfg.num_q_heads,
+        n_kv_head=cfg.num_kv_heads,
+        block_size=block_size,
+        num_tensor_parallel_workers=1,
+        max_model_len=max_kv,
+        batch_size=shape.a if decode else 1,
+        prefill_chunk_size=0 if decode else shape.a,
+        kv_cache_size=shape.b,
+        is_prefill=not decode,
+        attention_backend=f"sdpa_{backend}",
+    )
+    return row
+
+
+def profile_frames(mlp_rows: list[dict], attention_rows: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``mlp.csv`` and ``attention.csv`` in Vidur's column order, rows in a fixed order."""
+    mlp = pd.DataFrame(mlp_rows, columns=[c for op in MLP_OPS for c in stat_columns(op)] + list(MLP_KEY_COLUMNS))
+    mlp = mlp.sort_values("num_tokens", ignore_index=True)
+    attention = pd.DataFrame(attention_rows, columns=[c for op in ATTENTION_OPS for c in stat_columns(op)] + list(ATTENTION_KEY_COLUMNS))
+    attention = attention.sort_values(["is_prefill", "prefill_chunk_size", "kv_cache_size", "batch_size"], ignore_index=True)
+    return mlp, attention
+
+
+def check_out_dir(out: Path, overwrite: bool) -> None:
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: exists and is not a directory")
+    if out.is_dir() and any(out.iterdir()) and not overwrite:
+        raise ConfigError(f"--out {out}: directory exists and is not empty; pass --overwrite to replace its profile")
+
+
+def write_measured_profile(out: Path, mlp: pd.DataFrame, attention: pd.DataFrame, metadata: dict, compress: bool) -> ProfileFiles:
+    """Write the profile, then drop a previous profile's files in the other format (.csv / .csv.xz)."""
+    files = write_profile(out, mlp, attention, metadata, compress=compress)
+    other_suffix = ".csv" if compress else ".csv.xz"
+    for stem in ("mlp", "attention"):
+        (out / f"{stem}{other_suffix}").unlink(missing_ok=True)
+    return files
