@@ -43,7 +43,7 @@ export PYTHONUNBUFFERED=1
 start=$SECONDS
 "$python" -m simulator.profiles.measure \
     --model meta-llama/Llama-2-7b-hf --out "$out" --overwrite --compress \
-    --device cuda --dtype float16 --attention-backend auto \
+    --torch-device cuda --dtype float16 --attention-backend auto \
     --grid vidur --max-tokens 4096 --max-batch 256 --max-kv 4096 \
     --timer graph --warmup 3 --repeats 10 --time-budget 330
 echo "measured in $((SECONDS - start)) s"

@@ -27,7 +27,7 @@ except ImportError:  # the grid and the error paths are still tested
 needs_torch = pytest.mark.skipif(torch is None, reason="measuring needs PyTorch (pip install -e '.[profile]')")
 
 MODEL = "JackFram/llama-68m"  # Llama architecture, 768 wide: one layer builds in well under a second
-TINY = ["--grid", "small", "--max-tokens", "8", "--max-batch", "2", "--max-kv", "32", "--repeats", "3", "--warmup", "1", "--device", "cpu"]
+TINY = ["--grid", "small", "--max-tokens", "8", "--max-batch", "2", "--max-kv", "32", "--repeats", "3", "--warmup", "1", "--torch-device", "cpu"]
 
 
 def run_cli(*args: str) -> int:
@@ -148,7 +148,7 @@ def test_grouped_query_attention_model(tmp_path):
 def test_time_budget_leaves_a_smaller_valid_profile(tmp_path):
     out = tmp_path / "partial"
     limits = ["--grid", "small", "--max-tokens", "64", "--max-batch", "8", "--max-kv", "128", "--repeats", "2", "--warmup", "1"]
-    assert run_cli("--model", MODEL, "--out", str(out), "--device", "cpu", *limits, "--time-budget", "0", "--compress") == 0
+    assert run_cli("--model", MODEL, "--out", str(out), "--torch-device", "cpu", *limits, "--time-budget", "0", "--compress") == 0
     assert sorted(p.name for p in out.iterdir()) == ["attention.csv.xz", "metadata.json", "mlp.csv.xz"]
     corners = [s for s in measure.build_shapes("small", 64, 8, 128) if s.depth == 0]
     mlp, attention = vidur_load(out, MODEL)
@@ -324,7 +324,7 @@ def test_bad_limits_are_named(tmp_path, capsys, flag, value, message):
 def test_cuda_requested_without_a_gpu(tmp_path, capsys):
     args = [a if a != "cpu" else "cuda" for a in TINY]
     assert run_cli("--model", MODEL, "--out", str(tmp_path / "x"), *args) == 2
-    assert "--device cuda" in capsys.readouterr().err
+    assert "--torch-device cuda" in capsys.readouterr().err
 
 
 def test_torch_is_imported_only_to_measure(monkeypatch):
@@ -334,3 +334,11 @@ def test_torch_is_imported_only_to_measure(monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(ConfigError, match=r"pip install -e '\.\[profile\]'"):
         measure.measure_profile(measure.MeasureOptions(model=MODEL, grid="small", max_tokens=8, max_batch=2, max_kv=32))
+
+
+def test_device_is_not_the_torch_device(tmp_path, capsys):
+    """--device names a GPU SKU in every other command; measure's cuda/cpu choice is --torch-device."""
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli("--model", MODEL, "--out", str(tmp_path / "x"), *TINY, "--device", "cuda")
+    assert exit_info.value.code == 2 and "unrecognized arguments: --device" in capsys.readouterr().err
+    assert not (tmp_path / "x").exists()

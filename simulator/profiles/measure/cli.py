@@ -16,7 +16,8 @@ from simulator.profiles.measure.timing import TIMERS
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", required=True, help="model name, e.g. meta-llama/Llama-2-7b-hf")
     parser.add_argument("--out", required=True, help="profile directory to write (mlp.csv, attention.csv, metadata.json)")
-    parser.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"), help="default: cuda when available")
+    # --device names a GPU SKU everywhere else (a100, h100, h200); this is which PyTorch device runs the ops.
+    parser.add_argument("--torch-device", default="auto", choices=("auto", "cuda", "cpu"), help="PyTorch device to measure on (default: cuda when available)")
     parser.add_argument("--dtype", default="auto", choices=("auto", *DTYPES), help="default: float16 on cuda, float32 on cpu")
     parser.add_argument("--grid", default="vidur", choices=GRIDS, help="vidur: Vidur's profiler grids; small: powers of two")
     parser.add_argument("--max-tokens", type=int, default=4096, help="largest num_tokens and prefill chunk (default 4096)")
@@ -39,7 +40,7 @@ def main(args: argparse.Namespace) -> int:
     output.check_out_dir(out, args.overwrite)
     options = MeasureOptions(
         model=args.model,
-        device=args.device,
+        torch_device=args.torch_device,
         dtype=args.dtype,
         grid=args.grid,
         max_tokens=args.max_tokens,

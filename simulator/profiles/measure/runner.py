@@ -28,7 +28,7 @@ GPU_BURN_IN_S = 1.0  # clocks ramp up from idle before the first timed shape
 @dataclass(frozen=True)
 class MeasureOptions:
     model: str
-    device: str = "auto"
+    torch_device: str = "auto"  # cuda, cpu, or auto: cuda when available
     dtype: str = "auto"
     grid: str = "vidur"
     max_tokens: int = 4096
@@ -72,9 +72,9 @@ def resolve_device(torch, name: str):
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name not in ("cuda", "cpu"):
-        raise ConfigError(f"--device {name!r}: must be cuda or cpu")
+        raise ConfigError(f"--torch-device {name!r}: must be cuda or cpu")
     if name == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--device cuda: this PyTorch sees no CUDA device (torch.cuda.is_available() is False)")
+        raise ConfigError("--torch-device cuda: this PyTorch sees no CUDA device (torch.cuda.is_available() is False)")
     return torch.device(name)
 
 
@@ -176,7 +176,7 @@ def measure_profile(options: MeasureOptions) -> MeasuredProfile:
     max_kv = options.max_kv or min(cfg.max_model_len, DEFAULT_MAX_KV)
     shapes = grid.build_shapes(options.grid, options.max_tokens, options.max_batch, max_kv)
     torch = timing.import_torch()
-    device = resolve_device(torch, options.device)
+    device = resolve_device(torch, options.torch_device)
     if options.timer == "graph" and device.type != "cuda":
         raise ConfigError(f"--timer graph: CUDA graphs need a CUDA device, and this run measures on {device.type}")
     dtype_name = options.dtype if options.dtype != "auto" else ("float16" if device.type == "cuda" else "float32")
