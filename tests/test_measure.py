@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -227,6 +229,7 @@ def test_non_empty_out_dir_needs_overwrite(tmp_path, capsys):
     assert sorted(p.name for p in out.iterdir()) == ["attention.csv.xz", "metadata.json", "mlp.csv.xz", "notes.txt"]
 
 
+@needs_torch
 def test_profile_files_are_world_readable(tiny_profile):
     for path in tiny_profile.iterdir():
         assert path.stat().st_mode & 0o777 == 0o644, path.name
@@ -342,3 +345,20 @@ def test_device_is_not_the_torch_device(tmp_path, capsys):
         run_cli("--model", MODEL, "--out", str(tmp_path / "x"), *TINY, "--device", "cuda")
     assert exit_info.value.code == 2 and "unrecognized arguments: --device" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("MEASURE_TESTS_TORCH_HIDDEN") == "1", reason="this is the run with torch hidden")
+def test_every_test_skips_with_its_reason_without_torch():
+    """This file run with ``import torch`` failing: the torch tests skip with the reason, the rest pass."""
+    code = "import sys; sys.modules['torch'] = None; import pytest; sys.exit(pytest.main(sys.argv[1:]))"
+    args = ["-q", "-rs", "-p", "no:cacheprovider", "-p", "no:randomly", __file__]
+    env = {**os.environ, "MEASURE_TESTS_TORCH_HIDDEN": "1"}
+    result = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, env=env, cwd=os.path.dirname(__file__), check=False)
+    summary = result.stdout.strip().splitlines()[-1]
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "error" not in summary and "failed" not in summary, summary
+    skips = [re.match(r"SKIPPED \[(\d+)\] [^:]+:\d+: (.*)", line).groups() for line in result.stdout.splitlines() if line.startswith("SKIPPED")]
+    reasons = {reason for _, reason in skips}
+    assert reasons == {"measuring needs PyTorch (pip install -e '.[profile]')", "this is the run with torch hidden"}, reasons
+    assert sum(int(n) for n, reason in skips if "PyTorch" in reason) >= 12
