@@ -8,7 +8,7 @@ import pytest
 
 import simulator
 from simulator.validation.cli import main
-from simulator.validation.fake_server import FakeServer, FakeServerConfig
+from fake_vllm import FakeServer, FakeServerConfig
 
 ALPHA, K = 0.7, 3
 # Calibration tolerance: the run counts about 800 drafts, so the deepest conditional rate

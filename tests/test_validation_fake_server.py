@@ -1,12 +1,15 @@
 """The fake vLLM server speaks the streaming completions protocol and counts like vLLM V1."""
 
 import json
+import signal
+import subprocess
+import sys
 
 import httpx
 import pytest
 
-from simulator.errors import ConfigError
-from simulator.validation.fake_server import FakeServer, FakeServerConfig
+from fake_vllm import FakeServer, FakeServerConfig
+from repo import REPO_ROOT
 from simulator.validation.metrics import parse_metrics
 
 FAST = dict(step_base_s=0.0005, step_per_token_s=0.0)
@@ -75,7 +78,7 @@ def test_fault_choice_is_a_deterministic_function_of_the_prompt():
     assert faults.count("http_500") / 2000 == pytest.approx(0.2, abs=0.03)
     assert faults.count("drop") / 2000 == pytest.approx(0.1, abs=0.03)
     assert faults.count("malformed") == 0
-    with pytest.raises(ConfigError, match="add up to"):
+    with pytest.raises(ValueError, match="add up to"):
         FakeServerConfig(fault_http_500=0.7, fault_drop=0.5)
 
 
@@ -103,22 +106,20 @@ def test_non_streaming_completion():
     assert len(body["choices"][0]["token_ids"]) == 9 and body["usage"]["completion_tokens"] == 9
 
 
-def test_the_cli_serves_until_interrupted():
-    import signal
-    import subprocess
-    import sys
-
+def test_run_by_hand_it_serves_until_interrupted(tmp_path):
     process = subprocess.Popen(
-        [sys.executable, "-m", "simulator.validation", "fake-server", "--port", "0", "--k", "2"],
+        [sys.executable, str(REPO_ROOT / "tests" / "fake_vllm" / "server.py"), "--port", "0", "--k", "2"],
+        cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
     )
     try:
-        line = process.stdout.readline()
+        line = process.stdout.readline()  # blocks until the server is listening (or has died: "")
+        assert "listening on " in line, process.stderr.read() if process.poll() is not None else line
         url = line.split("listening on ")[1].split()[0]
-        assert httpx.get(f"{url}/v1/models", timeout=5).json()["data"][0]["id"] == "fake-model"
-        assert 'position="1"' in httpx.get(f"{url}/metrics", timeout=5).text
+        assert httpx.get(f"{url}/v1/models", timeout=10).json()["data"][0]["id"] == "fake-model"
+        assert 'position="1"' in httpx.get(f"{url}/metrics", timeout=10).text
     finally:
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=10) == 0, process.stderr.read()
+        assert process.wait(timeout=30) == 0, process.stderr.read()

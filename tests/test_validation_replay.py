@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from simulator.errors import ConfigError
-from simulator.validation.fake_server import FakeServer, FakeServerConfig
+from fake_vllm import FakeServer, FakeServerConfig
 from simulator.validation.replay import ReplayOptions, pending_requests, replay, request_body
 from simulator.validation.replay_files import list_scrapes, read_results, read_summary, results_path
 from simulator.validation.workload import WorkloadSpec, generate, write_workload

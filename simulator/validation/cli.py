@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -113,33 +112,6 @@ def _compare(args) -> None:
     print(f"wrote the report to {args.out}")
 
 
-def _fake_server(args) -> None:
-    from simulator.validation.fake_server import FakeServerConfig, serve_forever
-
-    config = FakeServerConfig(
-        model=args.model,
-        num_speculative_tokens=args.k,
-        acceptance_rate=args.acceptance,
-        seed=args.seed,
-        step_base_s=args.step_base_ms / 1000,
-        step_per_token_s=args.step_per_token_ms / 1000,
-        max_batch=args.max_batch,
-        num_gpu_blocks=args.num_gpu_blocks,
-        block_size=args.block_size,
-        fault_http_500=args.fault_http_500,
-        fault_drop=args.fault_drop,
-        fault_malformed=args.fault_malformed,
-        fault_stall=args.fault_stall,
-        fault_short=args.fault_short,
-        stall_s=args.stall_s,
-        metrics_missing=tuple(args.metrics_missing),
-    )
-    try:
-        asyncio.run(serve_forever(config, args.host, args.port, on_ready=lambda url: print(f"fake vLLM server listening on {url} (Ctrl-C stops it)", flush=True)))
-    except KeyboardInterrupt:
-        pass
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m simulator.validation", description="Validate the simulator against a vLLM server, request by request.")
     steps = parser.add_subparsers(dest="step", required=True)
@@ -197,26 +169,14 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--simulated", required=True, help="the simulate step's output directory")
     m.add_argument("--out", required=True, help="report directory")
 
-    f = steps.add_parser("fake-server", help="run the fake vLLM server (no GPU needed)")
-    f.add_argument("--host", default="127.0.0.1")
-    f.add_argument("--port", type=int, default=8000)
-    f.add_argument("--model", default="fake-model")
-    f.add_argument("--k", type=int, default=3, help="speculative tokens per step (0 = off)")
-    f.add_argument("--acceptance", type=float, default=0.7, help="i.i.d. per-token acceptance")
-    f.add_argument("--seed", type=int, default=0)
-    f.add_argument("--step-base-ms", type=float, default=2.0)
-    f.add_argument("--step-per-token-ms", type=float, default=0.01)
-    f.add_argument("--max-batch", type=int, default=64)
-    f.add_argument("--num-gpu-blocks", type=int, default=2048)
-    f.add_argument("--block-size", type=int, default=16)
-    for fault, what in (("http-500", "answer HTTP 500"), ("drop", "drop the connection mid-stream"), ("malformed", "send a malformed SSE line"), ("stall", "stall mid-stream for --stall-s"), ("short", "stop at half the asked length")):
-        f.add_argument(f"--fault-{fault}", type=float, default=0.0, metavar="FRACTION", help=f"fraction of requests that {what}")
-    f.add_argument("--stall-s", type=float, default=30.0)
-    f.add_argument("--metrics-missing", action="append", default=[], metavar="NAME", help="leave this metric out of /metrics (repeatable)")
     return parser
 
 
-STEPS = {"generate": _generate, "replay": _replay, "calibrate": _calibrate, "simulate": _simulate, "compare": _compare, "fake-server": _fake_server}
+STEPS = {"generate": _generate, "replay": _replay, "calibrate": _calibrate, "simulate": _simulate, "compare": _compare}
+
+
+# The `validation` extra: the client that talks to a server and reads /metrics.
+EXTRA_MODULES = {"httpx": "httpx", "httpx_sse": "httpx-sse", "prometheus_client": "prometheus-client"}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -225,4 +185,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return STEPS[args.step](args) or 0
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as err:
+        root = (err.name or "").split(".")[0]
+        if root not in EXTRA_MODULES:
+            raise
+        print(
+            f"error: `{args.step}` needs {EXTRA_MODULES[root]}, from the validation extra; install it with "
+            f"pip install 'vidur-specdec[validation]' (or: pip install {' '.join(EXTRA_MODULES.values())})",
+            file=sys.stderr,
+        )
         return 2

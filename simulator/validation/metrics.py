@@ -2,16 +2,14 @@
 
 The text format is parsed by ``prometheus_client``'s parser.  Counters are summed over label
 sets (several engines or models), and a run's counts are the difference between a scrape
-before and one after.
+before and one after.  ``prometheus_client`` and ``httpx`` come with the ``validation`` extra
+and are imported where they are used, so the steps that need neither run without it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from typing import Optional
-
-import httpx
-from prometheus_client.parser import text_string_to_metric_families
 
 from simulator.errors import ConfigError
 
@@ -57,6 +55,8 @@ COUNTER_FIELDS = tuple(COUNTERS)
 
 def parse_metrics(text: str, source: str) -> Snapshot:
     """Parse Prometheus text exposition; ``source`` names it in error messages."""
+    from prometheus_client.parser import text_string_to_metric_families
+
     totals: dict[str, float] = {}
     per_pos: dict[int, float] = {}
     cache_labels: Optional[dict] = None
@@ -139,8 +139,10 @@ def snapshot_to_dict(snapshot: Snapshot) -> dict:
     return data
 
 
-async def scrape(client: httpx.AsyncClient, base_url: str) -> str:
-    """GET ``{base_url}/metrics``; any failure is a ConfigError naming the URL."""
+async def scrape(client, base_url: str) -> str:
+    """GET ``{base_url}/metrics`` with an ``httpx.AsyncClient``; any failure is a ConfigError naming the URL."""
+    import httpx
+
     url = f"{base_url}/metrics"
     try:
         response = await client.get(url)

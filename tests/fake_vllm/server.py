@@ -1,26 +1,37 @@
 """A small stand-in for a vLLM OpenAI-compatible server, for testing the harness without a GPU.
 
 It is a real HTTP server (aiohttp) that streams ``/v1/completions`` in the OpenAI SSE format
-and serves ``/metrics`` with vLLM V1's speculative-decoding counters.  Tokens come from a
+and serves ``/metrics`` with vLLM V1's speculative-decoding counters and the
+``process_start_time_seconds`` every Prometheus client exports.  Tokens come from a
 deterministic model of its own: continuous batching, each engine step costing
-``step_base_s + step_per_token_s * tokens processed``, and each decode step proposing k
-tokens of which a leading run is accepted with i.i.d. probability ``acceptance_rate``.
-Acceptance draws are seeded per request (from its prompt), so a request gets the same
-tokens and chunking whatever the order of arrival.
+``step_base_s + step_per_token_s * tokens processed``; at each decode step the proposer
+drafts k tokens with probability ``proposal_probability`` (an n-gram proposer finds no match
+at the other steps, which emit one token and count no draft), and a leading run of the draft
+is accepted with i.i.d. probability ``acceptance_rate``.  Draws are seeded per request (from
+its prompt), so a request gets the same tokens and chunking whatever the order of arrival.
 
 Fault switches make chosen fractions of requests fail in the ways a real run can: HTTP 500,
 a connection dropped mid-stream, a malformed SSE line, a stall longer than the client's
-timeout, a completion shorter than asked; and ``/metrics`` can omit a counter.  Which
-requests fail is a deterministic function of the prompt (:meth:`FakeServerConfig.fault_for`).
+timeout, a completion shorter than asked.  Which requests fail is a deterministic function
+of the prompt (:meth:`FakeServerConfig.fault_for`).  ``/metrics`` can omit counters or answer
+an HTML page.  The server process can restart or die when the N-th completion request
+arrives (counted in arrival order, so the trigger needs no timing), and can hold requests
+back until the test releases them.
+
+It imports nothing from the package under test.  Run it by hand with
+``python tests/fake_vllm/server.py --port 8000 --k 3`` (``--help`` lists the faults).
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import hashlib
 import json
 import math
+import socket
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -29,9 +40,15 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from simulator.errors import ConfigError
-
 FAULTS = ("http_500", "drop", "malformed", "stall", "short")
+SPEC_COUNTERS = (
+    "vllm:spec_decode_num_drafts",
+    "vllm:spec_decode_num_draft_tokens",
+    "vllm:spec_decode_num_accepted_tokens",
+    "vllm:spec_decode_num_accepted_tokens_per_pos",
+)
+HTML_PAGE = "<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body><form>proxy login</form></body></html>\n"
+CUT = object()  # put in a sequence's outbox when its server process goes away
 
 
 @dataclass(frozen=True)
@@ -39,6 +56,7 @@ class FakeServerConfig:
     model: str = "fake-model"
     num_speculative_tokens: int = 3
     acceptance_rate: float = 0.7
+    proposal_probability: float = 1.0  # P(a draft at a decode step); below 1: n-gram misses
     seed: int = 0
     step_base_s: float = 0.002
     step_per_token_s: float = 0.00001
@@ -53,25 +71,34 @@ class FakeServerConfig:
     fault_short: float = 0.0
     stall_s: float = 30.0
     metrics_missing: tuple[str, ...] = field(default_factory=tuple)  # metric names left out of /metrics
+    metrics_html: bool = False  # /metrics answers an HTML page (a proxy's login page, say)
+    # process events, triggered by the (N + 1)-th completion request to arrive:
+    restart_after_requests: Optional[int] = None  # the process restarts: in-flight streams cut, counters from zero
+    die_after_requests: Optional[int] = None  # the process dies: in-flight streams cut, the port closed
+    hold_after_requests: Optional[int] = None  # later requests wait until FakeServer.release()
 
     def __post_init__(self):
         def need(ok, name, what):
             if not ok:
-                raise ConfigError(f"{name} = {getattr(self, name)!r}: {what}")
+                raise ValueError(f"{name} = {getattr(self, name)!r}: {what}")
 
         need(isinstance(self.num_speculative_tokens, int) and self.num_speculative_tokens >= 0, "num_speculative_tokens", "must be an integer >= 0")
         need(0 <= self.acceptance_rate <= 1, "acceptance_rate", "must be in [0, 1]")
+        need(0 <= self.proposal_probability <= 1, "proposal_probability", "must be in [0, 1]")
         for name in ("step_base_s", "step_per_token_s", "stall_s"):
             need(math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, name, "must be a finite number >= 0")
         for name in ("max_batch", "num_gpu_blocks", "block_size"):
             need(isinstance(getattr(self, name), int) and getattr(self, name) > 0, name, "must be a positive integer")
+        for name in ("restart_after_requests", "die_after_requests", "hold_after_requests"):
+            value = getattr(self, name)
+            need(value is None or (isinstance(value, int) and value >= 0), name, "must be None or an integer >= 0")
         total = 0.0
         for fault in FAULTS:
             value = getattr(self, f"fault_{fault}")
             need(0 <= value <= 1, f"fault_{fault}", "must be a fraction in [0, 1]")
             total += value
         if total > 1:
-            raise ConfigError(f"fault fractions add up to {total:g}, more than 1")
+            raise ValueError(f"fault fractions add up to {total:g}, more than 1")
 
     def request_key(self, prompt_ids: list[int]) -> int:
         digest = hashlib.sha256(f"{self.seed}:{','.join(map(str, prompt_ids))}".encode()).digest()
@@ -89,9 +116,9 @@ class FakeServerConfig:
 
 
 class _Metrics:
-    """vLLM V1 metric names, exported through prometheus_client (a registry per server)."""
+    """vLLM V1 metric names, exported through prometheus_client (a registry per process)."""
 
-    def __init__(self, config: FakeServerConfig):
+    def __init__(self, config: FakeServerConfig, start_time: float):
         registry = self.registry = CollectorRegistry()
         labels = {"model_name": config.model, "engine": "0"}
         missing = {name.removesuffix("_total") for name in config.metrics_missing}
@@ -118,6 +145,8 @@ class _Metrics:
         if "vllm:cache_config_info" not in missing:
             info = Gauge("vllm:cache_config_info", "Cache configuration", ["block_size", "num_gpu_blocks"], registry=registry)
             info.labels(block_size=str(config.block_size), num_gpu_blocks=str(config.num_gpu_blocks)).set(1)
+        if "process_start_time_seconds" not in missing:
+            Gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", registry=registry).set(start_time)
 
     def step(self, k: int, accepted: int) -> None:
         if self.drafts is not None:
@@ -175,6 +204,17 @@ class _Engine:
             self.running.remove(sequence)
             self.free_blocks += sequence.blocks
 
+    def cut_all(self) -> None:
+        """The process goes away: every sequence it holds ends without its tokens."""
+        for sequence in self.waiting + self.running:
+            sequence.outbox.put_nowait(CUT)
+        self.waiting.clear()
+        self.running.clear()
+
+    def _drafts(self, sequence: _Sequence, k: int) -> bool:
+        # Drawn only when some steps miss, so p = 1 keeps the acceptance draws of earlier versions.
+        return k > 0 and (self.config.proposal_probability >= 1 or sequence.rng.random() < self.config.proposal_probability)
+
     async def run(self) -> None:
         k = self.config.num_speculative_tokens
         while True:
@@ -187,9 +227,8 @@ class _Engine:
                 await self.wakeup.wait()
                 continue
             batch = list(self.running)
-            prefill = [s for s in batch if not s.prefilled]
-            decode = [s for s in batch if s.prefilled]
-            tokens = sum(s.prompt_len for s in prefill) + len(decode) * (1 + k)
+            drafting = {id(s): s.prefilled and self._drafts(s, k) for s in batch}
+            tokens = sum(s.prompt_len if not s.prefilled else 1 + (k if drafting[id(s)] else 0) for s in batch)
             await asyncio.sleep(self.config.step_base_s + self.config.step_per_token_s * tokens)
             for sequence in batch:
                 if sequence not in self.running:  # aborted while the step ran
@@ -199,7 +238,7 @@ class _Engine:
                     self._emit(sequence, 1)
                     continue
                 accepted = 0
-                if k:
+                if drafting[id(sequence)]:
                     draws = sequence.rng.random(k)
                     while accepted < k and draws[accepted] < self.config.acceptance_rate:
                         accepted += 1
@@ -216,7 +255,81 @@ class _Engine:
             self.abort(sequence)
 
 
-ENGINE = web.AppKey("engine", _Engine)
+class _Process:
+    """One life of the server process: its engine, its counters and its start time."""
+
+    def __init__(self, config: FakeServerConfig, start_time: float):
+        self.start_time = start_time
+        self.metrics = _Metrics(config, start_time)
+        self.engine = _Engine(config, self.metrics)
+        self.task = asyncio.create_task(self.engine.run())
+
+    async def end(self) -> None:
+        self.engine.cut_all()
+        self.task.cancel()
+        try:
+            await self.task
+        except asyncio.CancelledError:
+            pass
+
+
+class _Control:
+    """The server's lifecycle: the current process, restarts, death, held requests."""
+
+    def __init__(self, config: FakeServerConfig):
+        self.config = config
+        self.process: Optional[_Process] = None
+        self.runner: Optional[web.AppRunner] = None
+        self.site: Optional[web.TCPSite] = None
+        self.host, self.port = "127.0.0.1", 0
+        self.requests = 0  # completion requests received, over every life of the process
+        self.released = asyncio.Event()
+        self._last_start = 0.0
+
+    def start_process(self) -> None:
+        # A new process has a new start time, even within the clock's resolution.
+        self._last_start = max(time.time(), self._last_start + 1.0)
+        self.process = _Process(self.config, self._last_start)
+
+    async def restart(self) -> None:
+        """The process ends (cutting every stream) and a new one starts, counting from zero."""
+        if self.process is not None:
+            await self.process.end()
+        self.start_process()
+        if self.site is None:  # it had died: listen again on the same port
+            self.site = web.TCPSite(self.runner, self.host, self.port)
+            await self.site.start()
+
+    async def die(self) -> None:
+        """The process ends and nothing listens any more: connections are refused."""
+        if self.process is not None:
+            await self.process.end()
+            self.process = None
+        if self.site is not None:
+            await self.site.stop()
+            self.site = None
+        for connection in list(self.runner.server.connections if self.runner and self.runner.server else []):
+            if connection.transport is not None:
+                connection.transport.close()
+
+    async def arrived(self) -> Optional[str]:
+        """Count a completion request; returns "dead" when it meets a dead process."""
+        self.requests += 1
+        n = self.requests - 1  # requests received before this one
+        if self.config.die_after_requests is not None and n == self.config.die_after_requests:
+            await self.die()
+        if self.process is None:
+            return "dead"
+        if self.config.restart_after_requests is not None and n == self.config.restart_after_requests:
+            await self.restart()
+        if self.config.hold_after_requests is not None and n >= self.config.hold_after_requests:
+            await self.released.wait()
+            if self.process is None:
+                return "dead"
+        return None
+
+
+CONTROL = web.AppKey("control", _Control)
 
 
 def _sse(payload) -> bytes:
@@ -230,26 +343,24 @@ def _error(status: int, message: str) -> web.Response:
 
 def create_app(config: FakeServerConfig) -> web.Application:
     app = web.Application()
-    metrics = _Metrics(config)
+    control = app[CONTROL] = _Control(config)
     state = {"counter": 0}
 
-    async def start_engine(app: web.Application):
-        engine = app[ENGINE] = _Engine(config, metrics)
-        task = asyncio.create_task(engine.run())
+    async def lifecycle(app: web.Application):
+        control.start_process()
         yield
-        task.cancel()
-        try:
-            await task
-        except asyncio.CancelledError:
-            pass
+        if control.process is not None:
+            await control.process.end()
 
-    app.cleanup_ctx.append(start_engine)
+    app.cleanup_ctx.append(lifecycle)
 
     async def models(request: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [{"id": config.model, "object": "model", "owned_by": "fake"}]})
 
     async def metrics_endpoint(request: web.Request) -> web.Response:
-        return web.Response(body=generate_latest(metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+        if config.metrics_html:
+            return web.Response(text=HTML_PAGE, content_type="text/html")
+        return web.Response(body=generate_latest(control.process.metrics.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
     async def completions(request: web.Request) -> web.StreamResponse:
         try:
@@ -264,7 +375,10 @@ def create_app(config: FakeServerConfig) -> web.Application:
             return _error(400, "max_tokens must be a positive integer")
         if body.get("model") not in (None, config.model):
             return _error(404, f"model {body.get('model')!r} does not exist")
-        engine = request.app[ENGINE]
+        if await control.arrived() == "dead":
+            request.transport.close()
+            return web.Response(status=499)
+        engine = control.process.engine
         fault = config.fault_for(prompt)
         if fault == "http_500":
             return _error(500, "injected fault: internal server error")
@@ -280,6 +394,9 @@ def create_app(config: FakeServerConfig) -> web.Application:
             if not body.get("stream"):
                 ids = []
                 while (chunk := await sequence.outbox.get()) is not None:
+                    if chunk is CUT:
+                        request.transport.close()
+                        return web.Response(status=499)
                     ids.extend(chunk)
                 return web.json_response(_completion(request_id, config.model, ids, len(prompt), body, final=True))
             return await _stream(request, body, request_id, sequence, fault, len(prompt))
@@ -294,7 +411,7 @@ def create_app(config: FakeServerConfig) -> web.Application:
         emitted = 0
         index = 0
         while (ids := await sequence.outbox.get()) is not None:
-            if index == 1 and fault == "drop":
+            if ids is CUT or (index == 1 and fault == "drop"):
                 request.transport.close()  # the connection dies mid-stream
                 return response
             if index == 1 and fault == "malformed":
@@ -329,16 +446,19 @@ def _completion(request_id: str, model: str, ids: list[int], prompt_len: int, bo
 
 
 async def _start(config: FakeServerConfig, host: str, port: int) -> tuple[web.AppRunner, str]:
-    runner = web.AppRunner(create_app(config), access_log=None, shutdown_timeout=0.5)
+    app = create_app(config)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
     await site.start()
     bound_host, bound_port = runner.addresses[0][:2]
+    control = app[CONTROL]
+    control.runner, control.site, control.host, control.port = runner, site, bound_host, bound_port
     return runner, f"http://{bound_host}:{bound_port}"
 
 
 async def _stop(runner: web.AppRunner) -> None:
-    """Stop serving, then end handlers still running (a stalled stream sleeps on)."""
+    """Stop serving, then end handlers still running (a stalled or held stream waits on)."""
     await runner.cleanup()
     others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
     for task in others:
@@ -347,7 +467,7 @@ async def _stop(runner: web.AppRunner) -> None:
 
 
 async def serve_forever(config: FakeServerConfig, host: str = "127.0.0.1", port: int = 8000, on_ready=print) -> None:
-    """Run until cancelled (Ctrl-C from the CLI)."""
+    """Run until cancelled (Ctrl-C from the command line)."""
     runner, url = await _start(config, host, port)
     on_ready(url)
     try:
@@ -357,7 +477,12 @@ async def serve_forever(config: FakeServerConfig, host: str = "127.0.0.1", port:
 
 
 class FakeServer:
-    """The server on its own event loop in a background thread: ``with FakeServer(cfg) as s: s.url``."""
+    """The server on its own event loop in a background thread: ``with FakeServer(cfg) as s: s.url``.
+
+    ``restart()`` starts a new server process on the same port (counters from zero, a new
+    start time); ``release()`` lets requests held by ``hold_after_requests`` go on;
+    ``requests_received`` counts completion requests that arrived.
+    """
 
     def __init__(self, config: FakeServerConfig = FakeServerConfig(), host: str = "127.0.0.1", port: int = 0):
         self.config, self.host, self.port = config, host, port
@@ -368,12 +493,114 @@ class FakeServer:
 
     def __enter__(self) -> "FakeServer":
         self._thread.start()
-        future = asyncio.run_coroutine_threadsafe(_start(self.config, self.host, self.port), self._loop)
-        self._runner, self.url = future.result(timeout=10)
+        self._runner, self.url = self._call(_start(self.config, self.host, self.port))
         return self
 
     def __exit__(self, *exc) -> None:
-        asyncio.run_coroutine_threadsafe(_stop(self._runner), self._loop).result(timeout=10)
+        self._call(_stop(self._runner))
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=10)
         self._loop.close()
+
+    def _call(self, coroutine, timeout: float = 30.0):
+        return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout=timeout)
+
+    @property
+    def _control(self) -> _Control:
+        return self._runner.app[CONTROL]
+
+    def restart(self) -> None:
+        self._call(self._control.restart())
+
+    def die(self) -> None:
+        self._call(self._control.die())
+
+    def release(self) -> None:
+        self._loop.call_soon_threadsafe(self._control.released.set)
+
+    @property
+    def requests_received(self) -> int:
+        return self._control.requests
+
+
+class BlackHole:
+    """A port whose connects never complete (its accept queue is full and nobody accepts), so a
+    client's connect times out: ``with BlackHole() as url: ...``.  Linux drops SYNs to a full queue."""
+
+    def __enter__(self) -> str:
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(0)
+        address = self._listener.getsockname()
+        self._fillers = []
+        for _ in range(4):  # fill the accept queue; later connects get no SYN-ACK
+            filler = socket.socket()
+            filler.setblocking(False)
+            filler.connect_ex(address)
+            self._fillers.append(filler)
+        time.sleep(0.05)  # let the kernel finish the fillers' handshakes (no assertion depends on it)
+        return f"http://{address[0]}:{address[1]}"
+
+    def __exit__(self, *exc) -> None:
+        for filler in self._fillers:
+            filler.close()
+        self._listener.close()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    f = argparse.ArgumentParser(prog="python tests/fake_vllm/server.py", description="A fake vLLM server (no GPU needed) for the validation harness.")
+    f.add_argument("--host", default="127.0.0.1")
+    f.add_argument("--port", type=int, default=8000)
+    f.add_argument("--model", default="fake-model")
+    f.add_argument("--k", type=int, default=3, help="speculative tokens per step (0 = off)")
+    f.add_argument("--acceptance", type=float, default=0.7, help="i.i.d. per-token acceptance")
+    f.add_argument("--proposal-probability", type=float, default=1.0, help="P(a draft at a decode step); < 1 for n-gram misses")
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--step-base-ms", type=float, default=2.0)
+    f.add_argument("--step-per-token-ms", type=float, default=0.01)
+    f.add_argument("--max-batch", type=int, default=64)
+    f.add_argument("--num-gpu-blocks", type=int, default=2048)
+    f.add_argument("--block-size", type=int, default=16)
+    for fault, what in (("http-500", "answer HTTP 500"), ("drop", "drop the connection mid-stream"), ("malformed", "send a malformed SSE line"), ("stall", "stall mid-stream for --stall-s"), ("short", "stop at half the asked length")):
+        f.add_argument(f"--fault-{fault}", type=float, default=0.0, metavar="FRACTION", help=f"fraction of requests that {what}")
+    f.add_argument("--stall-s", type=float, default=30.0)
+    f.add_argument("--metrics-missing", action="append", default=[], metavar="NAME", help="leave this metric out of /metrics (repeatable)")
+    f.add_argument("--metrics-html", action="store_true", help="/metrics answers an HTML page")
+    f.add_argument("--restart-after-requests", type=int, metavar="N", help="the process restarts when request N + 1 arrives")
+    f.add_argument("--die-after-requests", type=int, metavar="N", help="the process dies when request N + 1 arrives")
+    return f
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    config = FakeServerConfig(
+        model=args.model,
+        num_speculative_tokens=args.k,
+        acceptance_rate=args.acceptance,
+        proposal_probability=args.proposal_probability,
+        seed=args.seed,
+        step_base_s=args.step_base_ms / 1000,
+        step_per_token_s=args.step_per_token_ms / 1000,
+        max_batch=args.max_batch,
+        num_gpu_blocks=args.num_gpu_blocks,
+        block_size=args.block_size,
+        fault_http_500=args.fault_http_500,
+        fault_drop=args.fault_drop,
+        fault_malformed=args.fault_malformed,
+        fault_stall=args.fault_stall,
+        fault_short=args.fault_short,
+        stall_s=args.stall_s,
+        metrics_missing=tuple(args.metrics_missing),
+        metrics_html=args.metrics_html,
+        restart_after_requests=args.restart_after_requests,
+        die_after_requests=args.die_after_requests,
+    )
+    try:
+        asyncio.run(serve_forever(config, args.host, args.port, on_ready=lambda url: print(f"fake vLLM server listening on {url} (Ctrl-C stops it)", flush=True)))
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
