@@ -17,7 +17,8 @@ from simulator.catalog import model_config, model_shape
 from simulator.errors import ConfigError
 from simulator.profiles import grid as vidur_grid
 from simulator.profiles import measure
-from simulator.profiles.measure import ops, timing
+from simulator.profiles.measure import timing
+from simulator.profiles.measure import ops as measure_ops
 from simulator.profiles.measure import shapes as measure_shapes
 from simulator.profiles.__main__ import main as profiles_main
 from simulator.profiles.vidur_format import ATTENTION_OPS, MLP_OPS, STAT_SUFFIXES, validate_profile_dir
@@ -122,6 +123,39 @@ def test_profile_loads_through_vidurs_own_filters(tiny_profile):
 
 
 @needs_torch
+def test_lm_head_and_sampler_are_extra_columns_of_mlp_csv(tiny_profile):
+    mlp = pd.read_csv(tiny_profile / "mlp.csv")
+    assert_ordered_stats(mlp, measure_ops.HEAD_OPS)
+    stat_cols = [c for c in mlp.columns if c.startswith("time_stats.")]
+    assert stat_cols[-10:] == [f"time_stats.{op}.{s}" for op in ("lm_head", "sampler") for s in STAT_SUFFIXES]
+    mlp, _ = vidur_load(tiny_profile, MODEL)  # Vidur's loader keeps reading the file
+    assert len(mlp) == 4
+
+
+class RecordingClock:
+    """Runs a layer once and records each op's output, instead of timing it."""
+
+    def __init__(self):
+        self.outputs = {}
+
+    def measure(self, run, warmup, repeats):
+        run(SimpleNamespace(time=lambda name, fn: self.outputs.setdefault(name, fn())))
+
+
+@needs_torch
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_lm_head_is_a_vocab_wide_gemm_and_the_sampler_reads_fp32_logits(dtype):
+    cfg = model_config(MODEL)
+    layer = measure_ops.Layer(torch, cfg, torch.device("cpu"), getattr(torch, dtype), 16)
+    clock = RecordingClock()
+    layer.measure(5, clock, 0, 1)
+    logits, sampled = clock.outputs["lm_head"], clock.outputs["sampler"]
+    assert logits.shape == (5, cfg.vocab_size) and logits.dtype == getattr(torch, dtype)
+    assert sampled.shape == (5,) and sampled.dtype == torch.int64 and int(sampled.max()) < cfg.vocab_size
+    assert layer.activation_bytes(10, 2) - layer.activation_bytes(5, 2) >= 5 * cfg.vocab_size * (2 + 4)
+
+
+@needs_torch
 def test_metadata_says_what_measured_it(tiny_profile):
     meta = json.loads((tiny_profile / "metadata.json").read_text())
     assert meta["model"] == MODEL
@@ -169,14 +203,14 @@ def test_time_budget_leaves_a_smaller_valid_profile(tmp_path):
 
 @needs_torch
 def test_out_of_memory_on_one_shape_is_skipped_and_recorded(tmp_path, monkeypatch):
-    real = ops.measure_shape
+    real = measure_ops.measure_shape
 
     def flaky(layer, attention, clock, shape, warmup, repeats):
         if (shape.kind, shape.a, shape.b) == ("decode", 2, 32):
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
         return real(layer, attention, clock, shape, warmup, repeats)
 
-    monkeypatch.setattr(ops, "measure_shape", flaky)
+    monkeypatch.setattr(measure_ops, "measure_shape", flaky)
     out = tmp_path / "oom"
     assert run_cli("--model", MODEL, "--out", str(out), *TINY) == 0
     meta = json.loads((out / "metadata.json").read_text())
@@ -188,14 +222,14 @@ def test_out_of_memory_on_one_shape_is_skipped_and_recorded(tmp_path, monkeypatc
 
 @needs_torch
 def test_no_profile_when_a_whole_kind_cannot_be_measured(tmp_path, monkeypatch, capsys):
-    real = ops.measure_shape
+    real = measure_ops.measure_shape
 
     def no_decode(layer, attention, clock, shape, warmup, repeats):
         if shape.kind == "decode":
             raise torch.OutOfMemoryError("CUDA out of memory")
         return real(layer, attention, clock, shape, warmup, repeats)
 
-    monkeypatch.setattr(ops, "measure_shape", no_decode)
+    monkeypatch.setattr(measure_ops, "measure_shape", no_decode)
     out = tmp_path / "none"
     assert run_cli("--model", MODEL, "--out", str(out), *TINY) == 2
     assert "no decode shape of 'JackFram/llama-68m' could be measured here" in capsys.readouterr().err

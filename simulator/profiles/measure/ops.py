@@ -12,6 +12,8 @@ from simulator.profiles.vidur_format import MLP_OPS
 ATTENTION_BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
 # Tried in this order by "auto": PyTorch's own preference among its fused kernels.
 AUTO_BACKEND_ORDER = ("flash", "efficient", "math")
+# Once per forward pass, not per layer; Vidur's op set has neither. Extra columns of mlp.csv.
+HEAD_OPS = ("lm_head", "sampler")
 
 
 class ShapeRejected(Exception):
@@ -19,7 +21,8 @@ class ShapeRejected(Exception):
 
 
 class Layer:
-    """One transformer layer's non-attention weights, with random values, run op by op as Vidur names them."""
+    """One transformer layer's non-attention weights, with random values, run op by op as Vidur
+    names them, then the model's head: the LM head GEMM and a greedy sampler (``HEAD_OPS``)."""
 
     def __init__(self, torch, cfg, device, dtype, max_tokens: int):
         self.torch, self.cfg, self.device = torch, cfg, device
@@ -42,6 +45,7 @@ class Layer:
         self.w_o, self.b_o = weight(h, self.q_width), bias(h, cfg.use_bias)
         self.w_up, self.b_up = weight(up, h), bias(up, cfg.use_bias)
         self.w_down, self.b_down = weight(h, f), bias(h, cfg.use_bias)
+        self.w_lm = weight(cfg.vocab_size, h)  # [vocab / TP, hidden] at TP = 1; untied from emb
         self.rotary = int(self.head_dim * cfg.partial_rotary_factor) // 2 * 2
         half = self.rotary // 2
         inv_freq = 1.0 / (float(cfg.rope_theta or 10000.0) ** (torch.arange(half, device=device, dtype=torch.float32) / half))
@@ -57,7 +61,8 @@ class Layer:
     def activation_bytes(self, tokens: int, element_size: int) -> int:
         c = self.cfg
         per_token = 7 * c.embedding_dim + self.w_qkv.shape[0] + self.q_width + self.w_up.shape[0] + c.mlp_hidden_dim
-        return tokens * per_token * element_size
+        head = c.vocab_size * (element_size + 3 * 4)  # logits, the sampler's fp32 logits, probabilities and temporaries
+        return tokens * (per_token * element_size + head)
 
     def _norm(self, x):
         h = self.cfg.embedding_dim
@@ -85,6 +90,8 @@ class Layer:
         ids = torch.randint(0, self.cfg.vocab_size, (tokens,), device=self.device)
         positions = torch.arange(tokens, device=self.device)
         attn_out = torch.randn(tokens, self.q_width, device=self.device, dtype=self.emb.dtype)
+        # The sampler's input: fp32 logits, as vLLM's sampler upcasts them (the cast is not timed).
+        logits_fp32 = torch.randn(tokens, self.cfg.vocab_size, device=self.device, dtype=torch.float32)
         post_norm = self.cfg.post_attn_norm
 
         def run(watch):
@@ -101,7 +108,9 @@ class Layer:
             up = watch.time("mlp_up_proj", lambda: F.linear(normed, self.w_up, self.b_up))
             act = watch.time("mlp_act", lambda: self._act(up))
             down = watch.time("mlp_down_proj", lambda: F.linear(act, self.w_down, self.b_down))
-            watch.time("add", lambda: residual + down if post_norm else o + down + x)
+            out = watch.time("add", lambda: residual + down if post_norm else o + down + x)
+            watch.time("lm_head", lambda: F.linear(out, self.w_lm))  # [tokens, hidden] x [hidden, vocab]
+            watch.time("sampler", lambda: torch.softmax(logits_fp32, dim=-1).argmax(dim=-1))  # greedy
 
         return clock.measure(run, warmup, repeats)
 

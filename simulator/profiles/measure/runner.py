@@ -194,7 +194,11 @@ def measure_profile(options: MeasureOptions) -> MeasuredProfile:
         "timer": dict(sorted(outcome.timers.items())),
         "timer_requested": options.timer,
         "timer_fallbacks": outcome.timer_fallbacks,
-        "units": "milliseconds per layer",
+        "units": "milliseconds per layer; lm_head and sampler: milliseconds per forward pass",
+        "head_ops": {
+            "lm_head": "F.linear of [num_tokens, hidden] by the [vocab_size, hidden] weight, in dtype (TP = 1)",
+            "sampler": "torch.softmax over fp32 [num_tokens, vocab_size] logits, then argmax (greedy)",
+        },
         "attention": "torch.nn.functional.scaled_dot_product_attention on contiguous K/V (not paged)",
         "attention_backends": sorted(f"sdpa_{b}" for b in outcome.backends),
         "ops_absent_from_model": outcome.absent_ops,
