@@ -1,19 +1,42 @@
-"""Provenance strings: which Vidur, which version of this project, and a hash of its source.
+"""Provenance: which Vidur, which version of this package, and a hash of the model.
 
-The source hash covers the simulator's own ``.py`` files (not the git commit, which changes
-whenever results are committed), so a recorded CSV says exactly which model code produced it.
+The model hash covers exactly what can change a simulated number: the speculative model, the
+Vidur glue, the profile sources and the built-in profile's physics (with its device
+constants), the run configuration, the catalog of models, the summaries, and the sweep's
+derived metrics.  It does not cover the site, the validation client, the sweep's executors,
+the profiler or the command-line front ends.  Python files are hashed as their AST dump with
+docstrings removed, so comments, docstrings and formatting leave it unchanged; data files are
+hashed as parsed, canonical JSON.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import json
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
-# Code that cannot change a simulated number: the site, the validation client, the profiler.
-NOT_MODEL_CODE = ("website", "validation", "sweep")
+
+# Relative to the package; a folder stands for every .py file below it.
+MODEL_SOURCES = (
+    "speculative",
+    "engine",
+    "profiles/builtin.py",
+    "profiles/hardware.py",
+    "profiles/network.py",
+    "profiles/roofline.py",
+    "profiles/source.py",
+    "profiles/vidur_format.py",
+    "config.py",
+    "catalog.py",
+    "results.py",
+    "workloads.py",
+    "sweep/metrics.py",
+)
+MODEL_DATA = ("profiles/devices.toml",)
 
 
 def vidur_version() -> str:
@@ -27,13 +50,52 @@ def simulator_version() -> str:
         return "0+unknown"
 
 
+def normalized_source(text: str) -> str:
+    """The AST dump of Python source without docstrings: comments and layout do not reach it."""
+    tree = ast.parse(text)
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, include_attributes=False)
+
+
+def _model_files(package_dir: Path) -> list[Path]:
+    files = []
+    for entry in MODEL_SOURCES:
+        path = package_dir / entry
+        if path.is_dir():
+            files.extend(sorted(path.rglob("*.py")))
+        elif path.is_file():
+            files.append(path)
+    return files
+
+
+def _normalized_data(path: Path) -> str:
+    from simulator.inputs import read_toml
+
+    return json.dumps(read_toml(path, "model data"), sort_keys=True)
+
+
+def model_hash(package_dir: Path = PACKAGE_DIR) -> str:
+    """16 hex digits over the normalized model code and data under ``package_dir``."""
+    digest = hashlib.sha256()
+    for path in _model_files(package_dir):
+        digest.update(path.relative_to(package_dir).as_posix().encode() + b"\0")
+        digest.update(normalized_source(path.read_text(encoding="utf-8")).encode() + b"\0")
+    for entry in MODEL_DATA:
+        path = package_dir / entry
+        digest.update(entry.encode() + b"\0" + _normalized_data(path).encode() + b"\0")
+    return digest.hexdigest()[:16]
+
+
 @lru_cache(maxsize=1)
 def source_hash() -> str:
-    digest = hashlib.sha256()
-    for path in sorted(PACKAGE_DIR.rglob("*.py")):
-        relative = path.relative_to(PACKAGE_DIR)
-        if relative.parts[0] in NOT_MODEL_CODE or relative.name == "measure.py":
-            continue
-        digest.update(relative.as_posix().encode())
-        digest.update(path.read_bytes())
-    return digest.hexdigest()[:16]
+    """This installation's model hash (cached: the code does not change under a running process)."""
+    return model_hash()
+
+
+def version_text() -> str:
+    """What ``python -m simulator --version`` prints."""
+    return f"vidur-specdec {simulator_version()}\nvidur {vidur_version()}\nmodel hash {source_hash()}"

@@ -9,7 +9,7 @@ from simulator.config import RunConfig, SpeculationConfig
 from simulator.errors import ConfigError
 from simulator.speculative.acceptance import AcceptanceSampler
 from simulator.speculative.memory import ModelMemory, kv_capacity_tokens
-from simulator.speculative.progress import expected_progress, expected_progress_per_position, proposals_this_step
+from simulator.speculative.progress import expected_progress, expected_progress_per_position
 from simulator.speculative.verify_cost import extrapolate_batch, kv_once_ms, per_token_ms, verify_attention_ms
 
 
@@ -35,14 +35,6 @@ def test_fewer_proposals_read_a_prefix_of_the_same_draws():
         full = sampler.accepted(9, step, 4)
         assert sampler.accepted(9, step, 2) == min(full, 2)
         assert sampler.accepted(9, step, 0) == 0
-
-
-def test_proposals_respect_request_end_and_budget():
-    assert proposals_this_step(4, remaining_output=100, budget_left=512) == 4
-    assert proposals_this_step(4, remaining_output=3, budget_left=512) == 2  # never past the last token
-    assert proposals_this_step(4, remaining_output=1, budget_left=512) == 0
-    assert proposals_this_step(4, remaining_output=100, budget_left=3) == 2  # shrink to fit the budget
-    assert proposals_this_step(4, remaining_output=100, budget_left=0) == -1  # wait for the next step
 
 
 def _lookup(batch, kv):

@@ -53,13 +53,6 @@ def test_alpha_zero_and_one_are_exact(k):
     assert full_steps and all(accepted == k for _, accepted in full_steps)
 
 
-def test_speculation_off_is_the_stock_run():
-    workload = PoissonWorkload(num_requests=40, arrival_rate=5.0, seed=3)
-    stock = simulator.run(RunConfig(workload=workload))
-    off = simulator.run(RunConfig(workload=workload, speculation=SpeculationConfig(num_speculative_tokens=0, acceptance_rate=0.9)))
-    assert stock.requests.equals(off.requests)
-
-
 def test_verify_step_cost_ordering_and_formula():
     predictors = {
         mode: simulation.target_predictor(RunConfig(speculation=spec(4, 0.7, attention=mode, interpolation=0.5)))

@@ -8,8 +8,6 @@ class SpecRequest(Request):
         super().__init__(arrived_at, num_prefill_tokens, num_decode_tokens)
         self.prompt_tokens = num_prefill_tokens  # restart() rewrites the prefill/decode split
         self.output_tokens = num_decode_tokens
-        self.decode_steps = 0  # every decode step, with or without proposals (keys acceptance draws)
-        self.acceptance_leads = None  # accepted-prefix length per decode step, drawn on first decode
         self.acceptance_log: list[tuple[int, int]] = []  # (proposed, accepted) per verify step
 
     def restart(self):

@@ -1,19 +1,18 @@
-"""Sarathi with speculative decoding: k' + 1 computed tokens per decode row, lookahead KV blocks.
+"""Sarathi with speculative decoding: each decode row follows :func:`plan_verify_row`.
 
 Everything else (ordering, chunked prefills, preemption of the newest running requests when
 blocks run out) is Vidur's Sarathi scheduler unchanged; runs without speculation use
 :class:`TrackedSarathiScheduler`, which is Vidur's Sarathi plus a KV-peak counter.
 
-Token budget: decode rows are scheduled first, as in Sarathi; a row gets
-k' = min(k, remaining output - 1, budget left - 1) proposals, so when the budget cannot fit
-k + 1 the request speculates less this step, and with no budget left it waits for the next
-step (Sarathi's own rule for rows that get zero tokens).
+Decode rows are scheduled first, as in Sarathi.  For each the scheduler asks the pure
+:mod:`simulator.speculative.verify_step` for the row's plan (k', KV slots, acceptance,
+progress), reserves the KV blocks the plan needs, and once the batch is formed hands the
+plans' progress to the batch.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from math import ceil
 
 from vidur.config import SarathiSchedulerConfig
 from vidur.scheduler.replica_scheduler.replica_scheduler_registry import ReplicaSchedulerRegistry
@@ -22,7 +21,7 @@ from vidur.scheduler.replica_scheduler.sarathi_replica_scheduler import SarathiR
 from simulator.engine.batch import SpecBatch
 from simulator.engine.types import ExtensionType
 from simulator.speculative.acceptance import AcceptanceSampler
-from simulator.speculative.progress import proposals_this_step
+from simulator.speculative.verify_step import VerifyRow, plan_verify_row
 
 
 @dataclass
@@ -30,6 +29,8 @@ class SpecSarathiSchedulerConfig(SarathiSchedulerConfig):
     num_speculative_tokens: int = 0
     conditional_acceptance: tuple = field(default_factory=tuple)
     acceptance_seed: int = 0
+    proposal_probability: float = 1.0
+    lookahead_slots: int = 0  # vLLM's num_lookahead_tokens
 
     @staticmethod
     def get_type():
@@ -70,25 +71,38 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
         self._k = self._config.num_speculative_tokens
         if self._k <= 0:
             raise ValueError("SpecSarathiScheduler needs k >= 1; use TrackedSarathiScheduler for k = 0")
-        self._sampler = AcceptanceSampler(self._config.conditional_acceptance, self._config.acceptance_seed)
+        self._sampler = AcceptanceSampler(
+            self._config.conditional_acceptance, self._config.acceptance_seed, self._config.proposal_probability
+        )
+        self._plans: dict[int, VerifyRow] = {}  # decode rows planned this step
         self._missing_blocks: dict[int, int] = {}  # decode rows planned this step -> blocks to add
 
     def _get_request_next_num_q_tokens(self, request, num_batch_tokens: int) -> int:
         if not request.is_prefill_complete:
             return super()._get_request_next_num_q_tokens(request, num_batch_tokens)
         processed = request.num_processed_tokens
-        computed = 1 + proposals_this_step(self._k, request.total_tokens - processed, self._config.chunk_size - num_batch_tokens)
-        if computed:
-            # lookahead: blocks for every slot this step may write (processed + k' + 1 tokens)
-            needed = -(-(processed + computed) // self._cache_config.block_size)
-            self._missing_blocks[request.id] = max(0, needed - self._allocation_map[request.id])
-        return computed  # 0 when the request must wait for the next step
+        position = processed - request.prompt_tokens - 1  # output tokens already emitted, less the first
+        plan = plan_verify_row(
+            k=self._k,
+            processed_tokens=processed,
+            remaining_output=request.total_tokens - processed,
+            budget_left=self._config.chunk_size - num_batch_tokens,
+            lookahead=self._config.lookahead_slots,
+            draw=self._sampler.draw(request.id, position, request.output_tokens),
+        )
+        if plan is None:
+            return 0  # no budget left: the request waits for the next step
+        self._plans[request.id] = plan
+        needed = -(-plan.kv_slots // self._cache_config.block_size)
+        self._missing_blocks[request.id] = max(0, needed - self._allocation_map[request.id])
+        return plan.computed
 
     def free(self, *request_ids) -> None:
         # a request preempted while this step is planned is a new (prefill) request again
         super().free(*request_ids)
         for request_id in request_ids:
             self._missing_blocks.pop(request_id, None)
+            self._plans.pop(request_id, None)
 
     def _can_allocate_request(self, request) -> bool:
         missing = self._missing_blocks.get(request.id)
@@ -105,6 +119,7 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
 
     def _get_next_batch(self, time: float):
         batch = super()._get_next_batch(time)
+        plans, self._plans = self._plans, {}
         self._missing_blocks.clear()
         if batch is None:
             return batch
@@ -115,16 +130,11 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
             if not is_decode:
                 progress.append(computed)
                 continue
-            step = request.decode_steps
-            if request.acceptance_leads is None or step >= len(request.acceptance_leads):
-                # at most one decode step per output token; the draws extend if ever needed
-                request.acceptance_leads = self._sampler.leads(request.id, max(request.output_tokens, 2 * step + 1))
-            accepted = min(request.acceptance_leads[step], computed - 1)
-            request.decode_steps += 1
-            if computed > 1:
-                request.acceptance_log.append((computed - 1, accepted))
-                proposals += computed - 1
-            progress.append(accepted + 1)
+            plan = plans[request.id]
+            if plan.proposals:
+                request.acceptance_log.append((plan.proposals, plan.accepted))
+                proposals += plan.proposals
+            progress.append(plan.progress)
         return SpecBatch.adopt(batch, progress, decode_rows, proposals)
 
 

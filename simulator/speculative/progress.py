@@ -26,15 +26,3 @@ def expected_progress_per_position(conditional: Sequence[float]) -> float:
         survive *= p
         total += survive
     return total
-
-
-def proposals_this_step(k: int, remaining_output: int, budget_left: int) -> int:
-    """k' for one request: never past its last output token, never past the step's token budget.
-
-    ``remaining_output`` counts output tokens not yet produced; the step produces at most
-    k' + 1 of them, so k' <= remaining - 1.  The verify row takes k' + 1 of ``budget_left``
-    computed tokens; with no budget at all the request waits (returns -1).
-    """
-    if budget_left <= 0:
-        return -1
-    return max(0, min(k, remaining_output - 1, budget_left - 1))

@@ -7,7 +7,6 @@ format, so the same spec and seeds give a byte-identical CSV whatever executor r
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -15,6 +14,7 @@ import pandas as pd
 
 from simulator.config import ATTENTION_MODES, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.errors import ConfigError
+from simulator.sweep.metrics import OVERLOAD_TTFT_GROWTH, queue_growth, with_speedups  # noqa: F401  (re-exported)
 from simulator.sweep.spec import SweepSpec
 
 INPUT_COLUMNS = (
@@ -69,9 +69,6 @@ PROGRESS_COLUMNS = (
     "closed_form_progress_per_step",
 ) + PROVENANCE_COLUMNS
 
-# A run is called overloaded when the median TTFT of its last tenth of requests (by arrival)
-# is more than this multiple of its first tenth's: the queue grew through the run.
-OVERLOAD_TTFT_GROWTH = 2.0
 FLOAT_FORMAT = "%.6g"
 
 RunFn = Callable[[RunConfig], object]
@@ -183,32 +180,6 @@ def record(result) -> dict:
     for key in PROVENANCE_COLUMNS:
         row[key] = provenance[key]
     return row
-
-
-def queue_growth(requests: pd.DataFrame) -> dict:
-    """Median TTFT of the first vs last tenth of requests by arrival: grows when the queue does."""
-    ordered = requests.sort_values(["arrival_s", "request_id"], kind="stable")
-    tenth = max(1, len(ordered) // 10)
-    first = float(ordered["ttft_s"].iloc[:tenth].median())
-    last = float(ordered["ttft_s"].iloc[-tenth:].median())
-    growth = last / first if first > 0 else math.nan
-    return {
-        "ttft_first_tenth_p50_s": first,
-        "ttft_last_tenth_p50_s": last,
-        "ttft_growth": growth,
-        "overloaded": bool(growth > OVERLOAD_TTFT_GROWTH),
-    }
-
-
-def with_speedups(records: Sequence[dict]) -> list[dict]:
-    """TPOT speedup = baseline median TPOT / run median TPOT at the same load (baseline = 1)."""
-    baselines = {r["arrival_rate"]: r["tpot_p50_s"] for r in records if r["num_speculative_tokens"] == 0}
-    rows = []
-    for r in records:
-        if r["arrival_rate"] not in baselines:
-            raise ConfigError(f"run at {r['arrival_rate']:g} req/s has no baseline (num_speculative_tokens = 0) at the same load")
-        rows.append({**r, "tpot_speedup": baselines[r["arrival_rate"]] / r["tpot_p50_s"]})
-    return rows
 
 
 def _progress_row(config: RunConfig, record: dict) -> dict:

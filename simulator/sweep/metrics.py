@@ -1,0 +1,43 @@
+"""Metrics the sweep derives from runs: TPOT speedup over the baseline, queue growth.
+
+Part of the model hash (:mod:`simulator.versions`): a change here changes published numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import pandas as pd
+
+from simulator.errors import ConfigError
+
+# A run is called overloaded when the median TTFT of its last tenth of requests (by arrival)
+# is more than this multiple of its first tenth's: the queue grew through the run.
+OVERLOAD_TTFT_GROWTH = 2.0
+
+
+def queue_growth(requests: pd.DataFrame) -> dict:
+    """Median TTFT of the first vs last tenth of requests by arrival: grows when the queue does."""
+    ordered = requests.sort_values(["arrival_s", "request_id"], kind="stable")
+    tenth = max(1, len(ordered) // 10)
+    first = float(ordered["ttft_s"].iloc[:tenth].median())
+    last = float(ordered["ttft_s"].iloc[-tenth:].median())
+    growth = last / first if first > 0 else math.nan
+    return {
+        "ttft_first_tenth_p50_s": first,
+        "ttft_last_tenth_p50_s": last,
+        "ttft_growth": growth,
+        "overloaded": bool(growth > OVERLOAD_TTFT_GROWTH),
+    }
+
+
+def with_speedups(records: Sequence[dict]) -> list[dict]:
+    """TPOT speedup = baseline median TPOT / run median TPOT at the same load (baseline = 1)."""
+    baselines = {r["arrival_rate"]: r["tpot_p50_s"] for r in records if r["num_speculative_tokens"] == 0}
+    rows = []
+    for r in records:
+        if r["arrival_rate"] not in baselines:
+            raise ConfigError(f"run at {r['arrival_rate']:g} req/s has no baseline (num_speculative_tokens = 0) at the same load")
+        rows.append({**r, "tpot_speedup": baselines[r["arrival_rate"]] / r["tpot_p50_s"]})
+    return rows

@@ -1,0 +1,64 @@
+"""The model hash: it tracks the code that can change a simulated number, and nothing else."""
+
+import shutil
+import subprocess
+import sys
+
+from simulator import versions
+
+
+def _copy_package(tmp_path):
+    target = tmp_path / "simulator"
+    shutil.copytree(versions.PACKAGE_DIR, target, ignore=shutil.ignore_patterns("__pycache__"))
+    return target
+
+
+def test_hash_is_this_packages_hash():
+    assert versions.source_hash() == versions.model_hash(versions.PACKAGE_DIR)
+    assert len(versions.source_hash()) == 16
+
+
+def test_comments_docstrings_and_layout_keep_the_hash(tmp_path):
+    package = _copy_package(tmp_path)
+    before = versions.model_hash(package)
+    path = package / "speculative" / "progress.py"
+    text = path.read_text()
+    edited = '"""A rewritten module docstring."""\n# a new comment\n' + text.split('"""', 2)[2]
+    edited = edited.replace("def expected_progress(alpha: float, k: int) -> float:\n", "def expected_progress(alpha: float, k: int) -> float:  # reformatted\n\n")
+    path.write_text(edited)
+    assert edited != text
+    assert versions.model_hash(package) == before
+
+
+def test_a_changed_constant_changes_the_hash(tmp_path):
+    package = _copy_package(tmp_path)
+    before = versions.model_hash(package)
+    path = package / "engine" / "simulation.py"
+    text = path.read_text()
+    assert "MEMORY_MARGIN = 0.1" in text
+    path.write_text(text.replace("MEMORY_MARGIN = 0.1", "MEMORY_MARGIN = 0.2"))
+    assert versions.model_hash(package) != before
+
+
+def test_device_constants_are_part_of_the_model(tmp_path):
+    package = _copy_package(tmp_path)
+    before = versions.model_hash(package)
+    path = package / "profiles" / "devices.toml"
+    path.write_text(path.read_text() + "\n# only a comment\n")
+    assert versions.model_hash(package) == before
+    path.write_text(path.read_text().replace("memory_gib = 80", "memory_gib = 81", 1))
+    assert versions.model_hash(package) != before
+
+
+def test_site_and_validation_code_are_not_part_of_the_model(tmp_path):
+    package = _copy_package(tmp_path)
+    before = versions.model_hash(package)
+    for name in ("website/render.py", "validation/cli.py", "cli.py"):
+        path = package / name
+        path.write_text(path.read_text() + "\nUNRELATED = 1\n")
+    assert versions.model_hash(package) == before
+
+
+def test_version_flag_prints_versions_and_hash():
+    out = subprocess.run([sys.executable, "-m", "simulator", "--version"], capture_output=True, text=True, check=True).stdout
+    assert versions.vidur_version() in out and versions.simulator_version() in out and versions.source_hash() in out
