@@ -130,3 +130,16 @@ def test_a_lone_interrupted_session_cannot_be_calibrated(tmp_path):
     path.write_text(exposition(0, 0, 0, (0,)))
     with pytest.raises(ConfigError, match="no replay session has both"):
         collect_counters(tmp_path)
+
+
+@pytest.mark.parametrize("text, message", [("{not json", "not valid JSON"), ("[1, 2]", "expected a JSON object"), ('{"schema": "other"}', "schema is 'other'")])
+def test_a_bad_calibration_file_is_named_in_the_error(tmp_path, text, message):
+    from simulator.validation.calibrate import read_calibration
+
+    path = tmp_path / "calibration.json"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=message) as err:
+        read_calibration(path)
+    assert str(path) in str(err.value)
+    with pytest.raises(ConfigError, match=r"calibration file .*missing\.json: file not found"):
+        read_calibration(tmp_path / "missing.json")

@@ -191,6 +191,6 @@ def calibrate(replay_dir: Path, expected_k: Optional[int] = None) -> dict:
 
 def read_calibration(path: Path) -> dict:
     path = Path(path)
-    data = read_json(path)
+    data = read_json(path, "calibration file")
     check_schema(path, data, SCHEMA, SCHEMA_VERSION)
     return data

@@ -1,8 +1,9 @@
-"""File utilities shared by the validation steps: atomic writes, durable appends, hashing.
+"""File utilities shared by the validation steps: JSON spelling, durable appends, hashing.
 
-Outputs are written to a temporary file in the same directory and renamed into place, so a
-crash never leaves a half-written file.  Replay results are instead appended one line per
-request with flush + fsync, so a crash loses at most the request being written.
+Outputs go through the project's one atomic writer (:mod:`simulator.textio`), so a crash
+never leaves a half-written file; JSON inputs are read with :func:`simulator.inputs.read_json`.
+Replay results are instead appended one line per request with flush + fsync, so a crash
+loses at most the request being written.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from simulator.errors import ConfigError
+from simulator.inputs import read_json, read_text  # noqa: F401  (read_json re-exported)
 from simulator.textio import atomic_write_bytes, atomic_write_text  # noqa: F401  (re-exported)
 
 
@@ -81,15 +83,10 @@ def _drop_unterminated_tail(path: Path) -> None:
             handle.truncate(data.rfind(b"\n") + 1)
 
 
-def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
+def iter_jsonl(path: Path, what: str = "input") -> Iterator[tuple[int, dict]]:
     """(line number, object) for each complete line; an unterminated last line is skipped."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not UTF-8 text ({err})") from None
+    text = read_text(path, what)
     lines = text.split("\n")
     for number, line in enumerate(lines[:-1], start=1):  # the last piece has no newline
         if not line.strip():
@@ -101,19 +98,6 @@ def iter_jsonl(path: Path) -> Iterator[tuple[int, dict]]:
         if not isinstance(value, dict):
             raise ConfigError(f"{path}:{number}: expected a JSON object")
         yield number, value
-
-
-def read_json(path: Path) -> dict:
-    path = Path(path)
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: file not found") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: not valid JSON ({err})") from None
-    if not isinstance(value, dict):
-        raise ConfigError(f"{path}: expected a JSON object")
-    return value
 
 
 def check_schema(path: Path, header: dict, schema: str, version: int) -> None:

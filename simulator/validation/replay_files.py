@@ -55,7 +55,7 @@ def read_results(directory: Path, workload_hash: Optional[str] = None) -> Option
     path = results_path(directory)
     if not path.exists():
         return None
-    lines = list(iter_jsonl(path))
+    lines = list(iter_jsonl(path, "replay results"))
     if not lines:
         return None
     _, header = lines[0]
@@ -90,4 +90,4 @@ def list_scrapes(directory: Path) -> dict:
 
 def read_summary(directory: Path) -> dict:
     path = Path(directory) / SUMMARY_FILE
-    return read_json(path) if path.exists() else {"sessions": []}
+    return read_json(path, "replay summary") if path.exists() else {"sessions": []}

@@ -89,7 +89,7 @@ def read_simulated(directory: Path):
     import pandas as pd
 
     directory = Path(directory)
-    record = read_json(directory / SUMMARY_FILE)
+    record = read_json(directory / SUMMARY_FILE, "simulated summary")
     check_schema(directory / SUMMARY_FILE, record, SCHEMA, SCHEMA_VERSION)
     path = directory / REQUESTS_FILE
     try:

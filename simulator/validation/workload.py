@@ -212,7 +212,7 @@ def write_workload(path: Path, workload: Workload) -> None:
 def read_workload(path: Path) -> Workload:
     """Read and check a workload file; every problem names the file, line and field."""
     path = Path(path)
-    lines = list(iter_jsonl(path))
+    lines = list(iter_jsonl(path, "workload file"))
     if not lines:
         raise ConfigError(f"{path}: empty file, expected a workload header line")
     _, header = lines[0]
