@@ -210,3 +210,27 @@ def test_replay_runs_inside_an_already_running_event_loop():
     # a thread of its own, so the test holds whatever loop this session's thread runs
     with ThreadPoolExecutor(max_workers=1) as pool:
         assert pool.submit(asyncio.run, caller()).result() == 42
+
+
+def test_a_connect_timeout_is_a_connection_error_and_is_resent():
+    """A server that never completes the TCP handshake: the connect times out, nothing was
+    sent, so the record is a connection_error, which every rerun resends."""
+    import asyncio
+
+    import httpx
+
+    from fake_vllm import BlackHole
+    from simulator.validation.replay import _stream_one
+
+    request = small_workload(1).requests[0]
+
+    async def one(url):
+        timeout = httpx.Timeout(30.0, connect=1.0)  # the connect can never succeed, so its length is only the test's duration
+        async with httpx.AsyncClient(base_url=url, timeout=timeout) as client:
+            return await _stream_one(client, request, request_body(request, "fake-model", ReplayOptions(url)), time.perf_counter, 0.0, time.perf_counter())
+
+    with BlackHole() as url:
+        record = asyncio.run(one(url))
+    assert record["status"] == "connection_error", record["error"]
+    assert record["error"].startswith("ConnectTimeout")
+    assert [r.request_id for r in pending_requests(small_workload(1), {0: record}, retry_failed=False)] == [0]

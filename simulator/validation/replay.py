@@ -283,12 +283,14 @@ async def _stream_one(client: httpx.AsyncClient, request: Request, body: dict, c
                 handling += clock() - arrived
                 if problem:
                     return _failed(record, *problem)
+    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as err:
+        # Before TimeoutException, whose subclasses ConnectTimeout and PoolTimeout are: the
+        # request never reached the server, so it is resent (connection_error).
+        return _failed(record, "connection_error", f"{type(err).__name__}: could not connect ({err or 'timed out'})")
     except httpx.TimeoutException as err:
         return _failed(record, "timeout", f"{type(err).__name__}: no data for longer than the client timeout")
     except (httpx.RemoteProtocolError, httpx.ReadError) as err:
         return _failed(record, "dropped_stream", f"{type(err).__name__}: {err}")
-    except (httpx.ConnectError, httpx.ConnectTimeout) as err:
-        return _failed(record, "connection_error", f"{type(err).__name__}: {err}")
     except SSEError as err:
         return _failed(record, "malformed_sse", str(err))
     except httpx.HTTPError as err:
