@@ -154,3 +154,15 @@ def test_generate_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
     assert main(["generate", "--out", str(out), "--trace", str(tmp_path / "missing.csv")]) == 2
     assert "missing.csv" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("keep, message", [(0, "empty file"), (40, "truncated file: it ends inside its header line"), (-30, "truncated file: it ends inside line 4")])
+def test_a_cut_workload_file_says_where_it_was_cut(tmp_path, keep, message):
+    path = tmp_path / "w.jsonl"
+    write_workload(path, generate(WorkloadSpec(num_requests=3, prompt_tokens=6, output_tokens=3)))
+    data = path.read_bytes()
+    assert data.count(b"\n") == 4 and data.index(b"\n") > 40  # header + 3 requests; the cut at 40 is inside the header
+    path.write_bytes(data[:keep])
+    with pytest.raises(ConfigError, match=message) as err:
+        read_workload(path)
+    assert str(path) in str(err.value)

@@ -86,7 +86,11 @@ def _drop_unterminated_tail(path: Path) -> None:
 def iter_jsonl(path: Path, what: str = "input") -> Iterator[tuple[int, dict]]:
     """(line number, object) for each complete line; an unterminated last line is skipped."""
     path = Path(path)
-    text = read_text(path, what)
+    return parse_jsonl(read_text(path, what), path)
+
+
+def parse_jsonl(text: str, path: Path) -> Iterator[tuple[int, dict]]:
+    """:func:`iter_jsonl` on text already read; ``path`` names it in messages."""
     lines = text.split("\n")
     for number, line in enumerate(lines[:-1], start=1):  # the last piece has no newline
         if not line.strip():

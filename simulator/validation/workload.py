@@ -17,7 +17,8 @@ import numpy as np
 import pandas as pd
 
 from simulator.errors import ConfigError
-from simulator.validation.files import canonical_json, check_schema, iter_jsonl, sha256_hex, write_jsonl_atomic
+from simulator.inputs import read_text
+from simulator.validation.files import canonical_json, check_schema, parse_jsonl, sha256_hex, write_jsonl_atomic
 
 SCHEMA = "vidur-specdec/validation-workload"
 SCHEMA_VERSION = 1
@@ -212,9 +213,13 @@ def write_workload(path: Path, workload: Workload) -> None:
 def read_workload(path: Path) -> Workload:
     """Read and check a workload file; every problem names the file, line and field."""
     path = Path(path)
-    lines = list(iter_jsonl(path, "workload file"))
-    if not lines:
+    text = read_text(path, "workload file")
+    if not text.strip():
         raise ConfigError(f"{path}: empty file, expected a workload header line")
+    if not text.endswith("\n"):  # written whole, newline-terminated: an unterminated tail was cut off
+        where = "inside its header line" if "\n" not in text else f"inside line {text.count(chr(10)) + 1}"
+        raise ConfigError(f"{path}: truncated file: it ends {where} (no final newline); copy or generate it again")
+    lines = list(parse_jsonl(text, path))
     _, header = lines[0]
     check_schema(path, header, SCHEMA, SCHEMA_VERSION)
     requests = []
