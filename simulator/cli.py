@@ -31,6 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--ngram-overhead-ms", type=float, default=SpeculationConfig.ngram_overhead_ms)
     s.add_argument("--draft-model", help="e.g. JackFram/llama-68m or TinyLlama/TinyLlama-1.1B-Chat-v1.0")
     s.add_argument("--draft-profile-dir", help="Vidur-format profile of the draft model (default: built-in profile)")
+    s.add_argument("--draft-tensor-parallel-size", type=int, help="GPUs the draft runs on: 1 or the target's (default: the target's)")
     s.add_argument("--attention", default="kv_once", help="kv_once, per_token or interpolated")
     s.add_argument("--interpolation", type=float, default=0.5, help="lambda for --attention interpolated")
     m = p.add_argument_group("system")
@@ -41,7 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--chunk-size", type=int, default=512)
     m.add_argument("--batch-size-cap", type=int, default=128)
     m.add_argument("--num-kv-blocks", type=int)
-    m.add_argument("--tensor-parallel-size", type=int, default=1)
+    m.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs the target is sharded over (1, 2, 4 or 8 on one node)")
+    m.add_argument("--network-profile-dir", help="Vidur-format network profile with all_reduce.csv (default: the profile's own, else built-in)")
     m.add_argument("--pipeline-stages", type=int, default=1)
     m.add_argument("--seed", type=int, default=0, help="acceptance draws")
     m.add_argument("--cache-dir")
@@ -72,6 +74,7 @@ def config_from_args(args) -> RunConfig:
             ngram_overhead_ms=args.ngram_overhead_ms,
             draft_model=args.draft_model,
             draft_profile_dir=args.draft_profile_dir,
+            draft_tensor_parallel_size=args.draft_tensor_parallel_size,
             attention=args.attention,
             interpolation=args.interpolation,
         ),
@@ -83,6 +86,7 @@ def config_from_args(args) -> RunConfig:
         batch_size_cap=args.batch_size_cap,
         num_kv_blocks=args.num_kv_blocks,
         tensor_parallel_size=args.tensor_parallel_size,
+        network_profile_dir=args.network_profile_dir,
         pipeline_stages=args.pipeline_stages,
         seed=args.seed,
         cache_dir=args.cache_dir,

@@ -122,6 +122,9 @@ class SpeculationConfig:
     ngram_overhead_ms: float = DEFAULT_NGRAM_OVERHEAD_MS
     draft_model: Optional[str] = None
     draft_profile_dir: Optional[str] = None  # Vidur-format profile of the draft; None = built-in
+    # GPUs the draft is sharded over: 1 (on the first GPU of the group) or the target's TP, as vLLM
+    # allows; None = the target's (vLLM's default)
+    draft_tensor_parallel_size: Optional[int] = None
     attention: str = "kv_once"
     interpolation: float = 0.5
 
@@ -181,6 +184,7 @@ class RunConfig:
     num_kv_blocks: Optional[int] = None  # override the memory planner (e.g. a server's block count)
     block_size: int = 16
     tensor_parallel_size: int = 1
+    network_profile_dir: Optional[str] = None  # Vidur-format all_reduce.csv dir; None = the profile's own or built-in
     pipeline_stages: int = 1
     seed: int = 0  # acceptance draws
     cache_dir: Optional[str] = None
@@ -198,10 +202,25 @@ class RunConfig:
         if self.num_kv_blocks is not None:
             _require(_is_int(self.num_kv_blocks) and self.num_kv_blocks > 0, "num_kv_blocks", self.num_kv_blocks, "must be a positive integer")
         _require(_is_int(self.seed) and self.seed >= 0, "seed", self.seed, "must be an integer >= 0")
-        _require(self.tensor_parallel_size == 1, "tensor_parallel_size", self.tensor_parallel_size, "only tensor parallelism 1 is modelled (profiles hold TP = 1 rows)")
+        draft_tp = self.speculation.draft_tensor_parallel_size
+        if draft_tp is not None:
+            _require(
+                _is_int(draft_tp) and draft_tp in (1, self.tensor_parallel_size),
+                "draft_tensor_parallel_size",
+                draft_tp,
+                f"must be 1 or the target's tensor_parallel_size ({self.tensor_parallel_size})",
+            )
+        if self.network_profile_dir is not None:
+            _require(Path(self.network_profile_dir).is_dir(), "network_profile_dir", self.network_profile_dir, "is not a directory")
         _require(self.pipeline_stages == 1, "pipeline_stages", self.pipeline_stages, "only pipeline parallelism 1 is modelled")
         if self.profile_dir is not None:
             _require(Path(self.profile_dir).is_dir(), "profile_dir", self.profile_dir, "is not a directory")
+
+    @property
+    def draft_tensor_parallel_size(self) -> int:
+        """GPUs the draft model runs on (vLLM's default: the target's)."""
+        draft_tp = self.speculation.draft_tensor_parallel_size
+        return self.tensor_parallel_size if draft_tp is None else draft_tp
 
     def to_dict(self) -> dict:
         data = asdict(self)

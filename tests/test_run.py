@@ -124,7 +124,7 @@ def test_bad_workloads(kwargs, message):
     "kwargs, message",
     [
         ({"seed": -1}, "seed = -1"),
-        ({"tensor_parallel_size": 2}, "only tensor parallelism 1"),
+        ({"tensor_parallel_size": 0}, "tensor_parallel_size = 0"),
         ({"pipeline_stages": 2}, "only pipeline parallelism 1"),
         ({"scheduler": "orca"}, "only Vidur's Sarathi scheduler"),
     ],

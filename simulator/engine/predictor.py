@@ -41,6 +41,7 @@ class ProfilePredictorConfig(RandomForrestExecutionTimePredictorConfig):
 
     mlp_csv: str = ""
     attention_csv: str = ""
+    all_reduce_csv: str = ""  # Vidur-format all_reduce.csv; read only at tensor parallelism > 1
     profile_sha256: str = ""
     max_profiled_decode_batch: int = 128
     num_estimators: List[int] = field(default_factory=lambda: [100])
@@ -83,7 +84,7 @@ class ProfilePredictor(RandomForrestExecutionTimePredictor):
 
     # --- offline, seeded, correctly keyed --------------------------------------------------
     def _get_input_files(self):
-        return self._config.mlp_csv, self._config.attention_csv, "", ""
+        return self._config.mlp_csv, self._config.attention_csv, self._config.all_reduce_csv, ""
 
     def _load_predictions_from_hf(self):
         # The local profile is the only source.  Cached prediction tables are enough to run;
@@ -96,9 +97,11 @@ class ProfilePredictor(RandomForrestExecutionTimePredictor):
 
     def _cached_predictions(self):
         key = self._get_hash(ModelType.COMPUTE)
-        names = PREDICTED_OPS + ("attn_kv_cache_save", "attn_prefill", "attn_decode")
+        names = [(name, key) for name in PREDICTED_OPS + ("attn_kv_cache_save", "attn_prefill", "attn_decode")]
+        if self._replica_config.tensor_parallel_size > 1:  # Vidur keys network tables on their own hash
+            names.append(("all_reduce", self._get_hash(ModelType.NETWORK)))
         tables = {}
-        for name in names:
+        for name, key in names:
             table = self._load_model_prediction_cache(name, key)
             if not table:
                 return None

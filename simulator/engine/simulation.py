@@ -23,7 +23,7 @@ from vidur.simulator import Simulator
 from vidur.utils.param_counter import ParamCounter
 
 import simulator.catalog  # noqa: F401  (registers extra models and devices with Vidur)
-from simulator.catalog import model_config
+from simulator.catalog import model_config, model_shape
 from simulator.config import RunConfig
 from simulator.engine import generator as _generator  # noqa: F401  (registers the generator)
 from simulator.engine.generator import WorkloadRequestGeneratorConfig
@@ -34,12 +34,13 @@ from simulator.engine.scheduler import SpecSarathiSchedulerConfig, TrackedSarath
 from simulator.errors import ConfigError
 from simulator.paths import default_cache_dir
 from simulator.profiles.hardware import get_device
+from simulator.profiles.sharding import check_sharding
 from simulator.profiles.source import ResolvedProfile, resolve_profile
 from simulator.results import REQUEST_COLUMNS, RunResult, summarize, tpot
 from simulator.speculative.memory import BYTES, ModelMemory, kv_blocks, kv_capacity_tokens
 from simulator.versions import simulator_version, source_hash, vidur_version
 
-NETWORK_DEVICE = {"a100": "a100_dgx", "h100": "h100_dgx", "h200": "h100_dgx"}  # unused at TP1/PP1
+DEFAULT_NETWORK_DEVICE = "a100_dgx"  # Vidur's node type for a device without a [network] table (TP 1 only)
 MEMORY_MARGIN = 0.1  # Vidur's default memory_margin_fraction
 
 
@@ -72,13 +73,34 @@ def _cache_dir(config: RunConfig) -> Path:
     return path
 
 
-def _replica_config(config: RunConfig, model: str) -> ReplicaConfig:
+def network_device(device: str) -> str:
+    """Vidur's node type (``network_device``) for a device: its NVSwitch topology in devices.toml."""
+    network = get_device(device).network
+    return network.topology if network else DEFAULT_NETWORK_DEVICE
+
+
+def _replica_config(config: RunConfig, model: str, tensor_parallel: int | None = None) -> ReplicaConfig:
     return ReplicaConfig(
         model_name=model,
         device=config.device,
-        network_device=NETWORK_DEVICE.get(config.device, "a100_dgx"),
+        network_device=network_device(config.device),
         num_pipeline_stages=config.pipeline_stages,
-        tensor_parallel_size=config.tensor_parallel_size,
+        tensor_parallel_size=config.tensor_parallel_size if tensor_parallel is None else tensor_parallel,
+    )
+
+
+def _resolve(config: RunConfig, cache_dir: Path, max_tokens: int, draft: bool = False) -> ResolvedProfile:
+    """The target's (or the draft's) profile at its tensor-parallel degree."""
+    spec = config.speculation
+    return resolve_profile(
+        spec.draft_profile_dir if draft else config.profile_dir,
+        spec.draft_model if draft else config.model,
+        config.device,
+        cache_dir,
+        max_seq_len=max_tokens,
+        block_size=config.block_size,
+        tensor_parallel=config.draft_tensor_parallel_size if draft else config.tensor_parallel_size,
+        network_dir=config.network_profile_dir,
     )
 
 
@@ -86,6 +108,7 @@ def _predictor_config(profile: ResolvedProfile, cache_dir: Path, max_tokens: int
     return ProfilePredictorConfig(
         mlp_csv=str(profile.files.mlp),
         attention_csv=str(profile.files.attention),
+        all_reduce_csv=str(profile.files.all_reduce or ""),
         profile_sha256=profile.content_sha256,
         max_profiled_decode_batch=profile.max_decode_batch,
         prediction_max_batch_size=profile.max_decode_batch,
@@ -97,16 +120,22 @@ def _predictor_config(profile: ResolvedProfile, cache_dir: Path, max_tokens: int
 
 
 def _model_memory(replica: ReplicaConfig, include_embeddings: bool) -> ModelMemory:
+    """One GPU's share: Vidur's per-device parameter count (weights / TP) and KV heads per worker."""
     model = replica.model_config
     weights = ParamCounter(replica).get_num_parameters_per_device()
-    if include_embeddings:
-        weights += 2 * model.vocab_size * model.embedding_dim
+    if include_embeddings:  # vocabulary-parallel embedding and LM head, as vLLM shards them
+        weights += 2 * model.vocab_size * model.embedding_dim // replica.tensor_parallel_size
     kv = 2 * BYTES * replica.attention_head_dim * replica.kv_heads_per_tensor_parallel_worker * replica.num_layers_per_pipeline_stage
     return ModelMemory(BYTES * weights, kv)
 
 
 def plan_kv_blocks(config: RunConfig, max_request_tokens: int) -> int:
-    """KV blocks for the target, after its weights and (with a draft proposer) the draft's weights and KV."""
+    """KV blocks for the target, after its weights and (with a draft proposer) the draft's weights and KV.
+
+    Per GPU: each holds 1/TP of the target's weights and of every token's KV.  A draft with
+    draft TP 1 sits whole on the group's first GPU, which then binds; with draft TP = TP it is
+    sharded like the target.
+    """
     if config.num_kv_blocks is not None:
         if config.num_kv_blocks * config.block_size < max_request_tokens:
             raise ConfigError(
@@ -117,7 +146,9 @@ def plan_kv_blocks(config: RunConfig, max_request_tokens: int) -> int:
     target = _model_memory(_replica_config(config, config.model), include_embeddings=False)
     draft = None
     if config.speculation.enabled and config.speculation.proposer == "draft":
-        draft = _model_memory(_replica_config(config, config.speculation.draft_model), include_embeddings=True)
+        draft = _model_memory(
+            _replica_config(config, config.speculation.draft_model, config.draft_tensor_parallel_size), include_embeddings=True
+        )
     memory = get_device(config.device).datasheet.memory_gib * 2**30
     capacity = kv_capacity_tokens(memory, MEMORY_MARGIN, target, draft)
     blocks = kv_blocks(capacity, max_request_tokens, config.block_size)
@@ -149,13 +180,18 @@ def _check_lengths(config: RunConfig) -> int:
                 f"workload: a request of {longest} tokens exceeds draft model {config.speculation.draft_model}'s context of {draft_len}"
             )
     get_device(config.device)
+    check_sharding(model_shape(config.model), config.tensor_parallel_size, "tensor_parallel_size", config.model)
+    if config.speculation.enabled and config.speculation.proposer == "draft":
+        check_sharding(
+            model_shape(config.speculation.draft_model), config.draft_tensor_parallel_size, "draft_tensor_parallel_size", config.speculation.draft_model
+        )
     return max_len
 
 
 def _draft_proposer(config: RunConfig, cache_dir: Path, max_tokens: int) -> tuple[DraftProposer, ResolvedProfile]:
     spec = config.speculation
-    profile = resolve_profile(spec.draft_profile_dir, spec.draft_model, config.device, cache_dir, max_seq_len=max_tokens, block_size=config.block_size)
-    replica = _replica_config(config, spec.draft_model)
+    profile = _resolve(config, cache_dir, max_tokens, draft=True)
+    replica = _replica_config(config, spec.draft_model, config.draft_tensor_parallel_size)
     predictor = ProfilePredictor(_predictor_config(profile, cache_dir, max_tokens, config), replica, CacheConfig(block_size=config.block_size))
     return DraftProposer(predictor), profile
 
@@ -177,7 +213,7 @@ def target_predictor(config: RunConfig) -> ProfilePredictor:
     """The target model's predictor for ``config`` (trained or loaded from the cache)."""
     max_tokens = _check_lengths(config)
     cache_dir = _cache_dir(config)
-    profile = resolve_profile(config.profile_dir, config.model, config.device, cache_dir, max_seq_len=max_tokens, block_size=config.block_size)
+    profile = _resolve(config, cache_dir, max_tokens)
     return ProfilePredictor(_predictor_config(profile, cache_dir, max_tokens, config), _replica_config(config, config.model), CacheConfig(block_size=config.block_size))
 
 
@@ -185,7 +221,7 @@ def simulate(config: RunConfig) -> RunResult:
     max_tokens = _check_lengths(config)
     cache_dir = _cache_dir(config)
     spec = config.speculation
-    profile = resolve_profile(config.profile_dir, config.model, config.device, cache_dir, max_seq_len=max_tokens, block_size=config.block_size)
+    profile = _resolve(config, cache_dir, max_tokens)
     num_blocks = plan_kv_blocks(config, config.workload.max_request_tokens)
     proposer, draft_profile = None, None
     if spec.enabled:

@@ -12,10 +12,11 @@ import tomli_w
 
 from simulator.catalog import model_shape
 from simulator.errors import ConfigError
-from simulator.profiles import accuracy, calibrate
+from simulator.profiles import accuracy, calibrate, network
 from simulator.profiles.hardware import DEVICES_FILE, get_device, load_devices
 from simulator.profiles.measured import read_measurements
 from simulator.profiles.source import builtin_profile_dir
+from simulator.profiles.vidur_format import read_all_reduce
 from simulator.textio import atomic_write_text
 
 
@@ -49,12 +50,76 @@ def _cmd_calibrate(args) -> int:
     report = _report(meas, shape, fitted, f"Calibration of `{args.device}` against {args.source_note}")
     print(report)
     if args.write:
-        table = {name: {"datasheet": asdict(d.datasheet), "constants": {"version": d.constants_version, "fitted_from": d.fitted_from, **asdict(d.constants)}} for name, d in load_devices().items()}
+        table = _devices_table()
         table[args.device]["constants"] = {"version": args.version, "fitted_from": args.source_note, **asdict(constants)}
-        header = DEVICES_FILE.read_text().split("\n\n", 1)[0] + "\n\n"
-        atomic_write_text(DEVICES_FILE, header + tomli_w.dumps(table))
+        _write_devices(table)
         if args.report:
             atomic_write_text(Path(args.report), report + "\n")
+    return 0
+
+
+def _devices_table() -> dict:
+    table = {}
+    for name, d in load_devices().items():
+        table[name] = {"datasheet": asdict(d.datasheet), "constants": {"version": d.constants_version, "fitted_from": d.fitted_from, **asdict(d.constants)}}
+        if d.network is not None:
+            table[name]["network"] = asdict(d.network)
+    return table
+
+
+def _write_devices(table: dict) -> None:
+    header = DEVICES_FILE.read_text().split("\n\n", 1)[0] + "\n\n"
+    atomic_write_text(DEVICES_FILE, header + tomli_w.dumps(table))
+
+
+# The all-reduce messages a Llama-2-7B (embedding 4096) or 70B (8192) step sends: 1 to 4,096 tokens.
+STEP_MESSAGES = (int(network.message_bytes(1, 4096)), int(network.message_bytes(4096, 8192)))
+
+
+def network_error_table(frame: pd.DataFrame, net) -> pd.DataFrame:
+    """Median and mean APE of the ring model against measured all-reduce rows, by TP and size band."""
+    predicted = network.ring_all_reduce_ms(frame["size"], frame.num_workers, net)
+    ape = (predicted / frame["time_stats.all_reduce.median"] - 1).abs() * 100
+    bands = pd.cut(frame["size"], [0, 2**20, 2**23, 2**40], labels=["< 1 MiB", "1-8 MiB", ">= 8 MiB"], right=False)
+    rows = []
+    for (tp, band), group in ape.groupby([frame.num_workers, bands], observed=True):
+        rows.append({"TP": int(tp), "sizes": str(band), "rows": len(group), "median APE %": group.median(), "MAPE %": group.mean()})
+    for tp, group in ape.groupby(frame.num_workers):
+        rows.append({"TP": int(tp), "sizes": "all", "rows": len(group), "median APE %": group.median(), "MAPE %": group.mean()})
+    rows.append({"TP": 0, "sizes": "all TP, all sizes", "rows": len(ape), "median APE %": ape.median(), "MAPE %": ape.mean()})
+    return pd.DataFrame(rows)
+
+
+def step_all_reduce_rows(path, max_bytes: int = STEP_MESSAGES[1], min_bytes: int = STEP_MESSAGES[0]) -> pd.DataFrame:
+    """A measured all_reduce.csv's single-node TP rows within the sizes a step sends."""
+    frame = read_all_reduce(path)
+    return frame[
+        (frame.collective == "all_reduce")
+        & (frame.num_workers == frame.devices_per_node)
+        & (frame.num_workers > 1)
+        & (frame["size"] >= min_bytes)
+        & (frame["size"] <= max_bytes)
+    ].reset_index(drop=True)
+
+
+def _cmd_network(args) -> int:
+    dev = get_device(args.device)
+    if dev.network is None:
+        raise ConfigError(f"device '{args.device}' has no [network] table in {DEVICES_FILE}")
+    rows = step_all_reduce_rows(args.all_reduce)
+    net = dev.network
+    if args.fit:
+        net = network.fit(net, rows["size"], rows.num_workers, rows["time_stats.all_reduce.median"])
+    print(f"# All-reduce: `{args.device}` ring model vs {args.all_reduce}")
+    print(f"\nlaunch_us = {net.launch_us}, hop_us = {net.hop_us}, bus_eff = {net.bus_eff} "
+          f"(NVLink {net.nvlink_bandwidth_gbps} GB/s per direction); sizes {STEP_MESSAGES[0]}-{STEP_MESSAGES[1]} bytes\n")
+    print(_markdown(network_error_table(rows, net)))
+    if args.fit and args.write:
+        table = _devices_table()
+        table[args.device]["network"].update(
+            {"launch_us": net.launch_us, "hop_us": net.hop_us, "bus_eff": net.bus_eff, "version": args.version, "fitted_from": args.source_note}
+        )
+        _write_devices(table)
     return 0
 
 
@@ -89,6 +154,15 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--source-note", default="a measured profile", help="what the constants were fitted from")
     cal.set_defaults(handler=_cmd_calibrate)
     cmp_.set_defaults(handler=_cmd_compare)
+
+    net = sub.add_parser("network", help="built-in all-reduce vs a measured all_reduce.csv; --fit refits launch, hop and bus_eff")
+    net.add_argument("--device", required=True)
+    net.add_argument("--all-reduce", required=True, help="Vidur-format all_reduce.csv (e.g. Vidur's network/a100_dgx)")
+    net.add_argument("--fit", action="store_true", help="fit the three constants over every TP degree and size")
+    net.add_argument("--write", action="store_true", help="with --fit, store them in the package's devices.toml (from a checkout)")
+    net.add_argument("--version", default="fitted", help="network constants version label")
+    net.add_argument("--source-note", default="a measured all_reduce.csv", help="what the constants were fitted from")
+    net.set_defaults(handler=_cmd_network)
 
     gen = sub.add_parser("generate", help="write the built-in Vidur-format profile for a model and device")
     gen.add_argument("--device", required=True)

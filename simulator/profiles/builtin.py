@@ -1,21 +1,57 @@
-"""The embedded default profile: Vidur-format tables generated from the physical model."""
+"""The embedded default profile: Vidur-format tables generated from the physical model.
+
+Rows are written for every tensor-parallel degree the model can be sharded over (1, 2, 4, 8 where
+the head counts allow it and the device's node holds that many GPUs), each costed on one worker's
+shard; the all-reduce rows come from the device's NVLink model (:mod:`simulator.profiles.network`).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from simulator.profiles import grid, roofline
+from simulator.profiles import grid, network, roofline
 from simulator.profiles.hardware import DeviceSpec
 from simulator.profiles.roofline import ModelShape
+from simulator.profiles.sharding import shardable
 from simulator.profiles.vidur_format import ATTENTION_OPS, MLP_OPS, with_point_stats
 
 # Bump when the model's equations change: it is part of every cache key and provenance string.
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"  # 2: TP-sharded rows and all-reduce rows
 MAX_DECODE_BATCH = 1024
 
 
-def mlp_table(shape: ModelShape, dev: DeviceSpec, max_tokens: int) -> pd.DataFrame:
+def tp_degrees(shape: ModelShape, dev: DeviceSpec) -> tuple[int, ...]:
+    """The TP degrees the built-in profile covers for this model on this device."""
+    per_node = dev.network.gpus_per_node if dev.network else 1
+    return tuple(tp for tp in network.TP_DEGREES if tp <= per_node and shardable(shape, tp))
+
+
+def _per_degree(table, shape: ModelShape, degrees) -> pd.DataFrame:
+    frames = [table(shape.sharded(tp)) for tp in degrees]
+    return pd.concat(frames, ignore_index=True)
+
+
+def mlp_table(shape: ModelShape, dev: DeviceSpec, max_tokens: int, degrees=(1,)) -> pd.DataFrame:
+    return _per_degree(lambda s: _mlp_rows(s, dev, max_tokens), shape, degrees)
+
+
+def attention_table(
+    shape: ModelShape, dev: DeviceSpec, max_seq_len: int, block_size: int = 16, max_batch: int = MAX_DECODE_BATCH, degrees=(1,)
+) -> pd.DataFrame:
+    return _per_degree(lambda s: _attention_rows(s, dev, max_seq_len, block_size, max_batch), shape, degrees)
+
+
+def all_reduce_table(shape: ModelShape, dev: DeviceSpec, max_tokens: int, degrees) -> pd.DataFrame | None:
+    """All-reduce rows for the message sizes this model's steps send (one activation row per token)."""
+    workers = [tp for tp in degrees if tp > 1]
+    if not workers:
+        return None
+    sizes = network.message_bytes(grid.num_tokens_grid(max_tokens), shape.embedding_dim)
+    return network.all_reduce_table(dev.network, sizes, workers)
+
+
+def _mlp_rows(shape: ModelShape, dev: DeviceSpec, max_tokens: int) -> pd.DataFrame:
     tokens = np.array(grid.num_tokens_grid(max_tokens))
     times = roofline.mlp_side_ms(tokens, shape, dev)
     frame = pd.DataFrame(index=range(len(tokens)))
@@ -28,13 +64,11 @@ def mlp_table(shape: ModelShape, dev: DeviceSpec, max_tokens: int) -> pd.DataFra
     frame["vocab_size"] = shape.vocab_size
     frame["use_gated_mlp"] = shape.use_gated_mlp
     frame["num_tokens"] = tokens
-    frame["num_tensor_parallel_workers"] = 1
+    frame["num_tensor_parallel_workers"] = shape.tensor_parallel
     return frame
 
 
-def attention_table(
-    shape: ModelShape, dev: DeviceSpec, max_seq_len: int, block_size: int = 16, max_batch: int = MAX_DECODE_BATCH
-) -> pd.DataFrame:
+def _attention_rows(shape: ModelShape, dev: DeviceSpec, max_seq_len: int, block_size: int, max_batch: int) -> pd.DataFrame:
     prefill = np.array(grid.prefill_shapes(max_seq_len, max_chunk=max_seq_len), dtype=float)
     decode = np.array(grid.decode_shapes(max_seq_len, max_batch), dtype=float)
     chunk, prefill_kv = prefill[:, 0], prefill[:, 1]
@@ -53,7 +87,7 @@ def attention_table(
     frame["n_q_head"] = shape.num_q_heads
     frame["n_kv_head"] = shape.num_kv_heads
     frame["block_size"] = block_size
-    frame["num_tensor_parallel_workers"] = 1
+    frame["num_tensor_parallel_workers"] = shape.tensor_parallel
     frame["max_model_len"] = max_seq_len
     frame["batch_size"] = np.concatenate([np.ones(n_prefill), batch]).astype(int)
     frame["prefill_chunk_size"] = np.concatenate([chunk, zeros_d]).astype(int)

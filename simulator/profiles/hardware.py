@@ -13,6 +13,7 @@ import json
 from dataclasses import asdict, dataclass, fields, replace
 from importlib import resources
 from pathlib import Path
+from typing import Optional
 
 from simulator.errors import ConfigError
 from simulator.inputs import read_toml
@@ -76,12 +77,33 @@ class KernelConstants:
 
 
 @dataclass(frozen=True)
+class NetworkSpec:
+    """The GPU-to-GPU fabric a tensor-parallel group all-reduces over (one NVSwitch node).
+
+    ``nvlink_bandwidth_gbps`` (per GPU, per direction) and ``gpus_per_node`` are datasheet
+    numbers; ``launch_us``, ``hop_us`` and ``bus_eff`` are fitted once per device over all
+    TP degrees and message sizes of a measured ``all_reduce.csv`` (``fitted_from`` says which).
+    """
+
+    topology: str  # Vidur's network_device name, e.g. "a100_dgx"
+    gpus_per_node: int
+    nvlink_bandwidth_gbps: float
+    source: str
+    version: str
+    fitted_from: str
+    launch_us: float  # fixed cost of one collective as timed (launch, synchronisation)
+    hop_us: float  # latency of one ring step
+    bus_eff: float  # fraction of the NVLink bandwidth a ring sustains
+
+
+@dataclass(frozen=True)
 class DeviceSpec:
     name: str
     datasheet: Datasheet
     constants: KernelConstants
     constants_version: str
     fitted_from: str
+    network: Optional[NetworkSpec] = None
 
     def with_constants(self, constants: KernelConstants, version: str, fitted_from: str) -> "DeviceSpec":
         return replace(self, constants=constants, constants_version=version, fitted_from=fitted_from)
@@ -89,7 +111,12 @@ class DeviceSpec:
     def fingerprint(self) -> str:
         """Content hash of every number the generator reads; part of every cache key."""
         payload = json.dumps(
-            {"name": self.name, "datasheet": asdict(self.datasheet), "constants": asdict(self.constants)},
+            {
+                "name": self.name,
+                "datasheet": asdict(self.datasheet),
+                "constants": asdict(self.constants),
+                **({"network": asdict(self.network)} if self.network else {}),
+            },
             sort_keys=True,
         )
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
@@ -105,7 +132,14 @@ def _build(name: str, entry: dict, path: Path) -> DeviceSpec:
     except (KeyError, TypeError) as exc:
         expected = [f.name for f in fields(KernelConstants)]
         raise ConfigError(f"{path}: device '{name}' is malformed ({exc}); constants must be {expected}") from exc
-    return DeviceSpec(name, datasheet, constants, version, fitted_from)
+    network = None
+    if "network" in entry:
+        try:
+            network = NetworkSpec(**entry["network"])
+        except TypeError as exc:
+            expected = [f.name for f in fields(NetworkSpec)]
+            raise ConfigError(f"{path}: device '{name}' has a malformed [network] table ({exc}); it must hold {expected}") from exc
+    return DeviceSpec(name, datasheet, constants, version, fitted_from, network)
 
 
 def load_devices(path: Path = DEVICES_FILE) -> dict[str, DeviceSpec]:

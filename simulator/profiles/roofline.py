@@ -18,7 +18,7 @@ roofline (FLOPs against bytes moved) refined by the effects that dominate measur
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -34,7 +34,13 @@ BYTES = 2  # fp16 / bf16
 
 @dataclass(frozen=True)
 class ModelShape:
-    """The architecture numbers a profile depends on (TP = 1)."""
+    """The architecture numbers a profile depends on; the head and MLP counts are the whole model's.
+
+    ``tensor_parallel`` is the number of workers the layer is sharded over (Megatron-style, as in
+    vLLM and Vidur): each worker holds 1/TP of the query heads, of the MLP's hidden width and of
+    the KV heads (at least one: with fewer KV heads than workers they are replicated), while the
+    norms, residual adds and the embedding row gather stay full width.
+    """
 
     num_q_heads: int
     num_kv_heads: int
@@ -42,18 +48,35 @@ class ModelShape:
     mlp_hidden_dim: int
     vocab_size: int
     use_gated_mlp: bool = True
+    tensor_parallel: int = 1
 
     @property
     def head_dim(self) -> int:
         return self.embedding_dim // self.num_q_heads
 
     @property
+    def q_heads_per_worker(self) -> int:
+        return self.num_q_heads // self.tensor_parallel
+
+    @property
+    def kv_heads_per_worker(self) -> int:
+        return -(-self.num_kv_heads // self.tensor_parallel)
+
+    @property
+    def mlp_hidden_per_worker(self) -> int:
+        return self.mlp_hidden_dim // self.tensor_parallel
+
+    @property
     def qkv_dim(self) -> int:
-        return (self.num_q_heads + 2 * self.num_kv_heads) * self.head_dim
+        """Width of one worker's fused QKV projection."""
+        return (self.q_heads_per_worker + 2 * self.kv_heads_per_worker) * self.head_dim
 
     @property
     def gqa_group(self) -> int:
-        return self.num_q_heads // self.num_kv_heads
+        return self.q_heads_per_worker // self.kv_heads_per_worker
+
+    def sharded(self, tensor_parallel: int) -> "ModelShape":
+        return replace(self, tensor_parallel=tensor_parallel)
 
 
 def _us(x):
@@ -101,21 +124,21 @@ def streaming_ms(total_bytes, efficiency: float, dev: DeviceSpec) -> np.ndarray:
 
 
 def mlp_side_ms(tokens, shape: ModelShape, dev: DeviceSpec) -> dict[str, np.ndarray]:
-    """Every non-attention op of Vidur's ``mlp.csv``, keyed by Vidur's op names."""
+    """Every non-attention op of Vidur's ``mlp.csv`` on one tensor-parallel worker, keyed by Vidur's op names."""
     c = dev.constants
     tokens = np.asarray(tokens, dtype=float)
-    h, f, hd = shape.embedding_dim, shape.mlp_hidden_dim, shape.head_dim
+    h, f, hd = shape.embedding_dim, shape.mlp_hidden_per_worker, shape.head_dim
     up_width = 2 * f if shape.use_gated_mlp else f
     act_bytes = tokens * (up_width + f) * BYTES  # read gate and up, write the product
     residual_bytes = tokens * 3 * h * BYTES  # read two streams, write one
-    rope_bytes = tokens * 2 * (shape.num_q_heads + shape.num_kv_heads) * hd * BYTES
+    rope_bytes = tokens * 2 * (shape.q_heads_per_worker + shape.kv_heads_per_worker) * hd * BYTES
     return {
         # gathering one row per token: the same streaming kernel as the residual add
         "emb": streaming_ms(tokens * 2 * h * BYTES, c.add_eff, dev),
         "input_layernorm": rmsnorm_ms(tokens, h, dev),
         "attn_pre_proj": gemm_ms(tokens, shape.qkv_dim, h, dev),
         "attn_rope": streaming_ms(rope_bytes, c.rope_eff, dev),
-        "attn_post_proj": gemm_ms(tokens, h, shape.num_q_heads * hd, dev),
+        "attn_post_proj": gemm_ms(tokens, h, shape.q_heads_per_worker * hd, dev),
         "post_attention_layernorm": rmsnorm_ms(tokens, h, dev),
         "mlp_up_proj": gemm_ms(tokens, up_width, h, dev),
         "mlp_act": streaming_ms(act_bytes, c.act_eff, dev),
@@ -127,7 +150,7 @@ def mlp_side_ms(tokens, shape: ModelShape, dev: DeviceSpec) -> dict[str, np.ndar
 def kv_cache_save_ms(tokens, shape: ModelShape, dev: DeviceSpec) -> np.ndarray:
     """Writing new K and V into the paged cache: a copy, costed like the residual add."""
     tokens = np.asarray(tokens, dtype=float)
-    copy_bytes = tokens * 2 * 2 * shape.num_kv_heads * shape.head_dim * BYTES
+    copy_bytes = tokens * 2 * 2 * shape.kv_heads_per_worker * shape.head_dim * BYTES
     return streaming_ms(copy_bytes, dev.constants.add_eff, dev)
 
 
@@ -168,7 +191,7 @@ def decode_attention_ms(batch, kv, shape: ModelShape, dev: DeviceSpec) -> np.nda
     batch, kv = np.broadcast_arrays(batch, kv)
     sms = d.num_sms
     slots = sms * CTAS_PER_SM
-    ctas = batch * shape.num_kv_heads * math.ceil(shape.gqa_group / PREFILL_TILE_M)
+    ctas = batch * shape.kv_heads_per_worker * math.ceil(shape.gqa_group / PREFILL_TILE_M)
     kv_blocks = np.maximum(1, np.ceil(kv / KV_TILE_N))
     splits = _split_grid(ctas, kv_blocks, sms)
     ctas = ctas * splits
@@ -209,7 +232,7 @@ def prefill_attention_ms(chunk, kv, shape: ModelShape, dev: DeviceSpec) -> np.nd
     chunk, kv = np.broadcast_arrays(chunk, kv)
     sms = d.num_sms
     slots = sms * CTAS_PER_SM
-    ctas = np.ceil(chunk / PREFILL_TILE_M) * shape.num_q_heads
+    ctas = np.ceil(chunk / PREFILL_TILE_M) * shape.q_heads_per_worker
     kv_blocks = np.ceil((kv + chunk) / KV_TILE_N)
     splits = _split_grid(ctas, kv_blocks, sms)
     ctas = ctas * splits

@@ -1,7 +1,9 @@
 """One interface, two profile sources: the built-in generator or a Vidur-format directory.
 
 Either way the result is a pair of Vidur-format CSV files plus provenance; the same
-random-forest predictor trains on both.
+random-forest predictor trains on both.  At tensor parallelism > 1 a third file joins them, the
+all-reduce times: from ``network_dir`` when given, else the profile directory's own
+``all_reduce.csv``, else the built-in NVLink model of the device.
 """
 
 from __future__ import annotations
@@ -9,15 +11,26 @@ from __future__ import annotations
 import hashlib
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from pathlib import Path
+from typing import Optional
 
 from simulator.catalog import model_shape
 from simulator.errors import ConfigError
 from simulator.profiles import builtin
-from simulator.profiles.hardware import get_device
-from simulator.profiles.vidur_format import ProfileFiles, max_decode_batch, validate_profile_dir, write_profile
+from simulator.profiles.hardware import DeviceSpec, get_device
+from simulator.profiles.network import all_reduce_table, message_bytes
+from simulator.profiles.sharding import check_sharding
+from simulator.profiles.vidur_format import (
+    ProfileFiles,
+    find_all_reduce,
+    max_decode_batch,
+    validate_all_reduce,
+    validate_profile_dir,
+    write_profile,
+)
+from simulator.textio import atomic_path
 
 
 @dataclass(frozen=True)
@@ -27,9 +40,14 @@ class ResolvedProfile:
     profile_id: str  # constants version (built-in) or "sha256:<digest>" (directory)
     content_sha256: str
     max_decode_batch: int
+    tensor_parallel: int = 1
+    network_source: Optional[str] = None  # TP > 1: "builtin", "profile_dir" or "network_dir"
 
     def provenance(self) -> dict:
-        return {"profile_source": self.source, "profile_id": self.profile_id, "profile_sha256": self.content_sha256}
+        base = {"profile_source": self.source, "profile_id": self.profile_id, "profile_sha256": self.content_sha256}
+        if self.tensor_parallel > 1:
+            base.update({"tensor_parallel_size": self.tensor_parallel, "network_source": self.network_source})
+        return base
 
 
 def _builtin_key(model: str, device: str, max_seq_len: int, block_size: int) -> str:
@@ -50,11 +68,12 @@ def builtin_profile_dir(model: str, device: str, root: Path, max_seq_len: int = 
         staging = Path(tempfile.mkdtemp(dir=root, prefix=".builtin-"))
     except OSError as exc:
         raise ConfigError(f"cache directory {root}: not writable ({exc.strerror})") from exc
+    degrees = builtin.tp_degrees(shape, dev)
     try:
         write_profile(
             staging,
-            builtin.mlp_table(shape, dev, max_tokens=max_seq_len),
-            builtin.attention_table(shape, dev, max_seq_len, block_size),
+            builtin.mlp_table(shape, dev, max_tokens=max_seq_len, degrees=degrees),
+            builtin.attention_table(shape, dev, max_seq_len, block_size, degrees=degrees),
             {
                 "source": "built-in roofline generator",
                 "generator_version": builtin.GENERATOR_VERSION,
@@ -64,7 +83,10 @@ def builtin_profile_dir(model: str, device: str, root: Path, max_seq_len: int = 
                 "constants_fitted_from": dev.fitted_from,
                 "max_seq_len": max_seq_len,
                 "block_size": block_size,
+                "tensor_parallel_degrees": list(degrees),
+                **({"network_version": dev.network.version, "network_fitted_from": dev.network.fitted_from} if dev.network else {}),
             },
+            all_reduce=builtin.all_reduce_table(shape, dev, max_seq_len, degrees),
         )
         try:
             staging.rename(target)
@@ -76,26 +98,100 @@ def builtin_profile_dir(model: str, device: str, root: Path, max_seq_len: int = 
     return target
 
 
+def builtin_network_file(model: str, device: str, root: Path, max_seq_len: int = 4096) -> Path:
+    """The built-in all-reduce rows alone (for a profile directory without its own), generated once."""
+    shape, dev = model_shape(model), get_device(device)
+    text = f"network|{shape.embedding_dim}|{dev.fingerprint()}|{max_seq_len}|v{builtin.GENERATOR_VERSION}"
+    target = Path(root) / f"builtin-network-{device}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.csv"
+    if not target.is_file():
+        frame = builtin.all_reduce_table(shape, dev, max_seq_len, builtin.tp_degrees(shape, dev))
+        Path(root).mkdir(parents=True, exist_ok=True)
+        with atomic_path(target) as tmp:
+            frame.to_csv(tmp, index=False, float_format="%.6g")
+    return target
+
+
+def _check_device_covers(dev: DeviceSpec, tp: int) -> None:
+    if tp == 1:
+        return
+    if dev.network is None:
+        raise ConfigError(
+            f"tensor_parallel_size = {tp}: no network profile for device '{dev.name}' (devices.toml has no "
+            f"[{dev.name}.network] table); give a Vidur-format all_reduce.csv with network_profile_dir"
+        )
+    if tp > dev.network.gpus_per_node:
+        raise ConfigError(
+            f"tensor_parallel_size = {tp} is larger than the {dev.network.gpus_per_node} GPUs per node the "
+            f"'{dev.name}' profile covers ({dev.network.topology})"
+        )
+
+
+def _stamp(directory: Optional[Path]):
+    if directory is None or not directory.is_dir():
+        return None
+    return tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.iterdir()) if p.is_file())
+
+
 def resolve_profile(
-    profile_dir, model: str, device: str, cache_dir: Path, max_seq_len: int = 4096, block_size: int = 16
+    profile_dir,
+    model: str,
+    device: str,
+    cache_dir: Path,
+    max_seq_len: int = 4096,
+    block_size: int = 16,
+    tensor_parallel: int = 1,
+    network_dir=None,
 ) -> ResolvedProfile:
     """The profile a run trains on; validated and hashed once per process for unchanged files."""
     directory = Path(profile_dir) if profile_dir is not None else None
-    stamp = None
-    if directory is not None and directory.is_dir():
-        stamp = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.iterdir()) if p.is_file())
-    return _resolve(directory, stamp, model, device, Path(cache_dir), max_seq_len, block_size)
+    net = Path(network_dir) if network_dir is not None else None
+    return _resolve(directory, _stamp(directory), net, _stamp(net), model, device, Path(cache_dir), max_seq_len, block_size, tensor_parallel)
+
+
+def _network_file(profile_dir, network_dir, model, device, cache_dir, max_seq_len, tp) -> tuple[Path, str]:
+    """The all-reduce rows for a TP group and where they came from."""
+    if network_dir is not None:
+        found = find_all_reduce(network_dir) if Path(network_dir).is_dir() else None
+        if found is None:
+            raise ConfigError(f"network profile directory {network_dir}: no all_reduce.csv (or all_reduce.csv.xz)")
+        return validate_all_reduce(found, tp, f"{network_dir}"), "network_dir"
+    if profile_dir is not None and find_all_reduce(profile_dir) is not None:
+        return validate_all_reduce(find_all_reduce(profile_dir), tp, f"{profile_dir}"), "profile_dir"
+    _check_device_covers(get_device(device), tp)
+    return builtin_network_file(model, device, Path(cache_dir) / "profiles", max_seq_len), "builtin"
 
 
 @lru_cache(maxsize=32)
-def _resolve(profile_dir, stamp, model: str, device: str, cache_dir: Path, max_seq_len: int, block_size: int) -> ResolvedProfile:
-    shape = model_shape(model)
+def _resolve(
+    profile_dir, stamp, network_dir, network_stamp, model: str, device: str, cache_dir: Path, max_seq_len: int, block_size: int, tp: int
+) -> ResolvedProfile:
+    shape = model_shape(model).sharded(tp)
+    check_sharding(shape, tp, "tensor_parallel_size", model)
+    network = None
     if profile_dir is None:
+        dev = get_device(device)
+        _check_device_covers(dev, tp)
         directory = builtin_profile_dir(model, device, Path(cache_dir) / "profiles", max_seq_len, block_size)
         files = validate_profile_dir(directory, shape, block_size)
-        dev = get_device(device)
-        profile_id = f"builtin-v{builtin.GENERATOR_VERSION}:{dev.constants_version}"
-        return ResolvedProfile(files, "builtin", profile_id, files.sha256(), max_decode_batch(files, shape, block_size))
-    files = validate_profile_dir(profile_dir, shape, block_size)
+        source, profile_id = "builtin", f"builtin-v{builtin.GENERATOR_VERSION}:{dev.constants_version}"
+        if tp > 1 and network_dir is not None:
+            network = _network_file(None, network_dir, model, device, cache_dir, max_seq_len, tp)
+        elif tp > 1:  # the generator's own all-reduce rows, written next to the compute rows
+            network = (validate_all_reduce(find_all_reduce(directory), tp, f"device '{device}'"), "builtin")
+            profile_id += f"+{dev.network.version}"
+    else:
+        files = validate_profile_dir(profile_dir, shape, block_size)
+        if tp > 1:
+            network = _network_file(profile_dir, network_dir, model, device, cache_dir, max_seq_len, tp)
+        source, profile_id = "directory", None
+    files = replace(files, all_reduce=network[0] if network else None)
     digest = files.sha256()
-    return ResolvedProfile(files, "directory", f"sha256:{digest[:16]}", digest, max_decode_batch(files, shape, block_size))
+    return ResolvedProfile(
+        files,
+        source,
+        profile_id or f"sha256:{digest[:16]}",
+        digest,
+        max_decode_batch(files, shape, block_size),
+        tp,
+        network[1] if network else None,
+    )

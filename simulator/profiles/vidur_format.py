@@ -2,6 +2,9 @@
 
 A profile directory holds ``mlp.csv`` and ``attention.csv`` (either may be ``.csv.xz``), the
 layout of Vidur's ``data/profiling/compute/<device>/<model>/``; times are milliseconds per layer.
+Rows are per tensor-parallel degree (``num_tensor_parallel_workers``).  For TP > 1 a run also
+needs the all-reduce times of Vidur's ``data/profiling/network/<topology>/all_reduce.csv``: in the
+profile directory itself, in a network directory of that layout, or from the built-in model.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 import pandas as pd
 
@@ -70,6 +74,7 @@ ATTENTION_REQUIRED = (
     "prefill_chunk_size",
     "kv_cache_size",
 )
+NETWORK_REQUIRED = ("time_stats.all_reduce.median", "num_workers", "size", "collective", "devices_per_node")
 
 
 def stat_columns(op: str) -> list[str]:
@@ -86,11 +91,12 @@ def with_point_stats(frame: pd.DataFrame, op: str, median_ms) -> None:
 class ProfileFiles:
     mlp: Path
     attention: Path
+    all_reduce: Optional[Path] = None  # only for TP > 1
 
     def sha256(self) -> str:
-        """One digest over both files' bytes, in a fixed order."""
+        """One digest over the files' bytes, in a fixed order."""
         digest = hashlib.sha256()
-        for path in (self.mlp, self.attention):
+        for path in (self.mlp, self.attention) + ((self.all_reduce,) if self.all_reduce else ()):
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
         return digest.hexdigest()
@@ -113,12 +119,26 @@ def _read(path: Path) -> pd.DataFrame:
     return frame
 
 
+def find_all_reduce(directory) -> Optional[Path]:
+    """``all_reduce.csv`` (or ``.csv.xz``) in ``directory``, if there is one."""
+    for name in ("all_reduce.csv", "all_reduce.csv.xz"):
+        if (Path(directory) / name).is_file():
+            return Path(directory) / name
+    return None
+
+
+def _covered(values) -> str:
+    return ", ".join(str(int(v)) for v in sorted(set(values))) or "none"
+
+
 def _missing(frame: pd.DataFrame, required) -> list[str]:
     return [c for c in required if c not in frame.columns]
 
 
 def validate_profile_dir(directory, shape: ModelShape, block_size: int = 16) -> ProfileFiles:
-    """Check the files Vidur will train on exist, have its columns, and cover this model at TP=1."""
+    """Check the files Vidur will train on exist, have its columns, and cover this model at the
+    shape's tensor-parallel degree."""
+    tp = shape.tensor_parallel
     directory = Path(directory)
     if not directory.is_dir():
         raise ConfigError(f"profile directory {directory}: does not exist or is not a directory")
@@ -135,13 +155,14 @@ def validate_profile_dir(directory, shape: ModelShape, block_size: int = 16) -> 
         & (mlp.n_expanded_embd == shape.mlp_hidden_dim)
         & (mlp.use_gated_mlp == shape.use_gated_mlp)
         & (mlp.vocab_size == shape.vocab_size)
-        & (mlp.num_tensor_parallel_workers == 1)
     ]
+    _check_tp(files.mlp, rows, tp)
+    rows = rows[rows.num_tensor_parallel_workers == tp]
     if rows.empty:
         raise ConfigError(
             f"{files.mlp}: no rows for this model (n_head={shape.num_q_heads}, n_kv_head={shape.num_kv_heads}, "
             f"n_embd={shape.embedding_dim}, n_expanded_embd={shape.mlp_hidden_dim}, vocab_size={shape.vocab_size}, "
-            f"use_gated_mlp={shape.use_gated_mlp}) at num_tensor_parallel_workers=1"
+            f"use_gated_mlp={shape.use_gated_mlp}) at num_tensor_parallel_workers={tp}"
         )
 
     attention = _read(files.attention)
@@ -153,12 +174,13 @@ def validate_profile_dir(directory, shape: ModelShape, block_size: int = 16) -> 
         & (attention.n_q_head == shape.num_q_heads)
         & (attention.n_kv_head == shape.num_kv_heads)
         & (attention.block_size == block_size)
-        & (attention.num_tensor_parallel_workers == 1)
     ]
+    _check_tp(files.attention, rows, tp)
+    rows = rows[rows.num_tensor_parallel_workers == tp]
     if rows.empty:
         raise ConfigError(
             f"{files.attention}: no rows for this model (n_embd={shape.embedding_dim}, n_q_head={shape.num_q_heads}, "
-            f"n_kv_head={shape.num_kv_heads}) at block_size={block_size}, num_tensor_parallel_workers=1"
+            f"n_kv_head={shape.num_kv_heads}) at block_size={block_size}, num_tensor_parallel_workers={tp}"
         )
     decode = rows[rows.prefill_chunk_size == 0]
     prefill = rows[rows.prefill_chunk_size > 0]
@@ -177,9 +199,46 @@ def max_decode_batch(files: ProfileFiles, shape: ModelShape, block_size: int = 1
         & (a.n_q_head == shape.num_q_heads)
         & (a.n_kv_head == shape.num_kv_heads)
         & (a.block_size == block_size)
-        & (a.num_tensor_parallel_workers == 1)
+        & (a.num_tensor_parallel_workers == shape.tensor_parallel)
     ]
     return int(rows.batch_size.max())
+
+
+def _check_tp(path: Path, rows: pd.DataFrame, tp: int) -> None:
+    """A TP degree beyond every degree the file's rows cover is a larger group than was profiled."""
+    if len(rows) and tp > rows.num_tensor_parallel_workers.max():
+        raise ConfigError(
+            f"{path}: tensor_parallel_size = {tp} is larger than the device count this profile covers "
+            f"(num_tensor_parallel_workers {_covered(rows.num_tensor_parallel_workers)})"
+        )
+
+
+def read_all_reduce(path) -> pd.DataFrame:
+    """A Vidur-format ``all_reduce.csv``, checked for the columns Vidur's predictor reads."""
+    frame = _read(Path(path))
+    missing = _missing(frame, NETWORK_REQUIRED)
+    if missing:
+        raise ConfigError(f"{path}: missing columns {missing}")
+    return frame
+
+
+def validate_all_reduce(path, tp: int, what: str) -> Path:
+    """Check ``path`` holds the rows Vidur trains its all-reduce model on for a TP group on one node
+    (``num_workers == devices_per_node == tp``).  ``what`` names the device or profile in errors."""
+    frame = read_all_reduce(path)
+    frame = frame[frame.collective == "all_reduce"]
+    per_node = frame["max_devices_per_node"].max() if "max_devices_per_node" in frame.columns else frame.devices_per_node.max()
+    if len(frame) and tp > per_node:
+        raise ConfigError(
+            f"{path}: tensor_parallel_size = {tp} is larger than the {int(per_node)} GPUs per node the network profile "
+            f"of {what} covers"
+        )
+    if frame[(frame.num_workers == tp) & (frame.devices_per_node == tp)].empty:
+        raise ConfigError(
+            f"{path}: no network profile for {what} at tensor_parallel_size = {tp} (all-reduce rows with "
+            f"num_workers = devices_per_node = {tp}; it has num_workers {_covered(frame.num_workers)})"
+        )
+    return Path(path)
 
 
 def _atomic_csv(frame: pd.DataFrame, path: Path) -> None:
@@ -188,13 +247,17 @@ def _atomic_csv(frame: pd.DataFrame, path: Path) -> None:
         frame.to_csv(tmp, index=False, compression=compression, float_format="%.6g")
 
 
-def write_profile(directory, mlp: pd.DataFrame, attention: pd.DataFrame, metadata: dict, compress: bool = False) -> ProfileFiles:
+def write_profile(
+    directory, mlp: pd.DataFrame, attention: pd.DataFrame, metadata: dict, compress: bool = False, all_reduce: Optional[pd.DataFrame] = None
+) -> ProfileFiles:
     """Write a Vidur-format profile directory; every file appears whole or not at all."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     suffix = ".csv.xz" if compress else ".csv"
-    files = ProfileFiles(directory / f"mlp{suffix}", directory / f"attention{suffix}")
+    files = ProfileFiles(directory / f"mlp{suffix}", directory / f"attention{suffix}", directory / f"all_reduce{suffix}" if all_reduce is not None else None)
     _atomic_csv(mlp, files.mlp)
     _atomic_csv(attention, files.attention)
+    if all_reduce is not None:
+        _atomic_csv(all_reduce, files.all_reduce)
     atomic_write_text(directory / "metadata.json", json.dumps(metadata, indent=2, sort_keys=True) + "\n")
     return files

@@ -1,0 +1,74 @@
+"""All-reduce time of a tensor-parallel group on one NVSwitch node (pure numpy, no I/O).
+
+A ring all-reduce over ``n`` GPUs moves ``2 (n - 1) / n`` times the message through each GPU's
+links in ``2 (n - 1)`` steps (reduce-scatter, then all-gather), so
+
+    t = launch + 2 (n - 1) * hop + 2 (n - 1) / n * size / (NVLink bandwidth * bus_eff)
+
+NVLink bandwidth (per GPU, per direction) comes from the datasheet; ``launch``, ``hop`` and
+``bus_eff`` are three numbers per device, fitted once over every TP degree and message size of a
+measured profile, never per TP degree.  Rows are written in the layout of Vidur's
+``data/profiling/network/<topology>/all_reduce.csv`` so Vidur's own predictor trains on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+
+from simulator.profiles.hardware import NetworkSpec
+from simulator.profiles.vidur_format import with_point_stats
+
+TP_DEGREES = (1, 2, 4, 8)
+BYTES = 2  # fp16 / bf16 activations
+
+
+def ring_all_reduce_ms(size_bytes, workers, net: NetworkSpec) -> np.ndarray:
+    """Milliseconds for one all-reduce of ``size_bytes`` over ``workers`` GPUs of ``net``."""
+    size = np.asarray(size_bytes, dtype=float)
+    n = np.asarray(workers, dtype=float)
+    steps = 2 * (n - 1)
+    bandwidth = net.nvlink_bandwidth_gbps * 1e9 * net.bus_eff
+    seconds = (net.launch_us + steps * net.hop_us) * 1e-6 + steps / n * size / bandwidth
+    return np.where(n > 1, seconds * 1e3, 0.0)
+
+
+def message_bytes(tokens, embedding_dim: int) -> np.ndarray:
+    """A layer's all-reduce carries one activation row per token (what Vidur assumes too)."""
+    return np.asarray(tokens, dtype=np.int64) * embedding_dim * BYTES
+
+
+def all_reduce_table(net: NetworkSpec, sizes, workers=(2, 4, 8)) -> pd.DataFrame:
+    """Vidur-format all_reduce.csv rows: every size at every TP degree the node holds."""
+    workers = [w for w in workers if 1 < w <= net.gpus_per_node]
+    size_col = np.tile(np.asarray(sizes, dtype=np.int64), len(workers))
+    worker_col = np.repeat(workers, len(sizes))
+    frame = pd.DataFrame(index=range(len(size_col)))
+    with_point_stats(frame, "all_reduce", ring_all_reduce_ms(size_col, worker_col, net))
+    frame["rank"] = 0
+    frame["num_workers"] = worker_col
+    frame["size"] = size_col
+    frame["collective"] = "all_reduce"
+    frame["devices_per_node"] = worker_col
+    frame["max_devices_per_node"] = net.gpus_per_node
+    return frame
+
+
+def fit(net: NetworkSpec, sizes, workers, measured_ms) -> NetworkSpec:
+    """Fit launch, hop and bus_eff by robust least squares on log(predicted / measured), pooled
+    over every TP degree and size (no refit per TP degree)."""
+    from scipy.optimize import least_squares
+
+    sizes, workers, measured = (np.asarray(x, dtype=float) for x in (sizes, workers, measured_ms))
+
+    def residuals(p):
+        trial = replace(net, launch_us=p[0], hop_us=p[1], bus_eff=p[2])
+        return np.log(ring_all_reduce_ms(sizes, workers, trial) / measured)
+
+    result = least_squares(
+        residuals, [10.0, 1.0, 0.6], bounds=([0.0, 0.0, 0.05], [200.0, 50.0, 1.0]), loss="soft_l1", f_scale=0.1
+    )
+    launch, hop, eff = (float(f"{v:.4g}") for v in result.x)
+    return replace(net, launch_us=launch, hop_us=hop, bus_eff=eff)
