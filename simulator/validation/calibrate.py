@@ -21,7 +21,7 @@ from scipy.optimize import brentq
 
 from simulator.errors import ConfigError
 from simulator.validation.files import check_schema, read_json
-from simulator.validation.metrics import COUNTERS, PER_POSITION, Snapshot, add, delta, parse_metrics
+from simulator.validation.metrics import COUNTERS, PER_POSITION, CounterWentDown, Snapshot, add, delta, parse_metrics
 from simulator.validation.replay_files import list_scrapes, read_results
 
 SCHEMA = "vidur-specdec/validation-calibration"
@@ -126,36 +126,76 @@ def _v0(counts: Snapshot, expected_k: Optional[int], source: str) -> Acceptance:
     )
 
 
-def collect_counters(replay_dir: Path) -> tuple[Snapshot, list[int], list[str]]:
-    """Counter deltas summed over replay sessions, the sessions used, and notes.
+@dataclass(frozen=True)
+class Counters:
+    """Counter deltas summed over the replay sessions that can be measured."""
+
+    total: Snapshot
+    used: list  # session numbers
+    dropped: list  # {"session": n, "reason": why it was left out}
+    notes: list
+
+
+def _read_scrape(path: Path) -> Snapshot:
+    return parse_metrics(path.read_text(encoding="utf-8"), str(path))
+
+
+def _restart(before: Snapshot, after: Snapshot) -> Optional[str]:
+    """Why ``before`` and ``after`` come from different server processes, or None."""
+    if before.process_start_time is None or after.process_start_time is None:
+        return None
+    if before.process_start_time != after.process_start_time:
+        return f"the server restarted between its opening and closing scrapes (process_start_time_seconds {before.process_start_time:.2f} -> {after.process_start_time:.2f})"
+    return None
+
+
+def collect_counters(replay_dir: Path) -> Counters:
+    """Counter deltas summed over the valid replay sessions, and what was left out and why.
 
     A session killed before its closing scrape is closed by the next session's opening
-    scrape (counters only grow while the server lives; a restart is detected and refused).
+    scrape.  A session whose two scrapes come from different server processes (told apart
+    by ``process_start_time_seconds``, or by a counter going down when the server does not
+    export it) is left out: its counters cannot be split at the restart.
     """
     sessions = list_scrapes(replay_dir)
     order = list(sessions)
     total: Optional[Snapshot] = None
-    used, notes = [], []
+    used, dropped, notes = [], [], []
+
+    def drop(session: int, reason: str) -> None:
+        dropped.append({"session": session, "reason": reason})
+
     for position, session in enumerate(order):
         files = sessions[session]
         if "before" not in files:
-            notes.append(f"session {session}: no opening scrape, left out")
+            drop(session, "no opening scrape")
             continue
         closing = files.get("after")
         if closing is None and position + 1 < len(order) and "before" in sessions[order[position + 1]]:
             closing = sessions[order[position + 1]]["before"]
             notes.append(f"session {session}: no closing scrape (interrupted); closed by session {order[position + 1]}'s opening scrape")
         if closing is None:
-            notes.append(f"session {session}: no closing scrape (interrupted), left out")
+            drop(session, "no closing scrape (interrupted), and no later session to close it")
             continue
-        before = parse_metrics(files["before"].read_text(encoding="utf-8"), str(files["before"]))
-        after = parse_metrics(closing.read_text(encoding="utf-8"), str(closing))
-        step = delta(before, after, f"{files['before']} -> {closing}")
+        before, after = _read_scrape(files["before"]), _read_scrape(closing)
+        restarted = _restart(before, after)
+        if restarted:
+            drop(session, restarted)
+            continue
+        try:
+            step = delta(before, after, f"{files['before'].name} -> {closing.name}")
+        except CounterWentDown as err:
+            drop(session, str(err))
+            continue
         total = step if total is None else add(total, step)
         used.append(session)
+        if before.process_start_time is None:
+            notes.append(f"session {session}: the server exports no process_start_time_seconds, so a restart that left every counter higher than before would go unnoticed")
     if total is None:
-        raise ConfigError(f"{replay_dir}: no replay session has both an opening and a closing /metrics scrape")
-    return total, used, notes
+        why = "; ".join(f"session {d['session']}: {d['reason']}" for d in dropped) or "no scrapes"
+        raise ConfigError(f"{replay_dir}: no replay session can be measured ({why}); replay again against a server that stays up")
+    notes += [f"session {d['session']} left out: {d['reason']}" for d in dropped]
+    return Counters(total, used, dropped, notes)
 
 
 def calibrate(replay_dir: Path, expected_k: Optional[int] = None) -> dict:
@@ -164,7 +204,8 @@ def calibrate(replay_dir: Path, expected_k: Optional[int] = None) -> dict:
     results = read_results(replay_dir)
     if results is None:
         raise ConfigError(f"{replay_dir}: no replay results (replay.jsonl) found")
-    counts, used, notes = collect_counters(replay_dir)
+    counters = collect_counters(replay_dir)
+    counts, used, notes = counters.total, counters.used, list(counters.notes)
     acceptance = acceptance_from_counters(counts, expected_k, str(replay_dir / "scrapes"))
     ok = [r for r in results.records.values() if r["status"] == "ok" and not r["length_mismatch"] and r.get("session") in used]
     decode_chunks = sum(len(r["chunks"]) - 1 for r in ok)
@@ -185,6 +226,7 @@ def calibrate(replay_dir: Path, expected_k: Optional[int] = None) -> dict:
         "drafts_per_decode_chunk": counts.drafts / decode_chunks if decode_chunks and counts.drafts is not None else None,
         "kv_cache": {"num_gpu_blocks": counts.num_gpu_blocks, "block_size": counts.block_size},
         "sessions_used": used,
+        "sessions_dropped": counters.dropped,
         "notes": notes,
     }
 

@@ -9,6 +9,23 @@ from typing import Optional, Sequence
 
 from simulator.errors import ConfigError
 
+# Exit codes, also listed in --help and docs/validation.md.
+EXIT_OK = 0
+EXIT_BAD_INPUT = 2  # a ConfigError: bad input, unreachable or non-vLLM server, unusable output path
+EXIT_REQUESTS_FAILED = 3  # replay: some requests failed; every record is kept
+EXIT_CLOSING_SCRAPE_FAILED = 4  # replay: the closing /metrics scrape failed (server down?); records kept
+EXIT_INTERRUPTED = 130
+EXIT_CODES = f"""exit codes:
+  {EXIT_OK}    done
+  1    an unexpected error (a bug: please report it with the traceback)
+  {EXIT_BAD_INPUT}    bad input: a file, an option, an output path, a server that cannot be reached or
+       whose /metrics is not vLLM's; the message names it, and nothing was written
+  {EXIT_REQUESTS_FAILED}    replay: some requests failed; every record is kept (rerun with --retry-failed)
+  {EXIT_CLOSING_SCRAPE_FAILED}    replay: the closing /metrics scrape failed (the server died?); every record is
+       kept, and rerunning replay once the server is back closes the session (4 wins over 3)
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); rerun the same command to resume
+"""
+
 
 def _generate(args) -> None:
     from simulator.validation.workload import WorkloadSpec, generate, read_length_trace, write_workload
@@ -63,16 +80,26 @@ def _replay(args) -> int:
         results = read_results(Path(args.out))
         saved = len(results.records) if results else 0
         print(f"interrupted: {saved} request records are saved in {args.out}; rerun the same command to resume", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
     if summary.get("session") is None:
         print(summary["note"])
-        return 0
+        return EXIT_OK
     print(f"session {summary['session']}: sent {summary['sent']} requests in {summary['wall_s']:.1f} s; " + ", ".join(f"{k} {v}" for k, v in summary["statuses"].items()) + f"; length mismatches {summary['length_mismatches']}")
     overhead = summary["client_overhead"]
     print(f"client overhead: send lag p99 {overhead['send_lag_s']['p99'] * 1000:.2f} ms, event-loop lag p99 {overhead['event_loop_lag_s']['p99'] * 1000:.2f} ms, {overhead['chunk_handling_s_mean'] * 1e6:.1f} us per chunk")
+    failed = sum(count for status, count in summary["statuses"].items() if status != "ok")
+    code = EXIT_OK
+    if failed:
+        print(f"error: {failed} of {summary['sent']} requests failed; every record is kept in {args.out}; rerun with --retry-failed to resend them (exit {EXIT_REQUESTS_FAILED})", file=sys.stderr)
+        code = EXIT_REQUESTS_FAILED
     if not summary["after_scrape"]:
-        print(f"warning: {summary['after_scrape_error']}", file=sys.stderr)
-    return 0
+        print(
+            f"error: the closing /metrics scrape failed: {summary['after_scrape_error']}; every record is kept in {args.out}; "
+            f"rerun replay once the server is back: its opening scrape closes this session, unless the server restarted (exit {EXIT_CLOSING_SCRAPE_FAILED})",
+            file=sys.stderr,
+        )
+        code = EXIT_CLOSING_SCRAPE_FAILED
+    return code
 
 
 def _calibrate(args) -> None:
@@ -82,6 +109,8 @@ def _calibrate(args) -> None:
     record = calibrate(Path(args.replay), args.num_speculative_tokens)
     out = Path(args.out) if args.out else Path(args.replay) / "calibration.json"
     atomic_write_json(out, record)
+    for dropped in record["sessions_dropped"]:
+        print(f"warning: replay session {dropped['session']} left out of the calibration: {dropped['reason']}", file=sys.stderr)
     if record["num_speculative_tokens"]:
         print(f"k = {record['num_speculative_tokens']} ({record['engine']}): acceptance rate {record['acceptance_rate']:.4f}, mean acceptance length {record['mean_acceptance_length']:.4f}")
     else:
@@ -113,7 +142,12 @@ def _compare(args) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m simulator.validation", description="Validate the simulator against a vLLM server, request by request.")
+    parser = argparse.ArgumentParser(
+        prog="python -m simulator.validation",
+        description="Validate the simulator against a vLLM server, request by request: generate -> replay -> calibrate -> simulate -> compare.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     steps = parser.add_subparsers(dest="step", required=True)
 
     g = steps.add_parser("generate", help="write a seeded workload file (exact lengths, prompts as token ids)")
@@ -134,7 +168,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--repeat-span", type=int, default=16)
     g.add_argument("--seed", type=int, default=0)
 
-    r = steps.add_parser("replay", help="replay a workload open-loop against /v1/completions (resumes)")
+    r = steps.add_parser("replay", help="replay a workload open-loop against /v1/completions (resumes)", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("--workload", required=True)
     r.add_argument("--url", required=True, help="server root, e.g. http://127.0.0.1:8000")
     r.add_argument("--out", required=True, help="replay directory (created; reused to resume)")
@@ -185,7 +219,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return STEPS[args.step](args) or 0
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_INPUT
     except ModuleNotFoundError as err:
         root = (err.name or "").split(".")[0]
         if root not in EXTRA_MODULES:
@@ -195,4 +229,4 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             f"pip install 'vidur-specdec[validation]' (or: pip install {' '.join(EXTRA_MODULES.values())})",
             file=sys.stderr,
         )
-        return 2
+        return EXIT_BAD_INPUT

@@ -8,7 +8,7 @@ and are imported where they are used, so the steps that need neither run without
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Optional
 
 from simulator.errors import ConfigError
@@ -25,6 +25,11 @@ COUNTERS = {
 }
 PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
 CACHE_INFO = "vllm:cache_config_info"
+# Exported by every Prometheus client library: a restarted server has a new value.
+START_TIME = "process_start_time_seconds"
+# Present on any vLLM server that logs statistics (V0 and V1); its absence means this is
+# not vLLM's /metrics, or the server runs with --disable-log-stats.
+REQUIRED = "generation_tokens"
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,7 @@ class Snapshot:
     accepted_per_pos: dict = field(default_factory=dict)  # position -> count
     block_size: Optional[int] = None
     num_gpu_blocks: Optional[int] = None
+    process_start_time: Optional[float] = None  # identifies the server process that was scraped
 
     @property
     def engine(self) -> Optional[str]:
@@ -60,6 +66,7 @@ def parse_metrics(text: str, source: str) -> Snapshot:
     totals: dict[str, float] = {}
     per_pos: dict[int, float] = {}
     cache_labels: Optional[dict] = None
+    start_time: Optional[float] = None
     by_sample = {name: key for key, name in COUNTERS.items()}
     try:
         for family in text_string_to_metric_families(text):
@@ -72,13 +79,31 @@ def parse_metrics(text: str, source: str) -> Snapshot:
                     per_pos[position] = per_pos.get(position, 0.0) + sample.value
                 elif sample.name == CACHE_INFO and cache_labels is None:
                     cache_labels = dict(sample.labels)
+                elif sample.name == START_TIME and start_time is None:
+                    start_time = sample.value
     except ValueError as err:
         raise ConfigError(f"{source}: not valid Prometheus text ({err})") from None
     block_size = num_blocks = None
     if cache_labels is not None:
         block_size = _optional_int(cache_labels.get("block_size"))
         num_blocks = _optional_int(cache_labels.get("num_gpu_blocks"))
-    return Snapshot(**totals, accepted_per_pos=per_pos, block_size=block_size, num_gpu_blocks=num_blocks)
+    return Snapshot(**totals, accepted_per_pos=per_pos, block_size=block_size, num_gpu_blocks=num_blocks, process_start_time=start_time)
+
+
+def check_vllm_metrics(text: str, url: str) -> Snapshot:
+    """What a replay requires of ``/metrics`` before it sends anything: Prometheus text that
+    holds vLLM's counters.  A proxy's HTML page or another program's metrics fail here."""
+    first_line = next((line for line in text.splitlines() if line.strip()), "")[:80]
+    try:
+        snapshot = parse_metrics(text, url)
+    except ConfigError as err:
+        raise ConfigError(f"{err}; the first line reads {first_line!r}. Is {url} a vLLM server's /metrics?") from None
+    if getattr(snapshot, REQUIRED) is None:
+        raise ConfigError(
+            f"{url} holds no {COUNTERS[REQUIRED]}: it is not vLLM's /metrics, or the server runs with --disable-log-stats "
+            f"(the harness needs vLLM's counters; first line: {first_line!r})"
+        )
+    return snapshot
 
 
 def _int_label(labels: dict, name: str, source: str) -> int:
@@ -96,6 +121,10 @@ def _optional_int(text) -> Optional[int]:
         return None
 
 
+class CounterWentDown(ConfigError):
+    """A counter is lower in the later scrape: the server restarted in between."""
+
+
 def delta(before: Snapshot, after: Snapshot, source: str) -> Snapshot:
     """after - before for every counter present in both; refuses counters that went down
     (the server restarted between the scrapes, so the difference means nothing)."""
@@ -105,13 +134,13 @@ def delta(before: Snapshot, after: Snapshot, source: str) -> Snapshot:
         if a is None or b is None:
             continue
         if a < b:
-            raise ConfigError(f"{source}: counter {COUNTERS[name]} went down from {b:g} to {a:g} (server restarted between scrapes?)")
+            raise CounterWentDown(f"{source}: counter {COUNTERS[name]} went down from {b:g} to {a:g} (server restarted between scrapes?)")
         values[name] = a - b
     per_pos = {}
     for position in sorted(set(after.accepted_per_pos) | set(before.accepted_per_pos)):
         a, b = after.accepted_per_pos.get(position, 0.0), before.accepted_per_pos.get(position, 0.0)
         if a < b:
-            raise ConfigError(f"{source}: counter {PER_POSITION}{{position=\"{position}\"}} went down from {b:g} to {a:g} (server restarted between scrapes?)")
+            raise CounterWentDown(f"{source}: counter {PER_POSITION}{{position=\"{position}\"}} went down from {b:g} to {a:g} (server restarted between scrapes?)")
         per_pos[position] = a - b
     return Snapshot(**values, accepted_per_pos=per_pos, block_size=after.block_size, num_gpu_blocks=after.num_gpu_blocks)
 
@@ -131,12 +160,6 @@ def add(left: Snapshot, right: Snapshot) -> Snapshot:
         block_size=right.block_size if right.block_size is not None else left.block_size,
         num_gpu_blocks=right.num_gpu_blocks if right.num_gpu_blocks is not None else left.num_gpu_blocks,
     )
-
-
-def snapshot_to_dict(snapshot: Snapshot) -> dict:
-    data = {f.name: getattr(snapshot, f.name) for f in fields(snapshot)}
-    data["accepted_per_pos"] = [snapshot.accepted_per_pos.get(p, 0.0) for p in range(max(snapshot.accepted_per_pos, default=-1) + 1)]
-    return data
 
 
 async def scrape(client, base_url: str) -> str:
