@@ -1,6 +1,7 @@
 """Replay: open-loop streaming, per-request records, faults recorded, resume after a kill."""
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -234,3 +235,25 @@ def test_a_connect_timeout_is_a_connection_error_and_is_resent():
     assert record["status"] == "connection_error", record["error"]
     assert record["error"].startswith("ConnectTimeout")
     assert [r.request_id for r in pending_requests(small_workload(1), {0: record}, retry_failed=False)] == [0]
+
+
+@pytest.mark.parametrize(
+    "config, message",
+    [
+        (FakeServerConfig(metrics_html=True, **FAST), "not valid Prometheus text.*<!DOCTYPE html>.*vLLM server"),
+        (FakeServerConfig(metrics_missing=("vllm:generation_tokens",), **FAST), "holds no vllm:generation_tokens_total.*--disable-log-stats"),
+    ],
+    ids=["html", "not-vllm"],
+)
+def test_a_metrics_endpoint_that_is_not_vllms_stops_the_replay_before_it_starts(tmp_path, capsys, config, message):
+    from simulator.validation.cli import main
+
+    workload = tmp_path / "w.jsonl"
+    write_workload(workload, small_workload(5))
+    with FakeServer(config) as server:
+        assert main(["replay", "--workload", str(workload), "--url", server.url, "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+        assert server.requests_received == 0  # nothing was sent
+    err = capsys.readouterr().err
+    assert re.search(message, err), err
+    assert f"{server.url}/metrics" in err
+    assert not (tmp_path / "r").exists()

@@ -24,7 +24,7 @@ from tqdm import tqdm
 
 from simulator.errors import ConfigError
 from simulator.validation.files import DurableAppender, atomic_write_json, atomic_write_text
-from simulator.validation.metrics import scrape
+from simulator.validation.metrics import check_vllm_metrics, scrape
 from simulator.validation.replay_files import (
     NOT_SENT,
     SCHEMA,
@@ -126,6 +126,7 @@ async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, ex
     limits = httpx.Limits(max_connections=options.concurrency, max_keepalive_connections=options.concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) as client:
         before = await scrape(client, url)  # fails fast, before anything is written
+        check_vllm_metrics(before, f"{url}/metrics")  # an HTML page or another program's metrics: stop now, not at calibrate
         served = [options.model] if options.model else await _served_models(client, url)
         model = existing.header.get("model") if existing else served[0]
         if model not in served:  # resuming against another model would mix two measurements
@@ -143,7 +144,9 @@ async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, ex
         finally:
             appender.close()
         try:
-            atomic_write_text(scrape_path(out_dir, session, "after"), await scrape(client, url))
+            after = await scrape(client, url)
+            check_vllm_metrics(after, f"{url}/metrics")  # not kept when unusable: the next session's opening scrape can close this one
+            atomic_write_text(scrape_path(out_dir, session, "after"), after)
             stats["after_scrape"] = True
         except ConfigError as err:
             stats["after_scrape"] = False
