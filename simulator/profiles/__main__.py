@@ -12,11 +12,11 @@ import tomli_w
 
 from simulator.catalog import model_shape
 from simulator.errors import ConfigError
-from simulator.profiles import accuracy, calibrate, network
+from simulator.profiles import accuracy, calibrate, network, tp_accuracy
 from simulator.profiles.hardware import DEVICES_FILE, get_device, load_devices
 from simulator.profiles.measured import read_measurements
 from simulator.profiles.source import builtin_profile_dir
-from simulator.profiles.vidur_format import read_all_reduce
+from simulator.profiles.vidur_format import single_node_all_reduce_rows
 from simulator.textio import atomic_write_text
 
 
@@ -72,54 +72,36 @@ def _write_devices(table: dict) -> None:
     atomic_write_text(DEVICES_FILE, header + tomli_w.dumps(table))
 
 
-# The all-reduce messages a Llama-2-7B (embedding 4096) or 70B (8192) step sends: 1 to 4,096 tokens.
-STEP_MESSAGES = (int(network.message_bytes(1, 4096)), int(network.message_bytes(4096, 8192)))
-
-
-def network_error_table(frame: pd.DataFrame, net) -> pd.DataFrame:
-    """Median and mean APE of the ring model against measured all-reduce rows, by TP and size band."""
-    predicted = network.ring_all_reduce_ms(frame["size"], frame.num_workers, net)
-    ape = (predicted / frame["time_stats.all_reduce.median"] - 1).abs() * 100
-    bands = pd.cut(frame["size"], [0, 2**20, 2**23, 2**40], labels=["< 1 MiB", "1-8 MiB", ">= 8 MiB"], right=False)
-    rows = []
-    for (tp, band), group in ape.groupby([frame.num_workers, bands], observed=True):
-        rows.append({"TP": int(tp), "sizes": str(band), "rows": len(group), "median APE %": group.median(), "MAPE %": group.mean()})
-    for tp, group in ape.groupby(frame.num_workers):
-        rows.append({"TP": int(tp), "sizes": "all", "rows": len(group), "median APE %": group.median(), "MAPE %": group.mean()})
-    rows.append({"TP": 0, "sizes": "all TP, all sizes", "rows": len(ape), "median APE %": ape.median(), "MAPE %": ape.mean()})
-    return pd.DataFrame(rows)
-
-
-def step_all_reduce_rows(path, max_bytes: int = STEP_MESSAGES[1], min_bytes: int = STEP_MESSAGES[0]) -> pd.DataFrame:
-    """A measured all_reduce.csv's single-node TP rows within the sizes a step sends."""
-    frame = read_all_reduce(path)
-    return frame[
-        (frame.collective == "all_reduce")
-        & (frame.num_workers == frame.devices_per_node)
-        & (frame.num_workers > 1)
-        & (frame["size"] >= min_bytes)
-        & (frame["size"] <= max_bytes)
-    ].reset_index(drop=True)
-
-
 def _cmd_network(args) -> int:
     dev = get_device(args.device)
     if dev.network is None:
         raise ConfigError(f"device '{args.device}' has no [network] table in {DEVICES_FILE}")
-    rows = step_all_reduce_rows(args.all_reduce)
+    rows = single_node_all_reduce_rows(args.all_reduce, *network.STEP_MESSAGE_BYTES)
     net = dev.network
     if args.fit:
         net = network.fit(net, rows["size"], rows.num_workers, rows["time_stats.all_reduce.median"])
     print(f"# All-reduce: `{args.device}` ring model vs {args.all_reduce}")
     print(f"\nlaunch_us = {net.launch_us}, hop_us = {net.hop_us}, bus_eff = {net.bus_eff} "
-          f"(NVLink {net.nvlink_bandwidth_gbps} GB/s per direction); sizes {STEP_MESSAGES[0]}-{STEP_MESSAGES[1]} bytes\n")
-    print(_markdown(network_error_table(rows, net)))
+          f"(NVLink {net.nvlink_bandwidth_gbps} GB/s per direction); sizes {network.STEP_MESSAGE_BYTES[0]}-{network.STEP_MESSAGE_BYTES[1]} bytes\n")
+    print(_markdown(network.error_table(rows, net)))
     if args.fit and args.write:
         table = _devices_table()
         table[args.device]["network"].update(
             {"launch_us": net.launch_us, "hop_us": net.hop_us, "bus_eff": net.bus_eff, "version": args.version, "fitted_from": args.source_note}
         )
         _write_devices(table)
+    return 0
+
+
+def _cmd_tp_compare(args) -> int:
+    shape, dev = model_shape(args.model), get_device(args.device)
+    try:
+        measured = pd.read_csv(args.mlp)
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{args.mlp}: cannot be read as CSV ({exc})") from exc
+    measured = measured[(measured.n_embd == shape.embedding_dim) & (measured.n_head == shape.num_q_heads)]
+    print(f"# Built-in `{args.device}` TP-sharded MLP-side time per layer ({dev.constants_version}) vs {args.mlp}\n")
+    print(_markdown(tp_accuracy.mlp_side_errors(measured, shape, dev)))
     return 0
 
 
@@ -164,6 +146,12 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_argument("--source-note", default="a measured all_reduce.csv", help="what the constants were fitted from")
     net.set_defaults(handler=_cmd_network)
 
+    tpc = sub.add_parser("tp-compare", help="built-in TP-sharded MLP-side rows vs a measured mlp.csv, per TP degree, without refitting")
+    tpc.add_argument("--device", required=True)
+    tpc.add_argument("--model", default="meta-llama/Llama-2-70b-hf")
+    tpc.add_argument("--mlp", required=True, help="measured mlp.csv with num_tensor_parallel_workers 1, 2, 4, 8 (Vidur format)")
+    tpc.set_defaults(handler=_cmd_tp_compare)
+
     gen = sub.add_parser("generate", help="write the built-in Vidur-format profile for a model and device")
     gen.add_argument("--device", required=True)
     gen.add_argument("--model", default="meta-llama/Llama-2-7b-hf")
@@ -179,6 +167,12 @@ def build_parser() -> argparse.ArgumentParser:
         meas = sub.add_parser("measure", help="time the ops on this machine's GPU (or CPU) with PyTorch")
         measure.add_arguments(meas)
         meas.set_defaults(handler=measure.main)
+
+    from simulator.profiles import verify_cli
+
+    fit_verify = sub.add_parser("fit-verify", help="fit lambda of the interpolated verify mode to a measured verify_attention.csv")
+    verify_cli.add_arguments(fit_verify)
+    fit_verify.set_defaults(handler=verify_cli.main)
     return parser
 
 

@@ -23,6 +23,8 @@ from simulator.profiles.vidur_format import with_point_stats
 
 TP_DEGREES = (1, 2, 4, 8)
 BYTES = 2  # fp16 / bf16 activations
+# The messages a Llama-2-7B (embedding 4096) or 70B (8192) step all-reduces: 1 to 4,096 tokens.
+STEP_MESSAGE_BYTES = (1 * 4096 * BYTES, 4096 * 8192 * BYTES)
 
 
 def ring_all_reduce_ms(size_bytes, workers, net: NetworkSpec) -> np.ndarray:
@@ -72,3 +74,17 @@ def fit(net: NetworkSpec, sizes, workers, measured_ms) -> NetworkSpec:
     )
     launch, hop, eff = (float(f"{v:.4g}") for v in result.x)
     return replace(net, launch_us=launch, hop_us=hop, bus_eff=eff)
+
+
+def error_table(frame: pd.DataFrame, net: NetworkSpec) -> pd.DataFrame:
+    """Median APE and MAPE of the ring model against measured all-reduce rows, by TP and size band."""
+    predicted = ring_all_reduce_ms(frame["size"], frame.num_workers, net)
+    ape = (predicted / frame["time_stats.all_reduce.median"] - 1).abs() * 100
+    bands = pd.cut(frame["size"], [0, 2**20, 2**23, 2**40], labels=["< 1 MiB", "1-8 MiB", ">= 8 MiB"], right=False)
+    rows = []
+    for (tp, band), group in ape.groupby([frame.num_workers, bands], observed=True):
+        rows.append({"TP": int(tp), "sizes": str(band), "rows": len(group), "median APE %": group.median(), "MAPE %": group.mean()})
+    for tp, group in ape.groupby(frame.num_workers):
+        rows.append({"TP": int(tp), "sizes": "all", "rows": len(group), "median APE %": group.median(), "MAPE %": group.mean()})
+    rows.append({"TP": 0, "sizes": "all (pooled)", "rows": len(ape), "median APE %": ape.median(), "MAPE %": ape.mean()})
+    return pd.DataFrame(rows)

@@ -33,6 +33,9 @@ MLP_OPS = (
     "mlp_down_proj",
     "add",
 )
+# Ops Vidur's op set lacks, run once per step on every token that produces logits (a verify
+# row's k' + 1, a finishing prefill's last): optional columns of mlp.csv, per num_tokens.
+LOGITS_OPS = ("lm_head", "sampler")
 # The ops Vidur's predictor trains on (it ignores ``emb``).
 PREDICTED_MLP_OPS = MLP_OPS[1:]
 ATTENTION_OPS = ("attn_prefill", "attn_decode", "attn_kv_cache_save", "attn_input_reshape", "attn_output_reshape")
@@ -220,6 +223,18 @@ def read_all_reduce(path) -> pd.DataFrame:
     if missing:
         raise ConfigError(f"{path}: missing columns {missing}")
     return frame
+
+
+def single_node_all_reduce_rows(path, min_bytes: int = 0, max_bytes: int = 2**62) -> pd.DataFrame:
+    """A measured all_reduce.csv's tensor-parallel rows (the whole group on one node) within a size range."""
+    frame = read_all_reduce(path)
+    return frame[
+        (frame.collective == "all_reduce")
+        & (frame.num_workers == frame.devices_per_node)
+        & (frame.num_workers > 1)
+        & (frame["size"] >= min_bytes)
+        & (frame["size"] <= max_bytes)
+    ].reset_index(drop=True)
 
 
 def validate_all_reduce(path, tp: int, what: str) -> Path:
