@@ -102,3 +102,22 @@ def test_unreachable_url_exits_2_naming_it(tmp_path, capsys):
     assert main(["replay", "--workload", str(tmp_path / "w.jsonl"), "--url", "http://127.0.0.1:9", "--out", str(tmp_path / "r")]) == 2
     assert "http://127.0.0.1:9" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_speculation_without_counters_is_not_taken_for_speculation_off(tmp_path, capsys):
+    """k = 3 on the server but no spec-decode counters in /metrics: the client saw several
+    tokens per chunk, so calibrate without k stops and says what to do."""
+    from fake_vllm import SPEC_COUNTERS
+
+    assert main(["generate", "--out", str(tmp_path / "w.jsonl"), "--num-requests", "6", "--rate", "100", "--prompt-tokens", "16", "--output-tokens", "24"]) == 0
+    with FakeServer(FakeServerConfig(num_speculative_tokens=3, metrics_missing=SPEC_COUNTERS, **FAST)) as server:
+        assert main(["replay", "--workload", str(tmp_path / "w.jsonl"), "--url", server.url, "--out", str(tmp_path / "r"), "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["calibrate", "--replay", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "tokens per decode chunk" in err and "no spec-decode counters" in err
+    assert "--disable-log-stats" in err and "--num-speculative-tokens 0" in err
+    assert not (tmp_path / "r" / "calibration.json").exists()
+    # the user says speculation was off: that is taken as given
+    assert main(["calibrate", "--replay", str(tmp_path / "r"), "--num-speculative-tokens", "0"]) == 0
+    assert json.loads((tmp_path / "r" / "calibration.json").read_text())["num_speculative_tokens"] == 0

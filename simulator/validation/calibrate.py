@@ -82,6 +82,21 @@ def acceptance_from_counters(counts: Snapshot, expected_k: Optional[int], source
     )
 
 
+def check_no_speculation_seen(tokens_per_decode_chunk: Optional[float], source: str) -> None:
+    """Without spec-decode counters and without k, speculation looks off; but a server that
+    streamed more than one token per decode chunk generated several per step.  Refuse to
+    call that "off": the acceptance would silently be lost."""
+    if tokens_per_decode_chunk is None or tokens_per_decode_chunk <= 1 + 1e-9:
+        return
+    raise ConfigError(
+        f"{source}: the server streamed {tokens_per_decode_chunk:.3f} tokens per decode chunk, so it generated several tokens "
+        f"per step (speculative decoding), but its /metrics holds no spec-decode counters ({', '.join(COUNTERS[n] for n in V1_NEEDS)}, {PER_POSITION}); "
+        "acceptance cannot be calibrated without them. Run vLLM with statistics logging on (no --disable-log-stats) and a version "
+        "that exports them, and replay again. If speculation really was off (the server merges steps into one chunk, e.g. a stream "
+        "interval above 1), pass --num-speculative-tokens 0."
+    )
+
+
 def _v1(counts: Snapshot, expected_k: Optional[int], source: str) -> Acceptance:
     missing = _missing(counts, V1_NEEDS) + ([] if counts.accepted_per_pos else [PER_POSITION])
     if missing:
@@ -206,10 +221,13 @@ def calibrate(replay_dir: Path, expected_k: Optional[int] = None) -> dict:
         raise ConfigError(f"{replay_dir}: no replay results (replay.jsonl) found")
     counters = collect_counters(replay_dir)
     counts, used, notes = counters.total, counters.used, list(counters.notes)
-    acceptance = acceptance_from_counters(counts, expected_k, str(replay_dir / "scrapes"))
     ok = [r for r in results.records.values() if r["status"] == "ok" and not r["length_mismatch"] and r.get("session") in used]
     decode_chunks = sum(len(r["chunks"]) - 1 for r in ok)
     decode_tokens = sum(r["expected_output_tokens"] - 1 for r in ok)
+    tokens_per_chunk = decode_tokens / decode_chunks if decode_chunks else None
+    if expected_k is None and counts.engine is None and not counts.accepted_per_pos:
+        check_no_speculation_seen(tokens_per_chunk, str(replay_dir))
+    acceptance = acceptance_from_counters(counts, expected_k, str(replay_dir / "scrapes"))
     if counts.num_gpu_blocks is None:
         notes.append("the server exports no vllm:cache_config_info num_gpu_blocks; the simulator plans memory itself")
     return {
@@ -222,7 +240,7 @@ def calibrate(replay_dir: Path, expected_k: Optional[int] = None) -> dict:
         "accepted_per_position_counts": [counts.accepted_per_pos.get(i, 0.0) for i in range(len(counts.accepted_per_pos))],
         # Client-side cross-checks: a chunk is one engine step unless the server merged several.
         "decode_chunks": decode_chunks,
-        "tokens_per_decode_chunk": decode_tokens / decode_chunks if decode_chunks else None,
+        "tokens_per_decode_chunk": tokens_per_chunk,
         "drafts_per_decode_chunk": counts.drafts / decode_chunks if decode_chunks and counts.drafts is not None else None,
         "kv_cache": {"num_gpu_blocks": counts.num_gpu_blocks, "block_size": counts.block_size},
         "sessions_used": used,
