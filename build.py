@@ -1,7 +1,9 @@
 #!/usr/bin/env python
 """Run the sweep, record data/sweep.csv and data/progress.csv, render the static site (docs/site.md).
 
-Exit codes: 0 built; 2 bad input (message on stderr, previous CSVs and site untouched).
+Exit codes: 0 built; 2 bad input or an output that cannot be written (message on stderr, checked
+before the sweep; previous CSVs and site untouched).  The CSVs and the site are replaced together
+or not at all, also on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -34,6 +36,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         type=Path,
         default=None,
         help="the validation harness's report.json; default validation/report.json when it exists",
+    )
+    parser.add_argument(
+        "--source-url",
+        default=None,
+        help="repository URL at a commit (e.g. https://github.com/OWNER/REPO/blob/COMMIT): the site's source links become absolute; "
+        "without it the site links only to its own files and names source files as paths",
     )
     return parser.parse_args(argv)
 
@@ -71,6 +79,7 @@ def main(argv=None) -> int:
                     content_dir=REPO_ROOT / "content",
                     docs_dir=REPO_ROOT / "docs",
                     validation_report=report,
+                    source_url=args.source_url,
                 ),
                 skip_sweep=args.skip_sweep,
                 jobs=args.jobs,

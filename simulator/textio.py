@@ -54,3 +54,37 @@ def atomic_write_bytes(path, data: bytes) -> None:
 def atomic_write_text(path, text: str) -> None:
     """UTF-8, newlines written as given (no platform translation)."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def check_writable_dir(path, what: str) -> None:
+    """Raise ConfigError unless ``path`` is a directory this process can create files in.
+
+    Probes by creating (and removing) a temporary file: ``os.access`` says yes to root even on a
+    read-only mount or a directory it cannot write, so it cannot be trusted for this.
+    """
+    from simulator.errors import ConfigError
+
+    path = Path(path)
+    if not path.exists():
+        raise ConfigError(f"{what} {path} does not exist")
+    if not path.is_dir():
+        raise ConfigError(f"{what} {path} is not a directory")
+    try:
+        fd, name = tempfile.mkstemp(dir=path, prefix=".write-probe-")
+    except OSError as exc:
+        raise ConfigError(f"{what} {path}: cannot write there ({exc.strerror or exc})") from exc
+    os.close(fd)
+    os.unlink(name)
+
+
+def check_writable_file(path, what: str) -> None:
+    """Raise ConfigError unless ``path`` can be written as a file: not a directory, and its
+    folder an existing directory this process can create files in (probed, see above)."""
+    from simulator.errors import ConfigError
+
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{what} {path} is a directory, expected a file")
+    if path.exists() and not path.is_file():
+        raise ConfigError(f"{what} {path} is not a regular file")
+    check_writable_dir(path.parent, f"{what} {path}: folder")

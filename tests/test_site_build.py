@@ -7,6 +7,7 @@ import hashlib
 import importlib.util
 import os
 import shutil
+import signal
 from dataclasses import replace
 from pathlib import Path
 
@@ -78,9 +79,9 @@ def test_build_records_csvs_and_site_and_rebuilds_byte_identically(workspace, ca
 @pytest.mark.parametrize(
     "spec_text, message",
     [
-        (SMALL.replace("[workload]", "[workload]\nburst = 3"), "unknown key 'burst' in [workload]"),
+        (SMALL.replace("[workload]", "[workload]\nburst = 3"), "[workload]: unknown key 'burst'"),
         (SMALL.replace("[baseline]\narrival_rate = [2.0, 4.0]", "[baseline]\narrival_rate = [2.0]"), "speculative runs at 4 req/s but [baseline]"),
-        (SMALL.replace("seed = 42", "seed = [42]"), "[workload] seed = [42] must be an integer"),
+        (SMALL.replace("seed = 42", "seed = [42]"), "[workload]: seed = [42] must be an integer"),
     ],
 )
 def test_bad_spec_exits_2_before_simulating(workspace, capsys, spec_text, message):
@@ -193,3 +194,154 @@ def test_a_broken_template_keeps_the_previous_site_and_csvs(workspace, site_sour
     with pytest.raises(Exception, match="no_such_value"):
         build(options)
     assert_untouched(workspace)
+
+
+# --- publishing the CSVs and the site together ------------------------------------------------
+
+from simulator.sweep.runner import SweepOutput  # noqa: E402
+from simulator.website import pipeline, publish  # noqa: E402
+
+SWAP_RENAMES = 6  # three targets (two CSVs, the site), each: old one aside, new one in
+
+
+@pytest.fixture
+def recorded_build(workspace, committed_csvs, monkeypatch):
+    """build() with the sweep replaced by the committed rows, one value changed so the new
+    CSVs differ from the published ones: what a swap publishes is then visible."""
+    rows = pd.read_csv(committed_csvs[0]).to_dict("records")
+    for row in rows:
+        row["makespan_s"] += 1.0
+    progress = pd.read_csv(committed_csvs[1]).to_dict("records")
+    monkeypatch.setattr(pipeline, "run_sweep", lambda *a, **k: SweepOutput(rows=rows, progress_rows=progress))
+    options = BuildOptions(
+        spec=workspace["spec.toml"], sweep_csv=workspace["sweep.csv"], progress_csv=workspace["progress.csv"], out_dir=workspace["site"],
+        sources=SiteSources(sweep_csv=workspace["sweep.csv"], progress_csv=workspace["progress.csv"], **site_dirs()), jobs=1, progress_bar=False,
+    )
+    return options
+
+
+def renames(monkeypatch, on_call):
+    """Wrap os.rename: ``on_call(n)`` runs before the n-th rename (1-based)."""
+    real, calls = os.rename, []
+
+    def rename(src, dst):
+        calls.append((src, dst))
+        on_call(len(calls))
+        return real(src, dst)
+
+    monkeypatch.setattr(publish.os, "rename", rename)
+    return calls
+
+
+def assert_published_together(ws):
+    new_sweep = ws["sweep.csv"].read_bytes()
+    assert new_sweep != ws["before"]["sweep"]
+    assert (ws["site"] / "sweep.csv").read_bytes() == new_sweep
+    assert (ws["site"] / "progress.csv").read_bytes() == ws["progress.csv"].read_bytes()
+    leftovers = [p.name for p in ws["site"].parent.iterdir() if p.name.startswith(".")]
+    assert leftovers == [], f"left beside the targets: {leftovers}"
+
+
+def test_a_build_swaps_csvs_and_site_with_six_renames(workspace, recorded_build, monkeypatch):
+    calls = renames(monkeypatch, lambda n: None)
+    build(recorded_build)
+    assert len(calls) == SWAP_RENAMES
+    assert_published_together(workspace)
+
+
+@pytest.mark.parametrize("at", range(1, SWAP_RENAMES + 1))
+def test_an_interrupt_at_any_swap_point_rolls_csvs_and_site_back(workspace, recorded_build, monkeypatch, at):
+    def interrupt(n):
+        if n == at:
+            raise KeyboardInterrupt
+
+    renames(monkeypatch, interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        build(recorded_build)
+    assert_untouched(workspace)
+
+
+@pytest.mark.parametrize("at", [1, 3, SWAP_RENAMES])
+def test_a_sigint_during_the_swap_waits_until_csvs_and_site_moved_together(workspace, recorded_build, monkeypatch, at):
+    def signal_now(n):
+        if n == at:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    renames(monkeypatch, signal_now)
+    with pytest.raises(KeyboardInterrupt):
+        build(recorded_build)
+    assert_published_together(workspace)
+
+
+def test_leftovers_of_a_killed_build_are_removed(workspace, recorded_build):
+    parent = workspace["site"].parent
+    (parent / ".site.old-x1" / "site").mkdir(parents=True)
+    (parent / ".site.staging-x2").mkdir()
+    (parent / ".sweep.csv.staging-x3.tmp").write_text("half")
+    build(recorded_build)
+    assert_published_together(workspace)
+
+
+def must_not_run(config):
+    raise AssertionError("simulated although an output cannot be written")
+
+
+def unwritable_dir(tmp_path) -> Path:
+    """A folder nobody here can create files in: /proc for root (os.access says yes there), a
+    read-only folder for anyone else."""
+    if os.geteuid() == 0:
+        return Path("/proc")
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    return locked
+
+
+@pytest.mark.parametrize("which", ["sweep_csv", "progress_csv"])
+@pytest.mark.parametrize("problem", ["is a directory", "folder is a file", "folder unwritable"])
+def test_an_unwritable_csv_is_refused_before_the_sweep(workspace, tmp_path, which, problem, capsys):
+    if problem == "is a directory":
+        target = tmp_path / "csv-dir"
+        target.mkdir()
+        expected = "is a directory, expected a file"
+    elif problem == "folder is a file":
+        (tmp_path / "plain").write_text("x")
+        target = tmp_path / "plain" / "out.csv"
+        expected = "is not a directory"
+    else:
+        target = unwritable_dir(tmp_path) / "out.csv"
+        expected = "cannot write there"
+    flag = {"sweep_csv": "--csv", "progress_csv": "--progress-csv"}[which]
+    args = cli(workspace)
+    args[args.index(flag) + 1] = str(target)
+    assert build_cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert f"CSV {target}" in err and expected in err
+    assert_untouched(workspace)
+
+
+def test_an_output_dir_under_a_file_is_refused_before_the_sweep(workspace, tmp_path, capsys):
+    (tmp_path / "plain").write_text("x")
+    target = tmp_path / "plain" / "site"
+    options = replace(pipeline_options(workspace), out_dir=target)
+    with pytest.raises(ConfigError, match="is not a directory"):
+        build(options, run=must_not_run)
+    assert_untouched(workspace)
+
+
+def pipeline_options(ws) -> BuildOptions:
+    return BuildOptions(
+        spec=ws["spec.toml"], sweep_csv=ws["sweep.csv"], progress_csv=ws["progress.csv"], out_dir=ws["site"],
+        sources=SiteSources(sweep_csv=ws["sweep.csv"], progress_csv=ws["progress.csv"], **site_dirs()), jobs=1, progress_bar=False,
+    )
+
+
+def test_check_writable_dir_probes_instead_of_trusting_os_access(tmp_path):
+    from simulator.textio import check_writable_dir, check_writable_file
+
+    target = unwritable_dir(tmp_path)
+    with pytest.raises(ConfigError, match="cannot write there"):
+        check_writable_dir(target, "output dir")
+    check_writable_dir(tmp_path, "output dir")
+    check_writable_file(tmp_path / "new.csv", "CSV")
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 import re
+import subprocess
+import sys
+from dataclasses import replace
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -53,37 +58,82 @@ def test_pages_request_nothing_remote(built_site):
         assert "cdn." not in text and "fonts.googleapis" not in text
 
 
-def test_relative_links_resolve_to_site_or_repository_files(built_site):
-    """Site links point at pages/files of the site; `../` links at source files in the repository."""
+def test_every_relative_link_resolves_inside_the_site(built_site):
+    """Published on its own, the site has no link that leaves its folder (no ``../``)."""
     for page in PAGES:
         for tag, attr, url in page_links(built_site / page):
             if url.startswith(("#", "data:")) or re.match(r"^[a-z]+:", url):
+                assert not url.startswith(("http:", "https:")), f"{page}: absolute link {url} without --source-url"
                 continue
             target = url.split("#")[0]
-            if target.startswith("../"):
-                assert (REPO_ROOT / target[3:]).is_file(), f"{page} links to missing repository file {target}"
-            else:
-                assert (built_site / target).is_file(), f"{page} links to missing site file {target}"
+            assert not target.startswith(".."), f"{page} links outside the site: {url}"
+            assert (built_site / target).is_file(), f"{page} links to missing site file {target}"
 
 
-def test_model_cards_link_the_implementing_sources(built_site):
+SOURCES = ("speculative/acceptance.py", "speculative/verify_cost.py", "speculative/progress.py", "speculative/memory.py", "engine/scheduler.py", "engine/batch.py", "engine/predictor.py")
+
+
+def test_model_cards_name_the_implementing_sources_without_linking_out(built_site):
     html = (built_site / "index.html").read_text()
-    for source in ("speculative/acceptance.py", "speculative/verify_cost.py", "speculative/progress.py", "speculative/memory.py", "engine/scheduler.py", "engine/batch.py", "engine/predictor.py"):
-        assert f'href="../simulator/{source}"' in html
+    for source in SOURCES:
+        assert (REPO_ROOT / "simulator" / source).is_file()
+        assert f'<code class="path">simulator/<wbr>{source.replace("/", "/<wbr>")}</code>' in html
+    assert "../simulator" not in html
 
 
-def test_default_selection_table_shows_the_csv_values(built_site, committed_csvs):
+def test_source_url_makes_source_links_absolute(site_sources_copy, tmp_path):
+    base = "https://example.org/vidur-specdec/blob/0123abc"
+    render_site(replace(site_sources_copy, source_url=base + "/"), tmp_path / "site")
+    home = (tmp_path / "site" / "index.html").read_text()
+    for source in SOURCES:
+        assert f'href="{base}/simulator/{source}"' in home
+    modeling = (tmp_path / "site" / "modeling.html").read_text()
+    assert f'href="{base}/docs/calibration-a100.md"' in modeling
+
+
+@pytest.mark.parametrize("url", ["ftp://example.org/repo", "example.org/repo", "https://example.org/repo?x=1", "javascript:alert(1)"])
+def test_a_source_url_that_is_not_an_http_url_is_refused(site_sources_copy, tmp_path, url):
+    with pytest.raises(ConfigError, match="--source-url"):
+        render_site(replace(site_sources_copy, source_url=url), tmp_path / "site")
+    assert not (tmp_path / "site").exists()
+
+
+def selection_block(html: str, key: str) -> str:
+    return re.search(rf'<details class="selection[^"]*" id="[^"]+" data-selection="{re.escape(key)}"[^>]*>(.*?)</details>', html, re.S).group(0)
+
+
+def test_every_selection_table_is_in_the_page_with_the_csv_values(built_site, committed_csvs):
+    """All nine tables are rendered on the server (reachable without JavaScript); the default is open."""
     recorded = load_recorded(committed_csvs[0])
     html = (built_site / "index.html").read_text()
-    block = re.search(r'<div class="table-wrap" data-selection="4\|0.7">(.*?)</div>', html, re.S).group(1)
-    rows = recorded.selection(4.0, 0.7).sort_values(["num_speculative_tokens", "attention"])
-    for _, row in rows.iterrows():
-        label = {"kv_once": "KV read once", "per_token": "Per-token cost"}[row["attention"]]
-        cells = f'<th scope="row">k = {row["num_speculative_tokens"]}</th><td>{label}</td><td class="num">{row["tpot_p50_s"] * 1000:.2f} ms</td>'
-        assert cells in block
-        assert f'{row["tpot_speedup"]:.2f}×' in block
+    for load in recorded.loads:
+        baseline = recorded.baseline(load)
+        for acceptance in recorded.acceptances:
+            block = selection_block(html, f"{load:g}|{acceptance:g}")
+            assert (" open" in block.split(">")[0]) == (load == 4 and acceptance == 0.7)
+            rows = recorded.selection(load, acceptance).sort_values(["num_speculative_tokens", "attention"])
+            for _, row in rows.iterrows():
+                label = {"kv_once": "KV read once", "per_token": "Per-token cost"}[row["attention"]]
+                cells = (
+                    f'<th scope="row">k = {row["num_speculative_tokens"]}</th><td data-label="Attention">{label}</td>'
+                    f'<td class="num speedup" data-label="TPOT speedup">{row["tpot_speedup"]:.2f}×</td>'
+                    f'<td class="num" data-label="Tokens per step">{row["mean_acceptance_length"]:.2f}</td>'
+                )
+                assert cells in block
+                assert f'{row["tpot_p50_s"] * 1000:.2f} ms' in block
+            assert f'{baseline["tpot_p50_s"] * 1000:.2f} ms' in block
     assert len(re.findall(r'data-selection="', html)) == len(recorded.loads) * len(recorded.acceptances)
-    assert html.count('data-selection="4|0.7" hidden') == 0 and 'data-selection="2|0.5" hidden' in html
+    assert " hidden" not in re.search(r'<details class="results".*?</details>\s*<script', html, re.S).group(0)
+
+
+def test_results_table_shows_tokens_per_step_and_the_mean_decoding_batch(built_site, committed_csvs):
+    html = (built_site / "index.html").read_text()
+    for heading in ("Tokens per verify step", "Mean decoding batch", "TPOT speedup"):
+        assert f'<th scope="col" class="num">{heading}</th>' in html
+    frame = pd.read_csv(committed_csvs[0])
+    if "mean_decode_batch" in frame.columns:
+        baseline = frame[(frame["arrival_rate"] == 4) & (frame["num_speculative_tokens"] == 0)].iloc[0]
+        assert f'data-label="Mean decoding batch">{baseline["mean_decode_batch"]:.1f} requests<' in selection_block(html, "4|0.7")
 
 
 def test_setup_and_provenance_are_stated_next_to_results(built_site, committed_csvs):
@@ -121,7 +171,12 @@ def test_modeling_page_has_the_progress_chart_data(built_site, committed_csvs):
     progress = pd.read_csv(committed_csvs[1])
     for _, row in progress.iterrows():
         assert f'{row["simulated_progress_per_step"]:.3f}' in html
-    assert "(1 − α^(k+1)) / (1 − α)" in html
+    # Equations are MathML, rendered at build time; one notation, no plain-text exponents.
+    assert html.count("<math ") >= 10 and '<math xmlns="http://www.w3.org/1998/Math/MathML" display="block">' in html
+    text = re.sub(r"<math .*?</math>", "", html, flags=re.S)
+    for plain in ("α^(", "ᵏ", "αⁱ", "k′"):
+        assert plain not in text, f"plain-text math {plain!r} left on the modeling page"
+    assert "<script" not in html.split("</main>")[0].split("<main")[1].replace('<script type="application/json"', "")
 
 
 def test_values_from_the_csv_are_escaped(site_sources_copy, tmp_path):
@@ -157,3 +212,80 @@ def test_a_json_that_is_not_a_validation_report_is_refused(site_sources_copy, tm
     report.write_text('{"metrics": {}}')
     with pytest.raises(ConfigError, match="not a validation report"):
         render_site(SiteSources(**{**site_sources_copy.__dict__, "validation_report": report}), tmp_path / "site")
+
+
+def test_calibration_tables_are_formatted_and_their_source_stated(built_site):
+    html = (built_site / "modeling.html").read_text()
+    calibration = html[html.index('<div class="calibration">') : html.index("</section>", html.index('<div class="calibration">'))]
+    for raw in ("median_ape", "held_out_mape", "fit_rows", "730.0", "input_layernorm"):
+        assert raw not in calibration, f"raw calibration text {raw!r} on the page"
+    for shown in (r"<th[^>]*>Median APE</th>", r"<th[^>]*>Held-out mean APE</th>", r"<th[^>]*>90th-percentile APE</th>", r"<td[^>]*>730</td>", r"<td[^>]*>4.24 %</td>", r"<td[^>]*>input layernorm</td>"):
+        assert re.search(shown, calibration), shown
+    footer = (built_site / "index.html").read_text().split('<footer class="site-footer">')[1]
+    assert "Every number on this site comes from" not in footer
+    assert "calibration report (docs/calibration-a100.md)" in footer
+
+
+def test_the_site_does_not_import_the_validation_harness():
+    code = "import sys, simulator.website.render, simulator.website.pipeline; print(sorted(m for m in sys.modules if m.startswith('simulator.validation')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
+    from simulator.schemas import VALIDATION_REPORT_SCHEMA
+    from simulator.validation.report import SCHEMA
+
+    assert SCHEMA == VALIDATION_REPORT_SCHEMA
+
+
+def test_navigation_follows_the_one_page_list(built_site):
+    from simulator.website.pages import SITE_PAGES
+
+    for page in SITE_PAGES:
+        html = (built_site / page.file).read_text()
+        nav = re.search(r'<nav aria-label="Site">(.*?)</nav>', html, re.S).group(1)
+        assert re.findall(r'<li><a href="([^"]+)"', nav) == [p.file for p in SITE_PAGES]
+        assert f'<a href="{page.file}" aria-current="page">{page.title}</a>' in nav
+        assert ('<script src="plotly.min.js">' in html) == page.charts
+
+
+def explorer_data(built_site) -> dict:
+    html = (built_site / "index.html").read_text()
+    return json.loads(re.search(r'<script type="application/json" id="explorer-data">(.*?)</script>', html, re.S).group(1))
+
+
+def test_speedup_charts_share_one_log_axis_and_mark_overloaded_runs(built_site, committed_csvs):
+    data = explorer_data(built_site)
+    csv = pd.read_csv(committed_csvs[0])
+    ranges = set()
+    for key, payload in data["figures"].items():
+        load, acceptance = (float(v) for v in key.split("|"))
+        layout = payload["figure"]["layout"]
+        assert layout["yaxis"]["type"] == "log"
+        ranges.add(tuple(layout["yaxis"]["range"]))
+        assert "0×" not in layout["yaxis"]["ticktext"]
+        traces = {t["name"]: t for t in payload["figure"]["data"]}
+        for trace in traces.values():
+            assert "%{x}" not in trace.get("hovertemplate", ""), "%{x} prints the tick text ('k = k = 2')"
+        rows = csv[(csv["arrival_rate"] == load) & (csv["acceptance_rate"] == acceptance)]
+        overloaded = rows[rows["overloaded"]].sort_values(["num_speculative_tokens", "attention"])
+        ring = traces["Run overloaded (queue grows)"]
+        assert sorted(zip(ring["x"], ring["y"])) == sorted(zip(overloaded["num_speculative_tokens"], overloaded["tpot_speedup"]))
+        title = payload["export"]["title"]["text"]
+        assert f"{load:g} req/s" in title and f"acceptance rate {acceptance:g}" in title
+        baseline_overloaded = bool(csv[(csv["arrival_rate"] == load) & (csv["num_speculative_tokens"] == 0)]["overloaded"].item())
+        notes = " ".join(a["text"] for a in payload["export"]["annotations"])
+        assert ("Overloaded at" in notes) == baseline_overloaded
+        assert "Llama-2-7B" in notes and "sweep.csv" in notes
+    assert len(ranges) == 1, "every selection must share one y-range"
+    low, high = ranges.pop()
+    speedups = csv[csv["num_speculative_tokens"] > 0]["tpot_speedup"]
+    assert 10**low < speedups.min() and 10**high > speedups.max()
+    assert data["config"]["modeBarButtons"] == [["toImage"]] and data["config"]["displaylogo"] is False
+
+
+def test_site_transfer_size_is_within_budget(built_site):
+    """The whole site, every file a reader could fetch: <= 1.5 MB, <= 500 KB gzipped."""
+    files = [p for p in built_site.rglob("*") if p.is_file()]
+    raw = sum(p.stat().st_size for p in files)
+    gzipped = sum(len(gzip.compress(p.read_bytes(), compresslevel=9, mtime=0)) for p in files)
+    assert raw <= 1_500_000, f"site is {raw} bytes"
+    assert gzipped <= 500_000, f"site is {gzipped} bytes gzipped"

@@ -15,6 +15,7 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from simulator.errors import ConfigError
+from simulator.schemas import VALIDATION_REPORT_SCHEMA
 from simulator.validation.calibrate import read_calibration
 from simulator.validation.compare import METRICS, acceptance_summary, check_same_workload, error_summary, join, measured_frame, status_counts
 from simulator.validation.files import atomic_write_bytes, atomic_write_json, json_safe
@@ -22,7 +23,7 @@ from simulator.validation.replay_files import read_results, read_summary
 from simulator.validation.simulate import read_simulated
 from simulator.validation.workload import read_workload
 
-SCHEMA = "vidur-specdec/validation-report"
+SCHEMA = VALIDATION_REPORT_SCHEMA  # shared with the site, which reads report.json
 SCHEMA_VERSION = 1
 FILES = {"json": "report.json", "markdown": "report.md", "csv": "comparison.csv", "scatter_html": "scatter.html", "scatter_json": "scatter.json", "plotlyjs": "plotly.min.js"}
 LABELS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E"}

@@ -7,6 +7,7 @@ deterministically.  Marker shapes and dashes differ per series, so the charts re
 from __future__ import annotations
 
 import json
+import math
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -30,11 +31,27 @@ SERIES_STYLE = (
 SPAN_NAME = "Span between assumptions"
 SPAN_COLOR = "#6b7280"
 REFERENCE_COLOR = "#111827"
-PLOT_CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtonsToRemove": ["select2d", "lasso2d"]}
+OVERLOAD_NAME = "Run overloaded (queue grows)"
+OVERLOAD_STYLE = {"symbol": "circle-open", "color": "#b91c1c", "size": 28}
+# One button: a PNG download that carries the chart's title, selection and caveats (site.js
+# builds it from the figure's "export" layout).  No cloud "share", no zoom tools to tab through.
+PLOT_CONFIG = {"displaylogo": False, "responsive": True, "modeBarButtons": [["toImage"]]}
+SPEEDUP_TICKS = (0.25, 0.5, 0.75, 1, 1.5, 2, 3, 4, 6, 8, 12, 16)
 
 
-def speedup_figure(selection: pd.DataFrame, attentions: tuple[str, ...], proposals: tuple[int, ...]) -> go.Figure:
-    """For each k, one marker per attention assumption, joined by a line; 1x = no speculation."""
+def speedup_range(values) -> list[float]:
+    """A fixed log10 y-range for every selection on the page, with 1x always inside it."""
+    low, high = min(min(values), 1.0), max(max(values), 1.0)
+    pad = 0.08 * (math.log10(high) - math.log10(low)) + 0.02
+    return [math.log10(low) - pad, math.log10(high) + pad]
+
+
+def speedup_figure(selection: pd.DataFrame, attentions: tuple[str, ...], proposals: tuple[int, ...], y_range: list[float]) -> go.Figure:
+    """For each k, one marker per attention assumption, joined by a line; 1x = no speculation.
+
+    Ratios sit on a log axis with one range for every selection, so selections compare by eye;
+    runs whose queue grew through the run get a ring (and a legend entry on the page).
+    """
     fig = go.Figure()
     span_x, span_y = [], []
     for k in proposals:
@@ -51,27 +68,56 @@ def speedup_figure(selection: pd.DataFrame, attentions: tuple[str, ...], proposa
             go.Scatter(
                 x=[int(k) for k in rows["num_speculative_tokens"]],
                 y=[float(v) for v in rows["tpot_speedup"]],
-                customdata=[[float(t) * 1000, _queue_note(row)] for t, row in zip(rows["tpot_p50_s"], rows.to_dict("records"))],
+                customdata=[
+                    [int(row["num_speculative_tokens"]), float(row["tpot_p50_s"]) * 1000, float(row["mean_acceptance_length"]), _queue_note(row)]
+                    for row in rows.to_dict("records")
+                ],
                 mode="markers",
                 name=attention_label(attention),
                 marker={"symbol": style["symbol"], "size": 14, "color": style["color"], "line": {"width": 2, "color": style["color"]}},
-                hovertemplate="k = %{x}<br>" + attention_label(attention) + ": %{y:.2f}×<br>TPOT p50 %{customdata[0]:.2f} ms%{customdata[1]}<extra></extra>",
+                # %{x} would print the tick text ("k = 2"); the plain k comes from customdata.
+                hovertemplate="k = %{customdata[0]}<br>" + attention_label(attention)
+                + ": %{y:.2f}× TPOT speedup<br>TPOT p50 %{customdata[1]:.2f} ms<br>%{customdata[2]:.2f} tokens per verify step%{customdata[3]}<extra></extra>",
             )
         )
-    top = max(float(selection["tpot_speedup"].max()), 1.0)
-    bottom = min(float(selection["tpot_speedup"].min()), 1.0)
-    pad = 0.1 * (top - bottom) + 0.05
+    overloaded = selection[_is_overloaded(selection)]
+    fig.add_trace(
+        go.Scatter(
+            x=[int(k) for k in overloaded["num_speculative_tokens"]],
+            y=[float(v) for v in overloaded["tpot_speedup"]],
+            mode="markers",
+            name=OVERLOAD_NAME,
+            marker={"symbol": OVERLOAD_STYLE["symbol"], "size": OVERLOAD_STYLE["size"], "color": OVERLOAD_STYLE["color"], "line": {"width": 2}},
+            hoverinfo="skip",
+        )
+    )
     fig.add_hline(y=1, line={"color": REFERENCE_COLOR, "width": 1, "dash": "dash"})
+    low, high = 10 ** y_range[0], 10 ** y_range[1]
+    ticks = [t for t in SPEEDUP_TICKS if low <= t <= high]
     fig.update_layout(
-        xaxis={"title": {"text": "Proposals per verify step (k)"}, "tickvals": list(proposals), "ticktext": [f"k = {k}" for k in proposals], "range": [min(proposals) - 1, max(proposals) + 1]},
-        yaxis={"title": {"text": "TPOT speedup (×)"}, "range": [bottom - pad, top + pad], "ticksuffix": "×"},
+        xaxis={"title": {"text": "Proposals per verify step (k)"}, "tickvals": list(proposals), "ticktext": [f"k = {k}" for k in proposals], "range": [min(proposals) - 1, max(proposals) + 1], "fixedrange": True},
+        yaxis={"title": {"text": "TPOT speedup (×, log scale)"}, "type": "log", "range": y_range, "tickvals": ticks, "ticktext": [f"{t:g}×" for t in ticks], "fixedrange": True},
         showlegend=False,  # the page draws the legend in HTML: it wraps on a phone and is read by screen readers
     )
     return _style(fig)
 
 
+def export_layout(title: str, notes: list[str], legend: bool = True) -> dict:
+    """Layout changes for the PNG download: the title, the selection and caveats in the image."""
+    return {
+        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 17}},
+        "showlegend": legend,
+        "legend": {"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top"},
+        "margin": {"l": 80, "r": 30, "t": 70, "b": 110 + 18 * len(notes)},
+        "annotations": [
+            {"text": note, "xref": "paper", "yref": "paper", "x": 0, "y": -0.33 - 0.06 * i, "xanchor": "left", "yanchor": "top", "showarrow": False, "align": "left", "font": {"size": 12}}
+            for i, note in enumerate(notes)
+        ],
+    }
+
+
 def progress_figure(progress: pd.DataFrame) -> go.Figure:
-    """Simulated progress per verify step (markers) against (1 - α^(k+1)) / (1 - α) (lines)."""
+    """Simulated progress per verify step (markers) against the closed form (1 - α^(k+1)) / (1 - α) (lines)."""
     fig = go.Figure()
     for i, (alpha, rows) in enumerate(progress.groupby("acceptance_rate", sort=True)):
         style = SERIES_STYLE[i % len(SERIES_STYLE)]
@@ -97,6 +143,10 @@ def progress_figure(progress: pd.DataFrame) -> go.Figure:
         yaxis={"title": {"text": "Tokens per verify step"}, "rangemode": "tozero"},
     )
     return _style(fig)
+
+
+def _is_overloaded(frame: pd.DataFrame) -> pd.Series:
+    return frame["overloaded"].astype(str).str.lower().eq("true")
 
 
 def _queue_note(row: dict) -> str:

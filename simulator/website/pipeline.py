@@ -1,23 +1,22 @@
 """`python build.py` end to end: sweep -> CSVs -> site, publishing nothing unless all of it worked.
 
-Bad inputs are caught before the (slow) sweep where possible; new CSVs and the new site are
-staged beside their targets and only renamed into place after the site rendered.
+Bad inputs and unwritable outputs are caught before the (slow) sweep; new CSVs and the new site
+are staged beside their targets and renamed into place together after the site rendered.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Iterator, Optional
+from typing import Callable, Optional
 
 from simulator.errors import ConfigError
 from simulator.sweep.executors import make_executor
 from simulator.sweep.runner import PROGRESS_COLUMNS, SWEEP_COLUMNS, run_sweep, to_csv_text
 from simulator.sweep.spec import load_spec
-from simulator.website.render import SiteSources, check_sources, render_into, render_site, staged_directory
+from simulator.textio import check_writable_dir, check_writable_file
+from simulator.website.publish import Publication, remove_leftovers
+from simulator.website.render import SiteSources, check_sources, render_into, render_site
 
 
 @dataclass(frozen=True)
@@ -36,22 +35,26 @@ class BuildOptions:
 
 def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
     check_sources(options.sources)
-    _check_output_dir(options.out_dir)
+    check_site_dir(options.out_dir)
     if options.skip_sweep:
+        remove_leftovers(options.out_dir)
         render_site(options.sources, options.out_dir)
         return
-    for path in (options.sweep_csv, options.progress_csv):
-        if not path.parent.is_dir():
-            raise ConfigError(f"CSV {path}: directory {path.parent} does not exist")
+    check_writable_file(options.sweep_csv, "CSV")
+    check_writable_file(options.progress_csv, "CSV")
     if options.profile_dir is not None and not Path(options.profile_dir).is_dir():
         raise ConfigError(f"profile dir {options.profile_dir} is not a directory")
     spec = load_spec(options.spec)
     executor = make_executor(options.executor, options.jobs, options.progress_bar)
     output = run_sweep(spec, executor, run=run, profile_dir=options.profile_dir)
-    with ExitStack() as stack:
-        sweep_csv = stack.enter_context(staged_file(options.sweep_csv, to_csv_text(output.rows, SWEEP_COLUMNS)))
-        progress_csv = stack.enter_context(staged_file(options.progress_csv, to_csv_text(output.progress_rows, PROGRESS_COLUMNS)))
-        staging = stack.enter_context(staged_directory(options.out_dir))
+    for target in (options.sweep_csv, options.progress_csv, options.out_dir):
+        remove_leftovers(target)
+    # The CSVs and the site are published together: all three are renamed into place at the end,
+    # or (on any failure or interrupt) none of them.
+    with Publication() as publication:
+        sweep_csv = publication.file(options.sweep_csv, to_csv_text(output.rows, SWEEP_COLUMNS), "CSV")
+        progress_csv = publication.file(options.progress_csv, to_csv_text(output.progress_rows, PROGRESS_COLUMNS), "CSV")
+        staging = publication.directory(options.out_dir)
         try:
             render_into(replace(options.sources, sweep_csv=sweep_csv, progress_csv=progress_csv), staging)
         except ConfigError as exc:  # name the CSV the user knows, not its staging copy
@@ -59,32 +62,15 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
             raise ConfigError(message) from exc
 
 
-@contextmanager
-def staged_file(target: Path, text: str) -> Iterator[Path]:
-    """Write ``text`` to a temp file beside ``target``; rename it over ``target`` on success."""
-    target = Path(target)
-    if target.is_dir():
-        raise ConfigError(f"CSV {target} is a directory")
-    try:
-        fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-    except OSError as exc:
-        raise ConfigError(f"CSV {target}: cannot write ({exc.strerror or exc})") from exc
-    tmp = Path(name)
-    try:
-        yield tmp
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _check_output_dir(out_dir: Path) -> None:
+def check_site_dir(out_dir: Path) -> None:
+    """Before any work: the site folder is a directory or absent, and its nearest existing
+    ancestor is a directory we can create files in (probed: os.access passes for root)."""
+    out_dir = Path(out_dir)
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"output dir {out_dir} exists and is not a directory")
     parent = out_dir.parent
-    while not parent.exists():
+    while not parent.exists() and not parent.is_symlink():
         parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ConfigError(f"output dir {out_dir}: {parent} is not a writable directory")
+    if not parent.is_dir():
+        raise ConfigError(f"output dir {out_dir}: {parent} is not a directory")
+    check_writable_dir(parent, f"output dir {out_dir}: folder")

@@ -1,37 +1,36 @@
 """Render the site: Jinja2 templates (autoescaped) + Markdown copy + Plotly JSON + local plotly.js.
 
-Everything is written into a staging directory beside the output and swapped in at the end,
-so a build that fails at any point leaves the previously published site as it was.
+Everything is written into a staging directory beside the output and swapped in at the end
+(:mod:`simulator.website.publish`), so a build that fails at any point leaves the previously
+published site as it was.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import tempfile
 import urllib.parse
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Optional
 
 import jinja2
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
-from markupsafe import Markup
 
 from simulator.errors import ConfigError
+from simulator.schemas import VALIDATION_REPORT_SCHEMA
 from simulator.sweep.runner import OVERLOAD_TTFT_GROWTH
-from simulator.validation.report import SCHEMA as REPORT_SCHEMA
+from simulator.website import markdown as site_markdown
 from simulator.website import units
-from simulator.website.charts import ATTENTION_STYLE, PLOT_CONFIG, REFERENCE_COLOR, SPAN_COLOR, figure_json, progress_figure, speedup_figure
+from simulator.website.calibration import format_tables
+from simulator.website.charts import (
+    ATTENTION_STYLE, OVERLOAD_NAME, OVERLOAD_STYLE, PLOT_CONFIG, REFERENCE_COLOR, SPAN_COLOR,
+    export_layout, figure_json, progress_figure, speedup_figure, speedup_range,
+)
+from simulator.website.pages import PAGES, SITE_PAGES
+from simulator.website.publish import Publication
 from simulator.website.recorded import Recorded, load_progress, load_recorded
 
-PAGES = {"index.html": "Home", "modeling.html": "Modeling notes", "validation.html": "Validation workflow", "data.html": "Data"}
-TEMPLATES = ("base.html", "_setup.html") + tuple(PAGES)
-HOME_COPY = ("hero", "verify-step", "predictions", "results", "chart-note", "model", "propose", "verify", "advance", "validation", "limits")
-PAGE_COPY = ("modeling", "modeling-progress", "modeling-calibration", "validation", "data")
+TEMPLATES = ("base.html", "_setup.html", "_selection.html") + tuple(PAGES)
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_FILES = ("site.css", "site.js")
 PLOTLY_JS = "plotly.min.js"
@@ -55,6 +54,7 @@ class SiteSources:
     content_dir: Path
     docs_dir: Path
     validation_report: Optional[Path] = None
+    source_url: Optional[str] = None  # repository URL at a commit: "Source:" links become absolute
 
 
 def check_sources(sources: SiteSources) -> None:
@@ -70,29 +70,39 @@ def check_sources(sources: SiteSources) -> None:
             raise ConfigError(f"static file {STATIC_DIR / name} is missing")
     if sources.validation_report is not None and not sources.validation_report.is_file():
         raise ConfigError(f"validation report {sources.validation_report} does not exist")
+    check_source_url(sources.source_url)
+
+
+def check_source_url(url: Optional[str]) -> None:
+    if url is None:
+        return
+    parsed = urllib.parse.urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc or parsed.query or parsed.fragment:
+        raise ConfigError(f"--source-url {url!r}: expected an http(s) URL of the repository at a commit, without ?query or #fragment")
 
 
 def render_site(sources: SiteSources, out_dir: Path) -> None:
     """Build the site into a staging directory and swap it in as ``out_dir``."""
-    with staged_directory(out_dir) as staging:
-        render_into(sources, staging)
+    with Publication() as publication:
+        render_into(sources, publication.directory(out_dir))
 
 
 def render_into(sources: SiteSources, directory: Path) -> None:
     check_sources(sources)
     recorded = load_recorded(sources.sweep_csv)
     progress = load_progress(sources.progress_csv)
-    markdown = MarkdownIt("commonmark", {"html": False, "typographer": True}).enable(["table", "replacements", "smartquotes"])
+    markdown = site_markdown.parser()
     env = _environment(sources.templates_dir)
-    copy = {name: _markdown(markdown, sources.content_dir / f"{name}.md") for name in PAGE_COPY}
-    copy["home"] = {name: _markdown(markdown, sources.content_dir / "home" / f"{name}.md") for name in HOME_COPY}
+    copy = _copy(markdown, sources)
     setup = recorded.setup
     calibration_doc = sources.docs_dir / f"calibration-{setup['device']}.md"
+    calibration_path = f"docs/{calibration_doc.name}"
     context = {
         "copy": copy,
         "setup": setup,
         "favicon": FAVICON,
         "pages": PAGES,
+        "chart_pages": {page.file for page in SITE_PAGES if page.charts},
         "files": {"sweep": SWEEP_CSV_NAME, "progress": PROGRESS_CSV_NAME},
         "sweep_rows": len(recorded.frame),
         "progress_rows": len(progress),
@@ -102,13 +112,22 @@ def render_into(sources: SiteSources, directory: Path) -> None:
         "loads": _load_notes(recorded),
         "progress": progress.to_dict("records"),
         "progress_max_difference": float(100 * (progress["simulated_progress_per_step"] / progress["closed_form_progress_per_step"] - 1).abs().max()),
-        "progress_figure": figure_json(progress_figure(progress)),
+        "progress_figure": _progress_payload(progress, setup),
         "plot_config": PLOT_CONFIG,
-        "legend": {"attentions": [(a, ATTENTION_STYLE[a]) for a in recorded.attentions], "span": SPAN_COLOR, "reference": REFERENCE_COLOR},
+        "legend": {
+            "attentions": [(a, ATTENTION_STYLE[a]) for a in recorded.attentions],
+            "span": SPAN_COLOR,
+            "reference": REFERENCE_COLOR,
+            "overload": {"name": OVERLOAD_NAME, **OVERLOAD_STYLE},
+        },
         "overload_threshold": OVERLOAD_TTFT_GROWTH,
         "validation": _validation(sources.validation_report),
-        "calibration": _markdown(markdown, calibration_doc, shift_headings=2) if calibration_doc.is_file() else None,
-        "calibration_doc": f"docs/{calibration_doc.name}",
+        "calibration": (
+            site_markdown.render(markdown, calibration_doc, shift_headings=2, table_cells=format_tables) if calibration_doc.is_file() else None
+        ),
+        "calibration_doc": calibration_path,
+        "calibration_url": site_markdown.source_link(calibration_path, sources.source_url),
+        "source_url": sources.source_url,
     }
     for page in PAGES:
         html = env.get_template(page).render(page=page, **context)
@@ -120,41 +139,17 @@ def render_into(sources: SiteSources, directory: Path) -> None:
     shutil.copyfile(sources.progress_csv, directory / PROGRESS_CSV_NAME)
 
 
-@contextmanager
-def staged_directory(target: Path) -> Iterator[Path]:
-    """Yield an empty directory beside ``target``; on success it replaces ``target``, else it is removed."""
-    target = Path(target)
-    if target.exists() and not target.is_dir():
-        raise ConfigError(f"output dir {target} exists and is not a directory")
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.staging-"))
-    except OSError as exc:
-        raise ConfigError(f"output dir {target}: cannot write there ({exc.strerror or exc})") from exc
-    try:
-        yield staging
-        os.chmod(staging, 0o755)
-        swap_in(staging, target)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-
-
-def swap_in(staging: Path, target: Path) -> None:
-    """Replace ``target`` by ``staging`` with two renames; the old tree is deleted last."""
-    old = None
-    if target.exists():
-        old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old-"))
-        os.rename(target, old / "site")
-    try:
-        os.rename(staging, target)
-    except BaseException:
-        if old is not None:
-            os.rename(old / "site", target)
-        raise
-    finally:
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
+def _copy(markdown, sources: SiteSources) -> dict:
+    """Every page's Markdown, rendered: "home/hero" -> copy["home"]["hero"]."""
+    copy: dict = {}
+    for page in SITE_PAGES:
+        for name in page.copy:
+            *folders, leaf = name.split("/")
+            slot = copy
+            for folder in folders:
+                slot = slot.setdefault(folder, {})
+            slot[leaf] = site_markdown.render(markdown, sources.content_dir / f"{name}.md", source_url=sources.source_url)
+    return copy
 
 
 def _environment(templates_dir: Path) -> jinja2.Environment:
@@ -170,6 +165,7 @@ def _environment(templates_dir: Path) -> jinja2.Environment:
         ms=units.milliseconds,
         seconds=units.seconds,
         speedup=units.speedup,
+        batch=units.batch,
         num=units.number,
         attention=units.attention_label,
         model=units.model_label,
@@ -178,44 +174,41 @@ def _environment(templates_dir: Path) -> jinja2.Environment:
 
 
 def _content_files() -> list[str]:
-    return [f"{name}.md" for name in PAGE_COPY] + [f"home/{name}.md" for name in HOME_COPY]
-
-
-def _markdown(markdown: MarkdownIt, path: Path, shift_headings: int = 0) -> Markup:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"content file {path}: cannot read ({exc.strerror or exc})") from exc
-    tokens = []
-    for token in markdown.parse(text):
-        if token.type in ("heading_open", "heading_close") and shift_headings:
-            token.tag = f"h{min(6, int(token.tag[1]) + shift_headings)}"
-        # Wide tables scroll inside their own box instead of widening the page on a phone.
-        if token.type == "table_open":
-            tokens.append(Token("html_block", "", 0, content='<div class="table-wrap">\n'))
-        tokens.append(token)
-        if token.type == "table_close":
-            tokens.append(Token("html_block", "", 0, content="</div>\n"))
-    # Raw HTML is disabled in the parser, so the rendered HTML is safe to mark as such.
-    return Markup(markdown.renderer.render(tokens, markdown.options, {}))
+    return [f"{name}.md" for page in SITE_PAGES for name in page.copy]
 
 
 def _explorer(recorded: Recorded) -> dict:
     """Everything the home page's selectors can show, keyed 'load|acceptance'."""
-    figures, summaries, selections = {}, {}, []
+    figures, summaries, titles, selections = {}, {}, {}, []
     default_load = recorded.loads[len(recorded.loads) // 2]
     default_acceptance = recorded.acceptances[len(recorded.acceptances) // 2]
+    speculative = recorded.frame[recorded.frame["num_speculative_tokens"] > 0]
+    y_range = speedup_range(speculative["tpot_speedup"].tolist())
+    setup_line = _setup_line(recorded.setup)
     for load in recorded.loads:
         baseline = recorded.baseline(load)
         for acceptance in recorded.acceptances:
             key = f"{units.number(load)}|{units.number(acceptance)}"
             rows = recorded.selection(load, acceptance)
-            figures[key] = figure_json(speedup_figure(rows, recorded.attentions, recorded.proposals))
+            titles[key] = f"Predicted median TPOT speedup at {units.number(load)} req/s, acceptance rate {units.number(acceptance)}"
+            notes = [
+                "Each vertical line spans the two attention-cost assumptions (not a confidence interval); dashed line: 1× = no-speculation baseline.",
+                setup_line,
+            ]
+            if _overloaded(baseline):
+                notes.insert(0, _overload_caveat(load, baseline, recorded.setup))
+            figures[key] = {
+                "figure": figure_json(speedup_figure(rows, recorded.attentions, recorded.proposals, y_range)),
+                "export": export_layout(titles[key], notes),
+                "filename": f"tpot-speedup-{units.number(load)}rps-acceptance-{units.number(acceptance)}",
+            }
             summaries[key] = _summary(load, acceptance, rows, recorded)
             selections.append({
                 "key": key,
+                "id": f"results-{units.number(load)}-{units.number(acceptance)}".replace(".", "_"),
                 "load": load,
                 "acceptance": acceptance,
+                "title": titles[key],
                 "baseline": baseline.to_dict(),
                 "rows": rows.sort_values(["num_speculative_tokens", "attention"]).to_dict("records"),
                 "default": load == default_load and acceptance == default_acceptance,
@@ -226,9 +219,39 @@ def _explorer(recorded: Recorded) -> dict:
         "default": {"load": units.number(default_load), "acceptance": units.number(default_acceptance)},
         "figures": figures,
         "summaries": summaries,
+        "titles": titles,
         "config": PLOT_CONFIG,
     }
     return {"data": data, "selections": selections, "default_key": f"{data['default']['load']}|{data['default']['acceptance']}"}
+
+
+def _progress_payload(progress, setup: dict) -> dict:
+    title = "Tokens of progress per verify step: simulated (markers) vs closed form (lines), batch 1"
+    return {
+        "figure": figure_json(progress_figure(progress)),
+        "export": export_layout(title, [_setup_line(setup)]),
+        "filename": "progress-per-verify-step",
+        "config": PLOT_CONFIG,
+    }
+
+
+def _setup_line(setup: dict) -> str:
+    return (
+        f"Simulated with Vidur {setup['vidur_version']} + vidur-specdec {setup['simulator_version']}: {units.model_label(setup['model'])}, "
+        f"{str(setup['device']).upper()} profile ({setup['profile_source']}), {setup['num_requests']} requests per run, "
+        f"{setup['prompt_tokens']} prompt / {setup['output_tokens']} output tokens. Source: sweep.csv."
+    )
+
+
+def _overloaded(row) -> bool:
+    return str(row["overloaded"]).lower() == "true"
+
+
+def _overload_caveat(load: float, baseline, setup: dict) -> str:
+    return (
+        f"Overloaded at {units.number(load)} req/s: the no-speculation baseline's queue grows through the run "
+        f"({baseline['ttft_growth']:.1f}× median TTFT, last vs first tenth), so every speedup here depends on the run length ({setup['num_requests']} requests)."
+    )
 
 
 def _summary(load: float, acceptance: float, rows, recorded: Recorded) -> str:
@@ -265,8 +288,8 @@ def _validation(path: Optional[Path]) -> Optional[dict]:
         report = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ConfigError(f"validation report {path}: not readable JSON ({exc})") from exc
-    if not isinstance(report, dict) or report.get("schema") != REPORT_SCHEMA:
-        raise ConfigError(f"validation report {path}: not a validation report (expected a JSON object with schema {REPORT_SCHEMA!r})")
+    if not isinstance(report, dict) or report.get("schema") != VALIDATION_REPORT_SCHEMA:
+        raise ConfigError(f"validation report {path}: not a validation report (expected a JSON object with schema {VALIDATION_REPORT_SCHEMA!r})")
     rows: list[tuple[str, str]] = []
 
     def walk(prefix: str, value) -> None:

@@ -25,6 +25,11 @@ def speedup(value: float) -> str:
     return "–" if _missing(value) else f"{value:.2f}×"
 
 
+def batch(value: float) -> str:
+    """A mean number of requests, e.g. '23.4 requests'."""
+    return "–" if _missing(value) else f"{value:.1f} requests"
+
+
 def attention_label(mode: str) -> str:
     return ATTENTION_LABELS.get(mode, mode)
 

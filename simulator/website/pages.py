@@ -1,0 +1,30 @@
+"""The site's pages, declared in one place: navigation, templates and copy all follow this list.
+
+To add a page: append a :class:`Page` here, add its template to ``templates/`` and its Markdown
+copy to ``content/``; the renderer, the navigation and the checks pick it up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Page:
+    file: str  # output file name, also the template's name
+    title: str  # navigation title
+    copy: tuple[str, ...] = ()  # Markdown files under content/, without ".md"; "home/hero" -> copy.home.hero
+    charts: bool = False  # loads plotly.js and site.js
+
+
+HOME_COPY = ("hero", "verify-step", "predictions", "results", "chart-note", "model", "propose", "verify", "advance", "validation", "limits")
+
+SITE_PAGES: tuple[Page, ...] = (
+    Page("index.html", "Home", tuple(f"home/{name}" for name in HOME_COPY), charts=True),
+    Page("modeling.html", "Modeling notes", ("modeling", "modeling-progress", "modeling-calibration"), charts=True),
+    Page("validation.html", "Validation workflow", ("validation",)),
+    Page("data.html", "Data", ("data",)),
+)
+
+# file -> navigation title, in navigation order
+PAGES = {page.file: page.title for page in SITE_PAGES}
