@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -20,6 +21,7 @@ from simulator.profiles import measure
 from simulator.profiles.measure import timing
 from simulator.profiles.measure import ops as measure_ops
 from simulator.profiles.measure import shapes as measure_shapes
+from simulator.profiles import verify_fit
 from simulator.profiles.__main__ import main as profiles_main
 from simulator.profiles.vidur_format import ATTENTION_OPS, MLP_OPS, STAT_SUFFIXES, validate_profile_dir
 
@@ -396,3 +398,101 @@ def test_every_test_skips_with_its_reason_without_torch():
     reasons = {reason for _, reason in skips}
     assert reasons == {"measuring needs PyTorch (pip install -e '.[profile]')", "this is the run with torch hidden"}, reasons
     assert sum(int(n) for n, reason in skips if "PyTorch" in reason) >= 12
+
+
+# --- verify steps -----------------------------------------------------------------------------
+
+VERIFY = ["--tables", "verify", "--max-batch", "2", "--max-kv", "256", "--verify-max-k", "2", "--repeats", "3", "--warmup", "1", "--torch-device", "cpu"]
+VERIFY_STEPS = {(b, kv, q) for b in (1, 2) for kv in (128, 256) for q in (1, 2, 3)}
+BOUND_ROWS = {(b * q, kv, 1) for b, kv, q in VERIFY_STEPS}
+
+
+def test_verify_grid_is_every_step_plus_the_bounds_it_needs():
+    grid = measure_shapes.build_verify_shapes(128, 4096, 8)
+    steps = {(b, kv, q) for b in (1, 2, 4, 8, 16, 32, 64, 128) for kv in (128, 256, 512, 1024, 2048, 4096) for q in range(1, 10)}
+    layer = {(s.a, s.b, s.q): s.depth for s in grid if s.kind == "verify_layer"}
+    attention = {(s.a, s.b, s.q): s.depth for s in grid if s.kind == "verify_attention"}
+    assert set(layer) == steps and len(layer) == 432
+    assert set(attention) == steps | {(b * q, kv, 1) for b, kv, q in steps} and max(b for b, _, _ in attention) == 1152
+    for (b, kv, q), depth in layer.items():  # each step's bounds are measured no later than the step
+        assert attention[(b, kv, 1)] <= depth and attention[(b * q, kv, 1)] <= depth
+    assert {(1, 128, 1), (128, 4096, 9), (1152, 4096, 1)} <= {k for k, d in attention.items() if d == 0}
+    assert [s.depth for s in grid] == sorted(s.depth for s in grid)
+
+
+def test_verify_attention_is_causal_within_the_new_tokens():
+    mask = measure_ops.Attention.mask("verify_attention", 3, 5)["attn_mask"]._materialize()
+    assert mask.shape == (3, 8) and mask.sum(dim=1).tolist() == [6, 7, 8]  # query i sees the cache and new tokens 0..i
+    assert measure_ops.Attention.mask("verify_attention", 1, 5) == {}  # one query: plain decode
+
+
+@needs_torch
+def test_verify_tables_on_the_cpu(tmp_path):
+    out = tmp_path / "verify"
+    assert run_cli("--model", MODEL, "--out", str(out), *VERIFY) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["verify_attention.csv", "verify_layer.csv", "verify_metadata.json"]
+    attention, layer = pd.read_csv(out / "verify_attention.csv"), pd.read_csv(out / "verify_layer.csv")
+    assert set(zip(attention.batch_size, attention.kv_cache_size, attention.num_query_tokens)) == VERIFY_STEPS | BOUND_ROWS
+    assert set(zip(layer.batch_size, layer.kv_cache_size, layer.num_query_tokens)) == VERIFY_STEPS
+    assert (attention.num_speculative_tokens == attention.num_query_tokens - 1).all()
+    assert_ordered_stats(attention, ["attention"])
+    assert_ordered_stats(layer, ["layer"])
+    assert (attention.kv_layout == "contiguous").all() and attention.attention_backend.str.startswith("sdpa_").all()
+    assert (layer.n_expanded_embd == model_config(MODEL).mlp_hidden_dim).all()
+    meta = json.loads((out / "verify_metadata.json").read_text())
+    assert meta["grid"] == {"max_batch": 2, "min_kv": 128, "max_kv": 256, "max_speculative_tokens": 2, "shapes": {"verify_attention": 18, "verify_layer": 12}}
+    assert meta["measured_shapes"] == {"verify_attention": 18, "verify_layer": 12} and meta["skipped"] == []
+    assert meta["timer"] == {"perf_counter": 30} and meta["units"] == "milliseconds per layer"
+    assert profiles_main(["fit-verify", "--profile-dir", str(out)]) == 0  # the fit reads what measure wrote
+
+
+@needs_torch
+def test_verify_tables_beside_an_existing_profile_need_overwrite_and_keep_it(tiny_profile, tmp_path, capsys):
+    out = tmp_path / "profile"
+    shutil.copytree(tiny_profile, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert run_cli("--model", MODEL, "--out", str(out), *VERIFY) == 2
+    assert "--overwrite" in capsys.readouterr().err and sorted(p.name for p in out.iterdir()) == sorted(before)
+    assert run_cli("--model", MODEL, "--out", str(out), *VERIFY, "--overwrite", "--compress") == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted([*before, "verify_attention.csv.xz", "verify_layer.csv.xz", "verify_metadata.json"])
+    assert all((out / name).read_bytes() == data for name, data in before.items())  # the profile is untouched
+
+
+@needs_torch
+def test_profile_and_verify_tables_in_one_run(tmp_path):
+    out = tmp_path / "all"
+    args = [a for a in TINY if a != "--torch-device" and a != "cpu"]
+    assert run_cli("--model", MODEL, "--out", str(out), *args, "--tables", "all", "--max-kv", "128", "--verify-max-k", "1", "--torch-device", "cpu") == 0
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["attention.csv", "metadata.json", "mlp.csv", "verify_attention.csv", "verify_layer.csv", "verify_metadata.json"]
+    assert set(json.loads((out / "metadata.json").read_text())["measured_shapes"]) == {"mlp", "decode", "prefill"}
+    validate_profile_dir(out, model_shape(MODEL))
+
+
+@needs_torch
+def test_verify_shapes_that_do_not_fit_are_skipped_and_recorded(tmp_path, monkeypatch):
+    monkeypatch.setattr(measure_shapes, "kv_capacity", lambda *args: 2 * 258)  # K/V for batch 2 at KV 256 + 2 queries
+    out = tmp_path / "small-memory"
+    assert run_cli("--model", MODEL, "--out", str(out), *VERIFY) == 0
+    attention = pd.read_csv(out / "verify_attention.csv")
+    needed = attention.batch_size * (attention.kv_cache_size + attention.num_query_tokens)
+    assert (needed <= 516).all() and len(attention) == 18 - 5  # (3|4|6, 256, 1), (6, 128, 1) and (2, 256, 3) are out
+    assert len(pd.read_csv(out / "verify_layer.csv")) == 12 - 1
+    meta = json.loads((out / "verify_metadata.json").read_text())
+    assert all("exceeds the 516 that fit" in s["reason"] for s in meta["skipped"])
+    assert {(s["kind"], s["batch_size"], s["kv_cache_size"], s["num_query_tokens"]) for s in meta["skipped"]} >= {("verify_layer", 2, 256, 3), ("verify_attention", 6, 256, 1)}
+    assert meta["measured_shapes"]["verify_attention"] + sum(s["kind"] == "verify_attention" for s in meta["skipped"]) == 18
+
+
+@needs_torch
+def test_verify_time_budget_keeps_the_bounds_of_every_step_it_measured(tmp_path):
+    out = tmp_path / "budget"
+    args = ["--tables", "verify", "--max-batch", "8", "--max-kv", "512", "--verify-max-k", "4", "--repeats", "2", "--warmup", "0", "--torch-device", "cpu"]
+    assert run_cli("--model", MODEL, "--out", str(out), *args, "--time-budget", "0") == 0
+    attention = pd.read_csv(out / "verify_attention.csv")
+    steps = attention[attention.num_query_tokens > 1]
+    assert set(zip(steps.batch_size, steps.kv_cache_size, steps.num_query_tokens)) == {(b, kv, 5) for b in (1, 8) for kv in (128, 512)}
+    points = verify_fit.same_run_bounds(attention)
+    assert len(points) == len(steps)  # no step lost its bounds to the budget
+    meta = json.loads((out / "verify_metadata.json").read_text())
+    assert sum(meta["skipped_for_time_budget"].values()) > 0

@@ -144,7 +144,23 @@ class Attention:
 
     def transient_bytes(self, shape: Shape, element_size: int) -> int:
         """Per-shape tensors beyond the buffers: queries, new K/V, the output and its reshaped copy."""
-        return shape.a * (3 * self.q_heads + 2 * self.kv_heads) * self.head_dim * element_size
+        return shape.new_tokens * (3 * self.q_heads + 2 * self.kv_heads) * self.head_dim * element_size
+
+    def caches(self, batch: int, total: int):
+        """(batch, kv_heads, total, head_dim) K and V caches viewed from the start of the buffers."""
+        size = batch * self.kv_heads * total * self.head_dim
+        shape = (batch, self.kv_heads, total, self.head_dim)
+        return self.k_flat[:size].view(shape), self.v_flat[:size].view(shape)
+
+    @staticmethod
+    def mask(kind: str, new: int, kv: int) -> dict:
+        """SDPA's mask arguments: none for one query per sequence; causal inside the new tokens,
+        aligned to the bottom right (query i sees the cache and new tokens 0..i), for more."""
+        from torch.nn.attention.bias import causal_lower_right
+
+        if kind != "prefill" and new == 1:
+            return {}
+        return {"is_causal": True} if kv == 0 else {"attn_mask": causal_lower_right(new, kv + new)}
 
     def _candidates(self):
         from torch.nn.attention import SDPBackend
@@ -153,23 +169,37 @@ class Attention:
         members = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
         return [(name, members[name]) for name in names]
 
-    def measure(self, shape: Shape, clock: Clock, warmup: int, repeats: int) -> tuple[str, Timed]:
-        """Returns the SDPA backend that ran and the per-op timings."""
-        torch, F = self.torch, self.F
+    def on_first_backend(self, run, clock: Clock, warmup: int, repeats: int) -> tuple[str, Timed]:
+        """Time ``run`` under the first SDPA backend (of ``--attention-backend``) that accepts it."""
         from torch.nn.attention import sdpa_kernel
-        from torch.nn.attention.bias import causal_lower_right
 
-        decode = shape.kind == "decode"
-        batch, new, kv = (shape.a, 1, shape.b) if decode else (1, shape.a, shape.b)
-        total = kv + new
+        failures = []
+        for name, member in self._candidates():
+            with sdpa_kernel([member]):
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")  # the reasons a kernel declines a shape
+                        run(Stopwatch(self.torch, self.device))
+                except RuntimeError as exc:
+                    if is_out_of_memory(self.torch, exc):
+                        raise
+                    failures.append(f"{name}: {str(exc).splitlines()[0]}")
+                    continue
+                return name, clock.measure(run, max(warmup - 1, 0), repeats)
+        raise ShapeRejected("no scaled_dot_product_attention backend accepts this shape (" + "; ".join(failures) + ")")
+
+    def measure(self, shape: Shape, clock: Clock, warmup: int, repeats: int) -> tuple[str, Timed]:
+        """Returns the SDPA backend that ran and the per-op timings (the kernel's op is named
+        ``attn_decode``, ``attn_prefill`` or ``verify_attention`` after the shape's kind)."""
+        torch, F = self.torch, self.F
+        batch, new, kv = (1, shape.a, shape.b) if shape.kind == "prefill" else (shape.a, shape.q, shape.b)
         hd, hq, hkv = self.head_dim, self.q_heads, self.kv_heads
-        k_cache = self.k_flat[: batch * hkv * total * hd].view(batch, hkv, total, hd)
-        v_cache = self.v_flat[: batch * hkv * total * hd].view(batch, hkv, total, hd)
+        k_cache, v_cache = self.caches(batch, kv + new)
         q_flat = torch.randn(batch * new, hq * hd, device=self.device, dtype=self.dtype)
         k_new = torch.randn(batch * new, hkv * hd, device=self.device, dtype=self.dtype)
         v_new = torch.randn(batch * new, hkv * hd, device=self.device, dtype=self.dtype)
-        mask = {} if decode else ({"is_causal": True} if kv == 0 else {"attn_mask": causal_lower_right(new, total)})
-        op = "attn_decode" if decode else "attn_prefill"
+        mask = self.mask(shape.kind, new, kv)
+        op = {"decode": "attn_decode", "prefill": "attn_prefill"}.get(shape.kind, shape.kind)
         gqa = hq != hkv
 
         def as_heads(flat, heads):
@@ -185,25 +215,59 @@ class Attention:
             out = watch.time(op, lambda: F.scaled_dot_product_attention(q, k_cache, v_cache, enable_gqa=gqa, **mask))
             watch.time("attn_output_reshape", lambda: out.transpose(1, 2).reshape(batch * new, hq * hd))
 
-        failures = []
-        for name, member in self._candidates():
-            with sdpa_kernel([member]):
-                try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore")  # the reasons a kernel declines a shape
-                        run(Stopwatch(torch, self.device))
-                except RuntimeError as exc:
-                    if is_out_of_memory(torch, exc):
-                        raise
-                    failures.append(f"{name}: {str(exc).splitlines()[0]}")
-                    continue
-                return name, clock.measure(run, max(warmup - 1, 0), repeats)
-        raise ShapeRejected("no scaled_dot_product_attention backend accepts this shape (" + "; ".join(failures) + ")")
+        return self.on_first_backend(run, clock, warmup, repeats)
+
+
+class VerifyLayer:
+    """One decoder layer's whole verify step, timed as a single op (one CUDA graph on a GPU):
+    ``batch`` sequences of ``q`` = k' + 1 new tokens each over ``kv`` cached tokens: norm, QKV
+    projection, rotary embedding at positions kv..kv + q - 1, K/V written into the cache,
+    attention (causal within the new tokens), output projection, residual, norm, MLP, residual.
+    Uses the layer's weights and the attention's K/V buffers."""
+
+    def __init__(self, layer: Layer, attention: Attention):
+        self.layer, self.attention = layer, attention
+
+    def transient_bytes(self, shape: Shape, element_size: int) -> int:
+        return self.layer.activation_bytes(shape.new_tokens, element_size) + self.attention.transient_bytes(shape, element_size)
+
+    def measure(self, shape: Shape, clock: Clock, warmup: int, repeats: int) -> tuple[str, Timed]:
+        layer, attention = self.layer, self.attention
+        torch, F, device, dtype = layer.torch, layer.F, layer.device, attention.dtype
+        batch, new, kv = shape.a, shape.q, shape.b
+        tokens, hd, hq, hkv = batch * new, attention.head_dim, attention.q_heads, attention.kv_heads
+        k_cache, v_cache = attention.caches(batch, kv + new)
+        mask = attention.mask(shape.kind, new, kv)
+        x = torch.randn(tokens, layer.cfg.embedding_dim, device=device, dtype=dtype)
+        positions = (kv + torch.arange(new, device=device)).repeat(batch)
+        post_norm, gqa = layer.cfg.post_attn_norm, hq != hkv
+
+        def as_heads(flat, heads):
+            return flat.view(batch, new, heads, hd).transpose(1, 2)
+
+        def step():
+            normed = layer._norm(x)
+            qkv = F.linear(normed, layer.w_qkv, layer.b_qkv)
+            layer._rope(qkv, positions)
+            q, k, v = qkv.split((hq * hd, hkv * hd, hkv * hd), dim=-1)
+            k_cache[:, :, kv:].copy_(as_heads(k, hkv))
+            v_cache[:, :, kv:].copy_(as_heads(v, hkv))
+            out = F.scaled_dot_product_attention(as_heads(q, hq), k_cache, v_cache, enable_gqa=gqa, **mask)
+            o = F.linear(out.transpose(1, 2).reshape(tokens, hq * hd), layer.w_o, layer.b_o)
+            residual = x + o
+            if post_norm:  # else parallel blocks: the MLP reads the same normed input as attention
+                normed = layer._norm(residual)
+            down = F.linear(layer._act(F.linear(normed, layer.w_up, layer.b_up)), layer.w_down, layer.b_down)
+            return residual + down
+
+        return attention.on_first_backend(lambda watch: watch.time("verify_layer", step), clock, warmup, repeats)
 
 
 def measure_shape(layer: Layer, attention: Attention, clock: Clock, shape: Shape, warmup: int, repeats: int):
     """(backend or None, timings) for one shape; module-level so a test can stand in an OOM."""
     if shape.kind == "mlp":
         return None, layer.measure(shape.a, clock, warmup, repeats)
+    if shape.kind == "verify_layer":
+        return VerifyLayer(layer, attention).measure(shape, clock, warmup, repeats)
     return attention.measure(shape, clock, warmup, repeats)
 

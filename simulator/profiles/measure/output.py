@@ -1,8 +1,10 @@
-"""Measured rows in Vidur's profile format, and writing a profile directory through
-``vidur_format.write_profile`` (every file whole or not at all)."""
+"""Measured rows in Vidur's profile format and in the verify tables, and writing them: the
+profile through ``vidur_format.write_profile``, the verify tables through ``simulator.textio``
+(every file whole or not at all)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +13,17 @@ import pandas as pd
 from simulator.errors import ConfigError
 from simulator.profiles.measure.ops import HEAD_OPS
 from simulator.profiles.measure.shapes import Shape
+
+# The verify tables: one row per (batch, KV, k' + 1); rows with one query are plain decode, and
+# those at batches up to max_batch x (max_k + 1) are there for the per-token bound.
+VERIFY_KEY_COLUMNS = ("batch_size", "kv_cache_size", "num_query_tokens", "num_speculative_tokens")
+VERIFY_TABLES = {  # file stem -> (timed op, its column name, model columns)
+    "verify_attention": ("verify_attention", "attention", ("n_embd", "n_q_head", "n_kv_head")),
+    "verify_layer": ("verify_layer", "layer", ("n_embd", "n_q_head", "n_kv_head", "n_expanded_embd")),
+}
+VERIFY_TAIL_COLUMNS = ("attention_backend", "kv_layout")
+VERIFY_METADATA = "verify_metadata.json"
+from simulator.textio import atomic_path, atomic_write_text
 from simulator.profiles.vidur_format import (
     ATTENTION_KEY_COLUMNS,
     ATTENTION_OPS,
@@ -85,3 +98,48 @@ def write_measured_profile(out: Path, mlp: pd.DataFrame, attention: pd.DataFrame
     for stem in ("mlp", "attention"):
         (out / f"{stem}{other_suffix}").unlink(missing_ok=True)
     return files
+
+
+def verify_columns(stem: str) -> list[str]:
+    _, name, model = VERIFY_TABLES[stem]
+    return list(VERIFY_KEY_COLUMNS) + stat_columns(name) + list(model) + list(VERIFY_TAIL_COLUMNS)
+
+
+def verify_row(cfg, shape: Shape, stats: dict, backend: str) -> dict:
+    op, name, _ = VERIFY_TABLES[shape.kind]
+    model = {"n_embd": cfg.embedding_dim, "n_q_head": cfg.num_q_heads, "n_kv_head": cfg.num_kv_heads, "n_expanded_embd": cfg.mlp_hidden_dim}
+    return {
+        "batch_size": shape.a,
+        "kv_cache_size": shape.b,
+        "num_query_tokens": shape.q,
+        "num_speculative_tokens": shape.q - 1,
+        **{f"time_stats.{name}.{suffix}": stats[op][suffix] for suffix in STAT_SUFFIXES},
+        **model,
+        "attention_backend": f"sdpa_{backend}",
+        "kv_layout": "contiguous",
+    }
+
+
+def verify_frames(attention_rows: list[dict], layer_rows: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """``verify_attention.csv`` and ``verify_layer.csv``, rows sorted by KV, queries, batch."""
+    frames = [pd.DataFrame(rows, columns=verify_columns(stem)) for stem, rows in (("verify_attention", attention_rows), ("verify_layer", layer_rows))]
+    attention, layer = (f.sort_values(["kv_cache_size", "num_query_tokens", "batch_size"], ignore_index=True) for f in frames)
+    return attention, layer
+
+
+def _write_csv(frame: pd.DataFrame, path: Path) -> None:
+    with atomic_path(path) as tmp:
+        frame.to_csv(tmp, index=False, compression="xz" if path.name.endswith(".xz") else None, float_format="%.6g")
+
+
+def write_verify_tables(out: Path, attention: pd.DataFrame, layer: pd.DataFrame, metadata: dict, compress: bool) -> list[Path]:
+    """Write the verify tables and their metadata; drop a previous run's in the other format."""
+    suffix, other = (".csv.xz", ".csv") if compress else (".csv", ".csv.xz")
+    out.mkdir(parents=True, exist_ok=True)
+    paths = [out / f"verify_attention{suffix}", out / f"verify_layer{suffix}"]
+    for frame, path in zip((attention, layer), paths):
+        _write_csv(frame, path)
+    atomic_write_text(out / VERIFY_METADATA, json.dumps(metadata, indent=2, sort_keys=True) + "\n")
+    for stem in VERIFY_TABLES:
+        (out / f"{stem}{other}").unlink(missing_ok=True)
+    return paths

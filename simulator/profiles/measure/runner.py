@@ -17,11 +17,14 @@ from simulator.catalog import model_config
 from simulator.errors import ConfigError
 from simulator.profiles.measure import ops, output, shapes as grid, timing
 from simulator.profiles.measure.ops import ATTENTION_BACKENDS
-from simulator.profiles.measure.shapes import DEFAULT_MAX_KV, KIND_ORDER, Shape
+from simulator.profiles.measure.shapes import DEFAULT_MAX_KV, KIND_ORDER, PROFILE_KINDS, VERIFY_KINDS, Shape
 from simulator.profiles.measure.timing import TIMERS
 from simulator.profiles.vidur_format import MLP_OPS
 
 DTYPES = ("float16", "bfloat16", "float32")
+# What to measure: the Vidur-format profile, the verify steps, or both.
+TABLES = ("profile", "verify", "all")
+DEFAULT_VERIFY_MAX_K = 8
 GPU_BURN_IN_S = 1.0  # clocks ramp up from idle before the first timed shape
 
 
@@ -41,13 +44,20 @@ class MeasureOptions:
     block_size: int = 16
     seed: int = 0
     timer: str = "auto"  # auto: CUDA graphs on a GPU, perf_counter on a CPU
+    tables: str = "profile"
+    verify_max_k: int = DEFAULT_VERIFY_MAX_K  # verify steps of k' = 0..verify_max_k proposals
 
 
 @dataclass
 class MeasuredProfile:
-    mlp: pd.DataFrame
-    attention: pd.DataFrame
-    metadata: dict = field(default_factory=dict)
+    """The measured tables: the Vidur-format profile and/or the verify steps (None if not asked for)."""
+
+    mlp: pd.DataFrame | None
+    attention: pd.DataFrame | None
+    metadata: dict | None = None
+    verify_attention: pd.DataFrame | None = None
+    verify_layer: pd.DataFrame | None = None
+    verify_metadata: dict | None = None
 
 
 def check_options(o: MeasureOptions) -> None:
@@ -64,6 +74,10 @@ def check_options(o: MeasureOptions) -> None:
         raise ConfigError(f"--dtype {o.dtype!r}: must be one of auto, {', '.join(DTYPES)}")
     if o.timer not in TIMERS:
         raise ConfigError(f"--timer {o.timer!r}: must be one of {', '.join(TIMERS)}")
+    if o.tables not in TABLES:
+        raise ConfigError(f"--tables {o.tables!r}: must be one of {', '.join(TABLES)}")
+    if o.verify_max_k < 0:
+        raise ConfigError(f"--verify-max-k {o.verify_max_k}: must not be negative")
     if o.attention_backend not in ATTENTION_BACKENDS:
         raise ConfigError(f"--attention-backend {o.attention_backend!r}: must be one of {', '.join(ATTENTION_BACKENDS)}")
 
@@ -100,28 +114,51 @@ def device_facts(torch, device) -> dict:
 
 @dataclass
 class GridOutcome:
-    mlp_rows: list = field(default_factory=list)
-    attention_rows: list = field(default_factory=list)
-    skipped: list = field(default_factory=list)
+    rows: dict = field(default_factory=lambda: {kind: [] for kind in KIND_ORDER})
+    skipped: list = field(default_factory=list)  # each shape's describe() with the reason
     over_budget: dict = field(default_factory=lambda: {kind: 0 for kind in KIND_ORDER})
-    backends: set = field(default_factory=set)
+    backends: dict = field(default_factory=lambda: {kind: set() for kind in KIND_ORDER})
     absent_ops: list = field(default_factory=list)
-    timers: dict = field(default_factory=dict)  # timer -> shapes it timed
+    timers: dict = field(default_factory=lambda: {kind: {} for kind in KIND_ORDER})  # kind -> timer -> shapes
     timer_fallbacks: list = field(default_factory=list)  # shapes not timed by the timer asked for, and why
+
+    def summary(self, kinds) -> dict:
+        """The metadata of the shapes of ``kinds`` (one output table's)."""
+        timers: dict[str, int] = {}
+        for kind in kinds:
+            for timer, count in self.timers[kind].items():
+                timers[timer] = timers.get(timer, 0) + count
+        return {
+            "timer": dict(sorted(timers.items())),
+            "timer_fallbacks": [f for f in self.timer_fallbacks if f["kind"] in kinds],
+            "attention_backends": sorted({f"sdpa_{b}" for kind in kinds for b in self.backends[kind]}),
+            "skipped_for_time_budget": {kind: self.over_budget[kind] for kind in kinds},
+            "skipped": [s for s in self.skipped if s["kind"] in kinds],
+        }
+
+
+def _row(cfg, shape: Shape, timed, backend, layer, options: MeasureOptions, max_kv: int) -> dict:
+    if shape.kind == "mlp":
+        return output.mlp_row(cfg, shape.a, timed.stats, layer.ops())
+    if shape.kind in VERIFY_KINDS:
+        return output.verify_row(cfg, shape, timed.stats, backend)
+    return output.attention_row(cfg, shape, timed.stats, backend, options.block_size, max_kv)
 
 
 def measure_grid(torch, cfg, device, dtype, shapes: list[Shape], options: MeasureOptions, max_kv: int) -> GridOutcome:
     started = time.perf_counter()
     element_size = torch.empty((), dtype=dtype).element_size()
-    max_tokens = max(s.a for s in shapes if s.kind == "mlp")
+    max_tokens = max((s.new_tokens for s in shapes if s.kind in ("mlp", "verify_layer")), default=1)
+    max_position = max([max_tokens, max_kv] + [s.b + s.q for s in shapes if s.kind in VERIFY_KINDS])
     try:
-        layer = ops.Layer(torch, cfg, device, dtype, max(max_tokens, max_kv))
+        layer = ops.Layer(torch, cfg, device, dtype, max_position)
     except Exception as exc:
         if timing.is_out_of_memory(torch, exc):
             raise ConfigError(f"model '{options.model}': one layer's weights do not fit in {device.type} memory") from exc
         raise
     capacity = grid.kv_capacity(torch, device, shapes, cfg, element_size, layer.activation_bytes(max_tokens, element_size))
     attention = ops.Attention(torch, cfg, device, dtype, capacity, options.attention_backend)
+    verify_layer = ops.VerifyLayer(layer, attention)
     if device.type == "cuda":  # a second of the largest layer's matmuls
         burn_in, burn_in_end = timing.Clock(torch, device, graphs=False), time.perf_counter() + GPU_BURN_IN_S
         while time.perf_counter() < burn_in_end:
@@ -140,6 +177,8 @@ def measure_grid(torch, cfg, device, dtype, shapes: list[Shape], options: Measur
             reason = f"K/V for {grid.kv_tokens_needed(shape)} tokens exceeds the {attention.capacity} that fit in device memory"
             outcome.skipped.append({**shape.describe(), "reason": reason})
             continue
+        elif shape.kind == "verify_layer":
+            needed = verify_layer.transient_bytes(shape, element_size)
         else:
             needed = attention.transient_bytes(shape, element_size)
         if not grid.fits(torch, device, needed):
@@ -157,15 +196,14 @@ def measure_grid(torch, cfg, device, dtype, shapes: list[Shape], options: Measur
             continue
         finally:
             timing.free_memory(torch, device)
-        outcome.timers[timed.timer] = outcome.timers.get(timed.timer, 0) + 1
+        outcome.timers[shape.kind][timed.timer] = outcome.timers[shape.kind].get(timed.timer, 0) + 1
         if timed.fallback is not None:
             outcome.timer_fallbacks.append({**shape.describe(), "timer": timed.timer, "reason": timed.fallback})
-        if shape.kind == "mlp":
-            outcome.mlp_rows.append(output.mlp_row(cfg, shape.a, timed.stats, layer.ops()))
-        else:
-            outcome.backends.add(backend)
-            outcome.attention_rows.append(output.attention_row(cfg, shape, timed.stats, backend, options.block_size, max_kv))
-    print(f"measured {len(outcome.mlp_rows) + len(outcome.attention_rows)} of {len(shapes)} shapes in {time.perf_counter() - started:.1f} s", file=sys.stderr)
+        if backend is not None:
+            outcome.backends[shape.kind].add(backend)
+        outcome.rows[shape.kind].append(_row(cfg, shape, timed, backend, layer, options, max_kv))
+    measured = sum(len(rows) for rows in outcome.rows.values())
+    print(f"measured {measured} of {len(shapes)} shapes in {time.perf_counter() - started:.1f} s", file=sys.stderr)
     return outcome
 
 
@@ -174,7 +212,9 @@ def measure_profile(options: MeasureOptions) -> MeasuredProfile:
     check_options(options)
     cfg = model_config(options.model)
     max_kv = options.max_kv or min(cfg.max_model_len, DEFAULT_MAX_KV)
-    shapes = grid.build_shapes(options.grid, options.max_tokens, options.max_batch, max_kv)
+    profile, verify = options.tables in ("profile", "all"), options.tables in ("verify", "all")
+    shapes = grid.build_shapes(options.grid, options.max_tokens, options.max_batch, max_kv) if profile else []
+    shapes = grid.sort_shapes(shapes + (grid.build_verify_shapes(options.max_batch, max_kv, options.verify_max_k) if verify else []))
     torch = timing.import_torch()
     device = resolve_device(torch, options.torch_device)
     if options.timer == "graph" and device.type != "cuda":
@@ -184,43 +224,57 @@ def measure_profile(options: MeasureOptions) -> MeasuredProfile:
     with torch.inference_mode():
         outcome = measure_grid(torch, cfg, device, getattr(torch, dtype_name), shapes, options, max_kv)
 
-    mlp, attention = output.profile_frames(outcome.mlp_rows, outcome.attention_rows)
-    metadata = {
+    common = {
         "source": "measured with PyTorch (python -m simulator.profiles measure)",
         "model": options.model,
         "measured_on": device_facts(torch, device),
         "date": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
         "dtype": dtype_name,
-        "timer": dict(sorted(outcome.timers.items())),
         "timer_requested": options.timer,
-        "timer_fallbacks": outcome.timer_fallbacks,
-        "units": "milliseconds per layer; lm_head and sampler: milliseconds per forward pass",
-        "head_ops": {
-            "lm_head": "F.linear of [num_tokens, hidden] by the [vocab_size, hidden] weight, in dtype (TP = 1)",
-            "sampler": "torch.softmax over fp32 [num_tokens, vocab_size] logits, then argmax (greedy)",
-        },
-        "attention": "torch.nn.functional.scaled_dot_product_attention on contiguous K/V (not paged)",
-        "attention_backends": sorted(f"sdpa_{b}" for b in outcome.backends),
-        "ops_absent_from_model": outcome.absent_ops,
         "tensor_parallel_workers": 1,
-        "block_size": options.block_size,
         "warmup": options.warmup,
         "repeats": options.repeats,
         "seed": options.seed,
         "time_budget_s": options.time_budget_s,
-        "grid": {
-            "kind": options.grid,
-            "max_tokens": options.max_tokens,
-            "max_batch": options.max_batch,
-            "max_kv": max_kv,
-            "shapes": {kind: sum(s.kind == kind for s in shapes) for kind in KIND_ORDER},
-        },
-        "measured_shapes": {
-            "mlp": len(mlp),
-            "decode": int((attention.prefill_chunk_size == 0).sum()),
-            "prefill": int((attention.prefill_chunk_size > 0).sum()),
-        },
-        "skipped_for_time_budget": outcome.over_budget,
-        "skipped": outcome.skipped,
     }
-    return MeasuredProfile(mlp, attention, metadata)
+    result = MeasuredProfile(None, None)
+    if profile:
+        result.mlp, result.attention = output.profile_frames(outcome.rows["mlp"], outcome.rows["decode"] + outcome.rows["prefill"])
+        result.metadata = {
+            **common,
+            **outcome.summary(PROFILE_KINDS),
+            "units": "milliseconds per layer; lm_head and sampler: milliseconds per forward pass",
+            "head_ops": {
+                "lm_head": "F.linear of [num_tokens, hidden] by the [vocab_size, hidden] weight, in dtype (TP = 1)",
+                "sampler": "torch.softmax over fp32 [num_tokens, vocab_size] logits, then argmax (greedy)",
+            },
+            "attention": "torch.nn.functional.scaled_dot_product_attention on contiguous K/V (not paged)",
+            "ops_absent_from_model": outcome.absent_ops,
+            "block_size": options.block_size,
+            "grid": {
+                "kind": options.grid,
+                "max_tokens": options.max_tokens,
+                "max_batch": options.max_batch,
+                "max_kv": max_kv,
+                "shapes": {kind: sum(s.kind == kind for s in shapes) for kind in PROFILE_KINDS},
+            },
+            "measured_shapes": {kind: len(outcome.rows[kind]) for kind in PROFILE_KINDS},
+        }
+    if verify:
+        result.verify_attention, result.verify_layer = output.verify_frames(outcome.rows["verify_attention"], outcome.rows["verify_layer"])
+        result.verify_metadata = {
+            **common,
+            **outcome.summary(VERIFY_KINDS),
+            "units": "milliseconds per layer",
+            "attention": "torch.nn.functional.scaled_dot_product_attention on contiguous K/V (not paged), causal bottom-right within the new tokens",
+            "kv_layout": "contiguous",
+            "grid": {
+                "max_batch": options.max_batch,
+                "min_kv": min(grid.VERIFY_MIN_KV, max_kv),
+                "max_kv": max_kv,
+                "max_speculative_tokens": options.verify_max_k,
+                "shapes": {kind: sum(s.kind == kind for s in shapes) for kind in VERIFY_KINDS},
+            },
+            "measured_shapes": {kind: len(outcome.rows[kind]) for kind in VERIFY_KINDS},
+        }
+    return result

@@ -13,23 +13,36 @@ from simulator.profiles import grid as vidur_grid
 
 GRIDS = ("vidur", "small")
 DEFAULT_MAX_KV = 4096
-KIND_ORDER = ("mlp", "decode", "prefill")
+KIND_ORDER = ("mlp", "decode", "prefill", "verify_attention", "verify_layer")
+PROFILE_KINDS = KIND_ORDER[:3]  # the Vidur-format profile
+VERIFY_KINDS = KIND_ORDER[3:]  # verify_attention.csv, verify_layer.csv
+VERIFY_MIN_KV = 128
 
 
 @dataclass(frozen=True)
 class Shape:
     """One measurement: ``mlp`` (a = num_tokens), ``decode`` (a = batch, b = KV tokens cached
-    per sequence) or ``prefill`` (a = chunk, b = KV tokens before the chunk)."""
+    per sequence), ``prefill`` (a = chunk, b = KV tokens before the chunk), or a verify step,
+    ``verify_attention`` / ``verify_layer`` (a = batch, b = KV tokens cached per sequence,
+    q = k' + 1 new tokens per sequence)."""
 
     kind: str
     a: int
     b: int = 0
     depth: int = 0  # 0 for the grid's corners; each level bisects the gaps of the previous ones
+    q: int = 1
 
     def describe(self) -> dict:
+        if self.kind in VERIFY_KINDS:
+            return {"kind": self.kind, "batch_size": self.a, "kv_cache_size": self.b, "num_query_tokens": self.q}
         names = {"mlp": ("num_tokens", None), "decode": ("batch_size", "kv_cache_size"), "prefill": ("prefill_chunk_size", "kv_cache_size")}
         first, second = names[self.kind]
         return {"kind": self.kind, first: self.a, **({second: self.b} if second else {})}
+
+    @property
+    def new_tokens(self) -> int:
+        """Tokens this shape puts through the layer: the whole chunk, or every sequence's queries."""
+        return self.a if self.kind in ("mlp", "prefill") else self.a * self.q
 
 
 def refinement_depth(index: int, count: int) -> int:
@@ -99,12 +112,43 @@ def build_shapes(grid: str, max_tokens: int, max_batch: int, max_kv: int) -> lis
         )
     shapes = [Shape("mlp", t, 0, refinement_depth(i, len(tokens))) for i, t in enumerate(sorted(set(tokens)))]
     shapes += _with_depths("decode", decode) + _with_depths("prefill", prefill)
-    return sorted(shapes, key=lambda s: (s.depth, KIND_ORDER.index(s.kind), s.a, s.b))
+    return sort_shapes(shapes)
+
+
+def build_verify_shapes(max_batch: int, max_kv: int, max_k: int, min_kv: int = VERIFY_MIN_KV) -> list[Shape]:
+    """Verify steps: every (batch, KV, k' + 1) of powers-of-two batches 1..max_batch, powers-of-two
+    KV lengths min_kv..max_kv and k' = 0..max_k, for attention alone and for the whole layer.
+
+    Attention also gets the one-query rows the two bounds need: ``kv_once`` is the (batch, KV, 1)
+    row itself, ``per_token`` the (batch x (k' + 1), KV, 1) row, at batches up to
+    max_batch x (max_k + 1).  A bound row takes the depth of the shallowest verify row that
+    needs it, so a run cut short by its time budget keeps the bounds of every row it measured.
+    """
+    batches, kvs, queries = powers_of_two(1, max_batch), powers_of_two(min(min_kv, max_kv), max_kv), list(range(1, max_k + 2))
+    if not batches or not kvs:
+        raise ConfigError(f"verify grid with --max-batch {max_batch}, --max-kv {max_kv} has no shapes; raise the limits")
+    depth = {}
+    for i, b in enumerate(batches):
+        for j, kv in enumerate(kvs):
+            for n, q in enumerate(queries):
+                depth[(b, kv, q)] = max(refinement_depth(i, len(batches)), refinement_depth(j, len(kvs)), refinement_depth(n, len(queries)))
+    attention = dict(depth)
+    for (b, kv, q), d in depth.items():
+        bound = (b * q, kv, 1)
+        attention[bound] = min(attention.get(bound, d), d)
+    shapes = [Shape("verify_attention", b, kv, d, q) for (b, kv, q), d in attention.items()]
+    shapes += [Shape("verify_layer", b, kv, d, q) for (b, kv, q), d in depth.items()]
+    return sort_shapes(shapes)
+
+
+def sort_shapes(shapes: list[Shape]) -> list[Shape]:
+    """Coarse-to-fine, then by kind, then by size."""
+    return sorted(shapes, key=lambda s: (s.depth, KIND_ORDER.index(s.kind), s.a, s.b, s.q))
 
 
 def kv_tokens_needed(shape: Shape) -> int:
     """K/V tokens an attention shape reads: every sequence's cache plus its new tokens."""
-    return shape.a * (shape.b + 1) if shape.kind == "decode" else shape.a + shape.b
+    return shape.a + shape.b if shape.kind == "prefill" else shape.a * (shape.b + shape.q)
 
 
 def fits(torch, device, needed_bytes: int) -> bool:

@@ -1,0 +1,89 @@
+"""``python -m simulator.profiles fit-verify``: lambda of the interpolated verify mode, fitted to a
+measured ``verify_attention.csv``; printed as Markdown, optionally written as JSON."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from simulator.catalog import model_shape
+from simulator.errors import ConfigError
+from simulator.profiles import verify_fit
+from simulator.profiles.measured import read_attention
+from simulator.profiles.verify_table import read_verify_attention
+from simulator.profiles.vidur_format import validate_profile_dir
+from simulator.textio import atomic_write_text
+
+STATS = ("median", "mean", "min")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile-dir", required=True, help="directory holding verify_attention.csv[.xz] (from measure --tables verify)")
+    parser.add_argument(
+        "--decode-profile",
+        help="take the bounds from this Vidur-format profile's decode rows, as the simulator does (default: the verify table's own one-query rows)",
+    )
+    parser.add_argument("--model", default="meta-llama/Llama-2-7b-hf", help="model whose decode rows --decode-profile holds")
+    parser.add_argument("--stat", default="median", choices=STATS, help="which timing statistic to fit (default median)")
+    parser.add_argument("--json", help="also write the fit to this JSON file")
+
+
+def _markdown(frame: pd.DataFrame) -> str:
+    formats = [".3f" if pd.api.types.is_float_dtype(frame[c]) else ".0f" for c in frame.columns]
+    return frame.to_markdown(index=False, floatfmt=formats)
+
+
+def _lambda_grid(batch_kv: pd.DataFrame) -> pd.DataFrame:
+    grid = batch_kv.pivot(index="batch_size", columns="kv_cache_size", values="lambda")
+    grid.columns = [f"KV {kv}" for kv in grid.columns]
+    return grid.reset_index().astype({"batch_size": int})
+
+
+def report(fit: verify_fit.LambdaFit, source: str) -> str:
+    by = fit.groups
+    lines = [
+        f"lambda = {fit.overall:.3f}  (relative residual: RMS {fit.residual_rms_pct:.1f}%, max {fit.residual_max_pct:.1f}%; "
+        f"{fit.rows} verify rows; bounds: {source})",
+        "",
+        "## lambda by batch",
+        "",
+        _markdown(by["batch"]),
+        "",
+        "## lambda by KV length",
+        "",
+        _markdown(by["kv"]),
+        "",
+        "## lambda by queries per sequence (k' + 1)",
+        "",
+        _markdown(by["queries"]),
+        "",
+        "## lambda by batch (rows) and KV length (columns)",
+        "",
+        _markdown(_lambda_grid(by["batch_kv"])),
+    ]
+    return "\n".join(lines)
+
+
+def main(args: argparse.Namespace) -> int:
+    if args.json and Path(args.json).is_dir():
+        raise ConfigError(f"--json {args.json}: is a directory")
+    verify = read_verify_attention(args.profile_dir)
+    if args.decode_profile:
+        shape = model_shape(args.model)
+        files = validate_profile_dir(args.decode_profile, shape)
+        decode, _ = read_attention(files.attention, shape)
+        points, source = verify_fit.profile_bounds(verify, decode, args.stat), f"decode rows of {args.decode_profile}"
+    else:
+        points, source = verify_fit.same_run_bounds(verify, args.stat), "the verify table's own one-query rows"
+    try:
+        fit = verify_fit.fit_lambda(points)
+    except ValueError as exc:
+        raise ConfigError(f"--profile-dir {args.profile_dir}: {exc}") from exc
+    print(report(fit, source))
+    if args.json:
+        summary = {"profile_dir": Path(args.profile_dir).name, "stat": args.stat, "bounds": "decode profile" if args.decode_profile else "same run", **verify_fit.fit_summary(fit)}
+        atomic_write_text(args.json, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return 0
