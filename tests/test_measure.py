@@ -23,7 +23,7 @@ from simulator.profiles.measure import ops as measure_ops
 from simulator.profiles.measure import shapes as measure_shapes
 from simulator.profiles import verify_fit
 from simulator.profiles.__main__ import main as profiles_main
-from simulator.profiles.vidur_format import ATTENTION_OPS, MLP_OPS, STAT_SUFFIXES, validate_profile_dir
+from simulator.profiles.vidur_format import ATTENTION_OPS, LOGITS_OPS, MLP_OPS, STAT_SUFFIXES, validate_profile_dir
 
 try:
     import torch
@@ -127,7 +127,7 @@ def test_profile_loads_through_vidurs_own_filters(tiny_profile):
 @needs_torch
 def test_lm_head_and_sampler_are_extra_columns_of_mlp_csv(tiny_profile):
     mlp = pd.read_csv(tiny_profile / "mlp.csv")
-    assert_ordered_stats(mlp, measure_ops.HEAD_OPS)
+    assert_ordered_stats(mlp, LOGITS_OPS)
     stat_cols = [c for c in mlp.columns if c.startswith("time_stats.")]
     assert stat_cols[-10:] == [f"time_stats.{op}.{s}" for op in ("lm_head", "sampler") for s in STAT_SUFFIXES]
     mlp, _ = vidur_load(tiny_profile, MODEL)  # Vidur's loader keeps reading the file

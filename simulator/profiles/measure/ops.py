@@ -12,8 +12,6 @@ from simulator.profiles.vidur_format import MLP_OPS
 ATTENTION_BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
 # Tried in this order by "auto": PyTorch's own preference among its fused kernels.
 AUTO_BACKEND_ORDER = ("flash", "efficient", "math")
-# Once per forward pass, not per layer; Vidur's op set has neither. Extra columns of mlp.csv.
-HEAD_OPS = ("lm_head", "sampler")
 
 
 class ShapeRejected(Exception):
@@ -22,7 +20,7 @@ class ShapeRejected(Exception):
 
 class Layer:
     """One transformer layer's non-attention weights, with random values, run op by op as Vidur
-    names them, then the model's head: the LM head GEMM and a greedy sampler (``HEAD_OPS``)."""
+    names them, then the model's head: the LM head GEMM and a greedy sampler (``vidur_format.LOGITS_OPS``, once per forward pass, not per layer)."""
 
     def __init__(self, torch, cfg, device, dtype, max_tokens: int):
         self.torch, self.cfg, self.device = torch, cfg, device

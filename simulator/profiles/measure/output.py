@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 
 from simulator.errors import ConfigError
-from simulator.profiles.measure.ops import HEAD_OPS
 from simulator.profiles.measure.shapes import Shape
 
 # The verify tables: one row per (batch, KV, k' + 1); rows with one query are plain decode, and
@@ -27,6 +26,7 @@ from simulator.textio import atomic_path, atomic_write_text
 from simulator.profiles.vidur_format import (
     ATTENTION_KEY_COLUMNS,
     ATTENTION_OPS,
+    LOGITS_OPS,
     MLP_KEY_COLUMNS,
     MLP_OPS,
     STAT_SUFFIXES,
@@ -41,7 +41,7 @@ def mlp_row(cfg, tokens: int, stats: dict, ops: tuple[str, ...]) -> dict:
     for op in MLP_OPS:  # an op the architecture lacks takes no time (Vidur's loader assumes the same)
         for suffix in STAT_SUFFIXES:
             row[f"time_stats.{op}.{suffix}"] = stats[op][suffix] if op in ops else 0.0
-    for op in HEAD_OPS:
+    for op in LOGITS_OPS:
         row.update({f"time_stats.{op}.{suffix}": stats[op][suffix] for suffix in STAT_SUFFIXES})
     row.update(
         n_head=cfg.num_q_heads,
@@ -77,7 +77,7 @@ def attention_row(cfg, shape: Shape, stats: dict, backend: str, block_size: int,
 
 def profile_frames(mlp_rows: list[dict], attention_rows: list[dict]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``mlp.csv`` and ``attention.csv`` in Vidur's column order, rows in a fixed order."""
-    mlp = pd.DataFrame(mlp_rows, columns=[c for op in MLP_OPS + HEAD_OPS for c in stat_columns(op)] + list(MLP_KEY_COLUMNS))
+    mlp = pd.DataFrame(mlp_rows, columns=[c for op in MLP_OPS + LOGITS_OPS for c in stat_columns(op)] + list(MLP_KEY_COLUMNS))
     mlp = mlp.sort_values("num_tokens", ignore_index=True)
     attention = pd.DataFrame(attention_rows, columns=[c for op in ATTENTION_OPS for c in stat_columns(op)] + list(ATTENTION_KEY_COLUMNS))
     attention = attention.sort_values(["is_prefill", "prefill_chunk_size", "kv_cache_size", "batch_size"], ignore_index=True)
