@@ -28,7 +28,10 @@ EXIT_CODES = f"""exit codes:
 
 
 def _generate(args) -> None:
+    from simulator.validation.files import check_output_file
     from simulator.validation.workload import WorkloadSpec, generate, read_length_trace, write_workload
+
+    check_output_file(args.out, "workload file")
 
     lengths = args.lengths or ("trace" if args.trace else "uniform" if args.prompt_range or args.output_range else "fixed")
     trace_rows = None
@@ -104,10 +107,10 @@ def _replay(args) -> int:
 
 def _calibrate(args) -> None:
     from simulator.validation.calibrate import calibrate
-    from simulator.validation.files import atomic_write_json
+    from simulator.validation.files import atomic_write_json, check_output_file
 
+    out = check_output_file(Path(args.out) if args.out else Path(args.replay) / "calibration.json", "calibration file")
     record = calibrate(Path(args.replay), args.num_speculative_tokens)
-    out = Path(args.out) if args.out else Path(args.replay) / "calibration.json"
     atomic_write_json(out, record)
     for dropped in record["sessions_dropped"]:
         print(f"warning: replay session {dropped['session']} left out of the calibration: {dropped['reason']}", file=sys.stderr)

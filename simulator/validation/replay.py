@@ -23,12 +23,14 @@ from httpx_sse import SSEError, aconnect_sse
 from tqdm import tqdm
 
 from simulator.errors import ConfigError
-from simulator.validation.files import DurableAppender, atomic_write_json, atomic_write_text
+from simulator.validation.files import DurableAppender, atomic_write_json, atomic_write_text, check_output_dir
 from simulator.validation.metrics import check_vllm_metrics, scrape
 from simulator.validation.replay_files import (
     NOT_SENT,
+    RESULTS_FILE,
     SCHEMA,
     SCHEMA_VERSION,
+    SCRAPES_DIR,
     SUMMARY_FILE,
     list_scrapes,
     read_results,
@@ -99,10 +101,10 @@ def pending_requests(workload: Workload, records: dict, retry_failed: bool) -> l
 def replay(workload: Workload, out_dir: Path, options: ReplayOptions) -> dict:
     """Replay what is still pending; returns this session's summary (also saved to disk).
 
-    Raises ConfigError before writing anything if the server cannot be reached or the
-    directory holds results for another workload or model.
+    Raises ConfigError before writing anything if the output directory is unusable, the
+    server cannot be reached, or the directory holds results for another workload or model.
     """
-    out_dir = Path(out_dir)
+    out_dir = check_output_dir(out_dir, "replay directory", files=(RESULTS_FILE, SUMMARY_FILE), dirs=(SCRAPES_DIR,))
     existing = read_results(out_dir, workload.workload_hash)
     records = existing.records if existing else {}
     pending = pending_requests(workload, records, options.retry_failed)

@@ -18,7 +18,7 @@ from simulator.errors import ConfigError
 from simulator.schemas import VALIDATION_REPORT_SCHEMA
 from simulator.validation.calibrate import read_calibration
 from simulator.validation.compare import METRICS, acceptance_summary, check_same_workload, error_summary, join, measured_frame, status_counts
-from simulator.validation.files import atomic_write_bytes, atomic_write_json, json_safe
+from simulator.validation.files import atomic_write_bytes, atomic_write_json, check_output_dir, json_safe
 from simulator.validation.replay_files import read_results, read_summary
 from simulator.validation.simulate import read_simulated
 from simulator.validation.workload import read_workload
@@ -136,6 +136,7 @@ def scatter_figure(frame: pd.DataFrame) -> go.Figure:
 
 
 def compare_files(workload_path: Path, replay_dir: Path, calibration_path: Path, simulated_dir: Path, out_dir: Path) -> dict:
+    out_dir = check_output_dir(out_dir, "report directory", files=tuple(FILES.values()))
     workload = read_workload(workload_path)
     results = read_results(replay_dir)
     if results is None:
@@ -151,7 +152,6 @@ def compare_files(workload_path: Path, replay_dir: Path, calibration_path: Path,
         FILES["scatter_json"]: figure.to_json().encode("utf-8"),
         FILES["plotlyjs"]: get_plotlyjs().encode("utf-8"),
     }
-    out_dir = Path(out_dir)
     for name, data in outputs.items():
         atomic_write_bytes(out_dir / name, data)
     atomic_write_json(out_dir / FILES["json"], report)  # last: its presence means the set is complete

@@ -11,7 +11,7 @@ from typing import Optional
 
 from simulator.config import ExplicitWorkload, RunConfig, SpeculationConfig
 from simulator.errors import ConfigError
-from simulator.validation.files import atomic_write_bytes, atomic_write_json, check_schema, read_json
+from simulator.validation.files import atomic_write_bytes, atomic_write_json, check_output_dir, check_schema, read_json
 from simulator.validation.workload import Workload
 
 SCHEMA = "vidur-specdec/validation-simulated"
@@ -62,9 +62,12 @@ def build_run_config(
 
 
 def simulate(config: RunConfig, workload: Workload, calibration: dict, out_dir: Path) -> dict:
-    """Run the simulator and write ``simulated.csv`` (per request) and ``simulated.json``."""
+    """Run the simulator and write ``simulated.csv`` (per request) and ``simulated.json``.
+
+    The output directory is checked first, so a bad path fails before the simulation runs."""
     from simulator import run  # the simulator proper; imported here so the other steps work without it
 
+    out_dir = check_output_dir(out_dir, "simulate output directory", files=(REQUESTS_FILE, SUMMARY_FILE))
     result = run(config)
     frame = result.requests.sort_values("request_id").reset_index(drop=True)
     if len(frame) != len(workload) or list(frame["request_id"]) != list(range(len(workload))):
@@ -78,7 +81,6 @@ def simulate(config: RunConfig, workload: Workload, calibration: dict, out_dir: 
         "summary": result.summary,
         "provenance": result.provenance,
     }
-    out_dir = Path(out_dir)
     atomic_write_bytes(out_dir / REQUESTS_FILE, frame.to_csv(index=False, lineterminator="\n").encode("utf-8"))
     atomic_write_json(out_dir / SUMMARY_FILE, record)
     return record
