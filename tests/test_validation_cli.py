@@ -56,3 +56,13 @@ def test_steps_that_need_the_validation_extra_say_so(tmp_path):
     # a step that needs none of it still runs
     generate = run_without_extra("generate", "--out", str(tmp_path / "w2.jsonl"), "--num-requests", "2", "--prompt-tokens", "4", "--output-tokens", "2", cwd=tmp_path)
     assert generate.returncode == 0, generate.stderr
+
+
+def test_simulate_device_is_a_gpu_sku(tmp_path, capsys):
+    parser = build_parser()
+    simulate = parser._subparsers._group_actions[0].choices["simulate"]
+    device = next(a for a in simulate._actions if "--device" in a.option_strings)
+    assert "SKU" in device.help and "h200" in device.help
+    assert main(["simulate", "--workload", str(tmp_path / "w.jsonl"), "--calibration", str(tmp_path / "c.json"), "--out", str(tmp_path / "s"), "--device", "cuda"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown device 'cuda'" in err and "a100" in err and "h200" in err

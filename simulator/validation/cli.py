@@ -122,10 +122,12 @@ def _calibrate(args) -> None:
 
 
 def _simulate(args) -> None:
+    from simulator.profiles.hardware import get_device
     from simulator.validation.calibrate import read_calibration
     from simulator.validation.simulate import build_run_config, simulate
     from simulator.validation.workload import read_workload
 
+    get_device(args.device)  # an unknown SKU stops here, naming the known ones
     workload = read_workload(Path(args.workload))
     calibration = read_calibration(Path(args.calibration))
     config = build_run_config(workload, calibration, model=args.model, device=args.device, profile_dir=args.profile_dir, proposer=args.proposer, draft_model=args.draft_model, seed=args.seed)
@@ -193,8 +195,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--calibration", required=True)
     s.add_argument("--out", required=True, help="directory for simulated.csv and simulated.json")
     s.add_argument("--model", default="meta-llama/Llama-2-7b-hf")
-    s.add_argument("--device", default="a100")
-    s.add_argument("--profile-dir", help="a Vidur-format profile directory")
+    s.add_argument("--device", default="a100", help="GPU SKU the server ran on: a100, h100 or h200 (default: a100)")
+    s.add_argument("--profile-dir", help="a Vidur-format profile directory measured on that GPU (default: the built-in profile)")
     s.add_argument("--proposer", choices=("ngram", "draft"), default="ngram")
     s.add_argument("--draft-model")
     s.add_argument("--seed", type=int, default=0)
