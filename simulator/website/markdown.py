@@ -66,7 +66,8 @@ def render(
         if token.type == "inline" and token.children:
             token.children = _source_links(token.children, source_url, path)
         if token.type == "table_open":
-            out.append(Token("html_block", "", 0, content='<div class="table-wrap">\n'))
+            # Focusable, so a keyboard can scroll a table wider than the screen.
+            out.append(Token("html_block", "", 0, content='<div class="table-wrap" tabindex="0" role="region" aria-label="Table">\n'))
         out.append(token)
         if token.type == "table_close":
             out.append(Token("html_block", "", 0, content="</div>\n"))

@@ -26,8 +26,8 @@ def speedup(value: float) -> str:
 
 
 def batch(value: float) -> str:
-    """A mean number of requests, e.g. '23.4 requests'."""
-    return "–" if _missing(value) else f"{value:.1f} requests"
+    """A mean number of requests, e.g. '23.4' (the column heading names the unit)."""
+    return "–" if _missing(value) else f"{value:.1f}"
 
 
 def attention_label(mode: str) -> str:
