@@ -6,11 +6,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from repo import SHARED_DIR
 from simulator.errors import ConfigError
 from simulator.validation.cli import main
 from simulator.validation.workload import WorkloadSpec, generate, read_length_trace, read_workload, write_workload
 
-SHARED_TRACES = Path(__file__).resolve().parents[1].parent / "shared" / "vidur-traces"
+SHARED_TRACES = SHARED_DIR / "vidur-traces"
 
 
 def _rewrite(path: Path, edit) -> None:

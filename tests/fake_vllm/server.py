@@ -29,6 +29,7 @@ import asyncio
 import hashlib
 import json
 import math
+import select
 import socket
 import threading
 import time
@@ -530,15 +531,19 @@ class BlackHole:
     def __enter__(self) -> str:
         self._listener = socket.socket()
         self._listener.bind(("127.0.0.1", 0))
-        self._listener.listen(0)
+        self._listener.listen(0)  # the queue holds one connection that nobody accepts
         address = self._listener.getsockname()
         self._fillers = []
-        for _ in range(4):  # fill the accept queue; later connects get no SYN-ACK
+        for _ in range(2):
             filler = socket.socket()
             filler.setblocking(False)
             filler.connect_ex(address)
             self._fillers.append(filler)
-        time.sleep(0.05)  # let the kernel finish the fillers' handshakes (no assertion depends on it)
+        # The queue is full once a filler's handshake has completed (it turns writable).
+        _, writable, _ = select.select([], self._fillers, [], 30.0)
+        if not writable:
+            self.__exit__()
+            raise RuntimeError("no filler connection completed in 30 s; cannot fill the accept queue")
         return f"http://{address[0]}:{address[1]}"
 
     def __exit__(self, *exc) -> None:
