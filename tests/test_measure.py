@@ -467,6 +467,9 @@ def test_profile_and_verify_tables_in_one_run(tmp_path):
     assert names == ["attention.csv", "metadata.json", "mlp.csv", "verify_attention.csv", "verify_layer.csv", "verify_metadata.json"]
     assert set(json.loads((out / "metadata.json").read_text())["measured_shapes"]) == {"mlp", "decode", "prefill"}
     validate_profile_dir(out, model_shape(MODEL))
+    fit = tmp_path / "fit.json"  # the bounds as the simulator looks them up, in the profile's decode rows
+    assert profiles_main(["fit-verify", "--profile-dir", str(out), "--decode-profile", str(out), "--model", MODEL, "--json", str(fit)]) == 0
+    assert json.loads(fit.read_text())["bounds"] == "decode profile"
 
 
 @needs_torch
