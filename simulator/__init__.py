@@ -4,10 +4,10 @@
 Vidur is imported on first use, so reading configs or results stays fast.
 """
 
-from simulator.config import ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.results import RunResult
 
-__all__ = ["run", "RunConfig", "RunResult", "PoissonWorkload", "ExplicitWorkload", "SpeculationConfig"]
+__all__ = ["run", "RunConfig", "RunResult", "PoissonWorkload", "ExplicitWorkload", "ClosedLoopWorkload", "SpeculationConfig"]
 
 
 def run(config: RunConfig) -> RunResult:

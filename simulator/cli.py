@@ -10,26 +10,35 @@ import os
 import sys
 from pathlib import Path
 
-from simulator.config import PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.errors import ConfigError
 from simulator.textio import atomic_write_text
 
 
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m simulator", description="Simulate one (speculative) serving configuration with Vidur.")
-    w = p.add_argument_group("workload (Vidur's Poisson generator, fixed lengths)")
+    p.add_argument("--version", action="store_true", help="print the package version, the vidur version and the model hash, then exit")
+    w = p.add_argument_group("workload (default: Vidur's Poisson generator at 4 req/s, fixed lengths)")
     w.add_argument("--requests", type=int, default=300)
     w.add_argument("--prompt-tokens", type=int, default=1024)
     w.add_argument("--output-tokens", type=int, default=256)
-    w.add_argument("--rate", type=float, default=4.0, help="arrival rate, requests/s")
+    w.add_argument("--rate", type=float, default=None, help="Poisson arrival rate, requests/s (default 4)")
+    w.add_argument("--concurrency", type=int, default=None, help="closed loop: N requests in flight, each replaced when it finishes")
+    w.add_argument("--trace", help="draw prompt/output lengths (seeded) from a Vidur trace CSV instead of the fixed lengths")
     w.add_argument("--workload-seed", type=int, default=42)
     s = p.add_argument_group("speculative decoding (k = 0: off)")
     s.add_argument("-k", "--num-speculative-tokens", type=int, default=0)
     s.add_argument("--acceptance", type=float, help="i.i.d. per-position acceptance rate")
     s.add_argument("--acceptance-per-position", help="comma-separated P(pos i accepted | earlier accepted)")
-    s.add_argument("--proposer", default="ngram", help="ngram or draft")
+    s.add_argument("--proposer", default="ngram", help="ngram, draft (a draft model), eagle or eagle3 (an EAGLE head named by --draft-model)")
     s.add_argument("--ngram-overhead-ms", type=float, default=SpeculationConfig.ngram_overhead_ms)
-    s.add_argument("--draft-model", help="e.g. JackFram/llama-68m or TinyLlama/TinyLlama-1.1B-Chat-v1.0")
+    s.add_argument(
+        "--proposal-probability",
+        type=float,
+        default=1.0,
+        help="P(the proposer drafts at a decode step); < 1 for n-gram misses (the validation harness measures it)",
+    )
+    s.add_argument("--draft-model", help="e.g. JackFram/llama-68m, or an EAGLE head such as yuhuili/EAGLE-LLaMA3.1-Instruct-8B")
     s.add_argument("--draft-profile-dir", help="Vidur-format profile of the draft model (default: built-in profile)")
     s.add_argument("--draft-tensor-parallel-size", type=int, help="GPUs the draft runs on: 1 or the target's (default: the target's)")
     s.add_argument("--attention", default="kv_once", help="kv_once, per_token or interpolated")
@@ -46,6 +55,13 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--network-profile-dir", help="Vidur-format network profile with all_reduce.csv (default: the profile's own, else built-in)")
     m.add_argument("--pipeline-stages", type=int, default=1)
     m.add_argument("--seed", type=int, default=0, help="acceptance draws")
+    m.add_argument(
+        "--engine-overhead-ms",
+        type=float,
+        default=RunConfig.engine_overhead_ms,
+        help=f"the engine's CPU time per step (default {RunConfig.engine_overhead_ms:g}; 0 with --no-lm-head is stock Vidur)",
+    )
+    m.add_argument("--no-lm-head", action="store_true", help="do not cost the LM head and sampler (Vidur's op set has neither)")
     m.add_argument("--cache-dir")
     o = p.add_argument_group("output")
     o.add_argument("--json", help="write summary, configuration and provenance as JSON here")
@@ -63,15 +79,36 @@ def _parse_vector(text):
         raise ConfigError(f"--acceptance-per-position {text!r}: not a comma-separated list of numbers") from exc
 
 
+def workload_from_args(args):
+    if args.concurrency is not None and args.rate is not None:
+        raise ConfigError(f"--concurrency {args.concurrency} and --rate {args.rate:g}: give one (closed loop or Poisson arrivals), not both")
+    if args.concurrency is not None and args.concurrency <= 0:
+        raise ConfigError(f"--concurrency {args.concurrency}: must be a positive number of requests in flight")
+    if args.trace:
+        from simulator.catalog import model_config
+        from simulator.workloads import trace_workload
+
+        rate = None if args.concurrency is not None else (4.0 if args.rate is None else args.rate)
+        if rate is not None and not (math.isfinite(rate) and rate > 0):
+            raise ConfigError(f"--rate {rate}: must be a positive number of requests per second")
+        context = model_config(args.model).max_model_len
+        return trace_workload(args.trace, context, args.requests, args.workload_seed, rate=rate, concurrency=args.concurrency)
+    if args.concurrency is not None:
+        return ClosedLoopWorkload.fixed(args.concurrency, args.requests, args.prompt_tokens, args.output_tokens)
+    rate = 4.0 if args.rate is None else args.rate
+    return PoissonWorkload(args.requests, args.prompt_tokens, args.output_tokens, rate, args.workload_seed)
+
+
 def config_from_args(args) -> RunConfig:
     return RunConfig(
-        workload=PoissonWorkload(args.requests, args.prompt_tokens, args.output_tokens, args.rate, args.workload_seed),
+        workload=workload_from_args(args),
         speculation=SpeculationConfig(
             num_speculative_tokens=args.num_speculative_tokens,
             acceptance_rate=args.acceptance,
             acceptance_per_position=_parse_vector(args.acceptance_per_position),
             proposer=args.proposer,
             ngram_overhead_ms=args.ngram_overhead_ms,
+            proposal_probability=args.proposal_probability,
             draft_model=args.draft_model,
             draft_profile_dir=args.draft_profile_dir,
             draft_tensor_parallel_size=args.draft_tensor_parallel_size,
@@ -90,6 +127,8 @@ def config_from_args(args) -> RunConfig:
         pipeline_stages=args.pipeline_stages,
         seed=args.seed,
         cache_dir=args.cache_dir,
+        engine_overhead_ms=args.engine_overhead_ms,
+        lm_head=not args.no_lm_head,
     )
 
 
@@ -129,6 +168,11 @@ def _check_writable(option: str, path) -> None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if args.version:
+        from simulator.versions import version_text
+
+        print(version_text())
+        return 0
     if not args.verbose:
         logging.disable(logging.INFO)
     try:

@@ -13,10 +13,16 @@ from typing import Optional, Union
 
 from simulator.errors import ConfigError
 
-PROPOSERS = ("ngram", "draft")
+PROPOSERS = ("ngram", "draft", "eagle", "eagle3")
+# Proposers that run a second network (a draft model or an EAGLE head) named by draft_model.
+MODEL_PROPOSERS = ("draft", "eagle", "eagle3")
 ATTENTION_MODES = ("kv_once", "per_token", "interpolated")
 SCHEDULERS = ("sarathi",)
 DEFAULT_NGRAM_OVERHEAD_MS = 0.1
+# The serving engine's CPU time per step outside the GPU's kernels (scheduling, input
+# preparation, sampling bookkeeping, launches); see docs/model.md for the published
+# measurements behind it.  0 reproduces stock Vidur.
+DEFAULT_ENGINE_OVERHEAD_MS = 1.2
 
 
 def _is_int(value) -> bool:
@@ -103,7 +109,43 @@ class ExplicitWorkload:
         return max(p + o for p, o in zip(self.prompt_tokens, self.output_tokens))
 
 
-Workload = Union[PoissonWorkload, ExplicitWorkload]
+@dataclass(frozen=True)
+class ClosedLoopWorkload:
+    """A fixed number of requests in flight: each finished request is replaced at once.
+
+    Like ``vllm bench serve --max-concurrency N``, or an offline run capped by ``max_num_seqs``:
+    ``concurrency`` requests arrive at time 0 and request i + concurrency arrives when one
+    finishes.  Lengths are given per request (fixed, or drawn from a trace).
+    """
+
+    concurrency: int
+    prompt_tokens: tuple[int, ...]
+    output_tokens: tuple[int, ...]
+
+    def __post_init__(self):
+        _require(_is_int(self.concurrency) and self.concurrency > 0, "concurrency", self.concurrency, "must be a positive integer")
+        n = len(self.prompt_tokens)
+        _require(n > 0, "prompt_tokens", self.prompt_tokens, "must hold at least one request")
+        _require(len(self.output_tokens) == n, "output_tokens", len(self.output_tokens), f"must have one entry per request ({n})")
+        for name, values in (("prompt_tokens", self.prompt_tokens), ("output_tokens", self.output_tokens)):
+            for i, v in enumerate(values):
+                _require(_is_int(v) and v > 0, f"{name}[{i}]", v, "must be a positive integer")
+
+    @classmethod
+    def fixed(cls, concurrency: int, num_requests: int, prompt_tokens: int, output_tokens: int) -> "ClosedLoopWorkload":
+        _require(_is_int(num_requests) and num_requests > 0, "num_requests", num_requests, "must be a positive integer")
+        return cls(concurrency, (prompt_tokens,) * num_requests, (output_tokens,) * num_requests)
+
+    @property
+    def num_requests(self) -> int:
+        return len(self.prompt_tokens)
+
+    @property
+    def max_request_tokens(self) -> int:
+        return max(p + o for p, o in zip(self.prompt_tokens, self.output_tokens))
+
+
+Workload = Union[PoissonWorkload, ExplicitWorkload, ClosedLoopWorkload]
 
 
 @dataclass(frozen=True)
@@ -127,6 +169,9 @@ class SpeculationConfig:
     draft_tensor_parallel_size: Optional[int] = None
     attention: str = "kv_once"
     interpolation: float = 0.5
+    # P(the proposer produces a draft at a decode step); an n-gram proposer finds no match
+    # at some steps, which then run as plain decode.  Measured by the validation harness.
+    proposal_probability: float = 1.0
 
     def __post_init__(self):
         k = self.num_speculative_tokens
@@ -134,6 +179,7 @@ class SpeculationConfig:
         _require(self.proposer in PROPOSERS, "proposer", self.proposer, f"must be one of {PROPOSERS}")
         _require(self.attention in ATTENTION_MODES, "attention", self.attention, f"must be one of {ATTENTION_MODES}")
         _probability("interpolation", self.interpolation)
+        _probability("proposal_probability", self.proposal_probability)
         _require(
             isinstance(self.ngram_overhead_ms, (int, float)) and math.isfinite(self.ngram_overhead_ms) and self.ngram_overhead_ms >= 0,
             "ngram_overhead_ms",
@@ -152,14 +198,19 @@ class SpeculationConfig:
             _require(len(vector) >= k, "acceptance_per_position", vector, f"needs at least k = {k} entries")
             for i, p in enumerate(vector):
                 _probability(f"acceptance_per_position[{i}]", p)
-        if self.proposer == "draft":
-            _require(bool(self.draft_model), "draft_model", self.draft_model, "is required when proposer = 'draft'")
+        if self.proposer in MODEL_PROPOSERS:
+            _require(bool(self.draft_model), "draft_model", self.draft_model, f"is required when proposer = '{self.proposer}'")
         if self.draft_profile_dir is not None:
             _require(Path(self.draft_profile_dir).is_dir(), "draft_profile_dir", self.draft_profile_dir, "is not a directory")
 
     @property
     def enabled(self) -> bool:
         return self.num_speculative_tokens > 0
+
+    @property
+    def uses_draft_network(self) -> bool:
+        """A draft model or EAGLE head runs (and holds weights and KV) next to the target."""
+        return self.enabled and self.proposer in MODEL_PROPOSERS
 
     def conditional_acceptance(self) -> tuple[float, ...]:
         """P(position i accepted | positions < i accepted) for i < k."""
@@ -188,6 +239,10 @@ class RunConfig:
     pipeline_stages: int = 1
     seed: int = 0  # acceptance draws
     cache_dir: Optional[str] = None
+    # Outside Vidur's op set: LM head + sampler on every logits token, and a fixed per-step
+    # engine overhead.  lm_head=False with engine_overhead_ms=0 is stock Vidur's costing.
+    lm_head: bool = True
+    engine_overhead_ms: float = DEFAULT_ENGINE_OVERHEAD_MS
 
     def __post_init__(self):
         _require(
@@ -202,6 +257,14 @@ class RunConfig:
         if self.num_kv_blocks is not None:
             _require(_is_int(self.num_kv_blocks) and self.num_kv_blocks > 0, "num_kv_blocks", self.num_kv_blocks, "must be a positive integer")
         _require(_is_int(self.seed) and self.seed >= 0, "seed", self.seed, "must be an integer >= 0")
+        _require(isinstance(self.lm_head, bool), "lm_head", self.lm_head, "must be true or false")
+        _require(
+            isinstance(self.engine_overhead_ms, (int, float)) and not isinstance(self.engine_overhead_ms, bool)
+            and math.isfinite(self.engine_overhead_ms) and self.engine_overhead_ms >= 0,
+            "engine_overhead_ms",
+            self.engine_overhead_ms,
+            "must be a finite number of milliseconds >= 0",
+        )
         draft_tp = self.speculation.draft_tensor_parallel_size
         if draft_tp is not None:
             _require(

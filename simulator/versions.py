@@ -26,6 +26,7 @@ MODEL_SOURCES = (
     "engine",
     "profiles/builtin.py",
     "profiles/hardware.py",
+    "profiles/logits.py",
     "profiles/network.py",
     "profiles/roofline.py",
     "profiles/source.py",

@@ -1,5 +1,6 @@
 """Stock (no speculation) runs: offline, deterministic, identical to Vidur's own Sarathi run."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -81,13 +82,28 @@ def _direct_vidur_requests(config: RunConfig):
     return requests
 
 
-def test_matches_a_direct_vidur_sarathi_run(small_run):
-    direct = _direct_vidur_requests(SMALL)
-    assert len(direct) == len(small_run.requests)
-    mine = small_run.requests
+# Stock Vidur's costing: no LM head or sampler, no engine overhead.
+STOCK = dataclasses.replace(SMALL, lm_head=False, engine_overhead_ms=0.0)
+
+
+def test_matches_a_direct_vidur_sarathi_run():
+    stock = simulator.run(STOCK)
+    direct = _direct_vidur_requests(STOCK)
+    assert len(direct) == len(stock.requests)
+    mine = stock.requests
     assert [r.arrived_at for r in direct] == list(mine.arrival_s)
     assert [r.prefill_completed_at - r.arrived_at for r in direct] == list(mine.ttft_s)
     assert [r.completed_at - r.arrived_at for r in direct] == list(mine.e2e_s)
+
+
+def test_lm_head_and_engine_overhead_add_time_per_step(small_run):
+    stock = simulator.run(STOCK)
+    overhead_only = simulator.run(dataclasses.replace(STOCK, engine_overhead_ms=1.0))
+    # every decode step is one forward pass per token of each request: TPOT grows by at least 1 ms
+    assert overhead_only.summary["tpot_p50_s"] >= stock.summary["tpot_p50_s"] + 1e-3
+    assert small_run.summary["tpot_p50_s"] > stock.summary["tpot_p50_s"]  # LM head, sampler, default overhead
+    assert small_run.provenance["lm_head_source"] == "profile"  # the built-in profile carries the columns
+    assert stock.provenance["lm_head_source"] == "not costed"
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,8 @@
 """Request generator that turns a workload description into SpecRequests.
 
 Poisson workloads are drawn by Vidur's own synthetic generator with the same seed, so the
-request stream is identical to a stock Vidur run; explicit workloads are replayed exactly.
+request stream is identical to a stock Vidur run; explicit workloads are replayed exactly;
+closed-loop workloads are released by :class:`simulator.engine.closed_loop.ClosedLoopSimulator`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from vidur.request_generator import RequestGeneratorRegistry
 from vidur.request_generator.base_request_generator import BaseRequestGenerator
 from vidur.request_generator.synthetic_request_generator import SyntheticRequestGenerator
 
-from simulator.config import ExplicitWorkload, PoissonWorkload, Workload
+from simulator.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, Workload
 from simulator.engine.request import SpecRequest
 from simulator.engine.types import ExtensionType
 
@@ -54,6 +55,9 @@ class WorkloadRequestGenerator(BaseRequestGenerator):
         workload = self.config.workload
         if isinstance(workload, ExplicitWorkload):
             rows = zip(workload.arrival_s, workload.prompt_tokens, workload.output_tokens)
+        elif isinstance(workload, ClosedLoopWorkload):
+            # arrival times of all but the first `concurrency` are set when a slot frees up
+            rows = zip([0.0] * workload.num_requests, workload.prompt_tokens, workload.output_tokens)
         else:
             stock = SyntheticRequestGenerator(vidur_synthetic_config(workload, self.config.max_tokens)).generate()
             rows = [(r.arrived_at, r.num_prefill_tokens, r.num_decode_tokens) for r in stock]

@@ -25,6 +25,7 @@ from vidur.execution_time_predictor.random_forrest_execution_time_predictor impo
 from vidur.execution_time_predictor.sklearn_execution_time_predictor import ModelType
 
 from simulator.engine.batch import SpecBatch
+from simulator.profiles.logits import LogitsTable
 from simulator.profiles.vidur_format import PREDICTED_MLP_OPS as PREDICTED_OPS
 from simulator.engine.types import ExtensionType
 from simulator.speculative.verify_cost import extrapolate_batch, verify_attention_ms
@@ -52,25 +53,42 @@ class ProfilePredictorConfig(RandomForrestExecutionTimePredictorConfig):
     # verify costing (ignored for plain decode batches)
     attention_mode: str = "kv_once"
     interpolation: float = 0.5
+    # time outside Vidur's op set, added to every step: LM head + sampler per logits token
+    # (an empty table: not costed, as stock Vidur) and the engine's fixed per-step overhead
+    logits: Optional[LogitsTable] = None
+    engine_overhead_ms: float = 0.0
 
     @staticmethod
     def get_type():
         return ExtensionType.PROFILE_FOREST
 
 
+def logits_tokens(batch) -> int:
+    """Tokens whose logits a step computes: every token of a decode / verify row, and the last
+    token of a prefill that finishes in this step (vLLM samples only there)."""
+    total = 0
+    for request, q in zip(batch.requests, batch.num_q_tokens):
+        if request.is_prefill_complete:
+            total += q
+        elif request.num_processed_tokens + q >= request.num_prefill_tokens:
+            total += 1
+    return total
+
+
 class StepTime:
-    """A step's execution time: Vidur's model time plus time outside the target model (the proposer).
+    """A step's execution time: Vidur's model time plus time outside Vidur's op set (LM head,
+    sampler, engine overhead, the proposer).
 
     Delegates every other attribute to Vidur's ExecutionTime, so its per-op breakdown stays intact.
     """
 
-    __slots__ = ("base", "propose_seconds", "total_time", "model_time")
+    __slots__ = ("base", "extra_seconds", "total_time", "model_time")
 
-    def __init__(self, base, propose_seconds: float):
+    def __init__(self, base, extra_seconds: float):
         self.base = base
-        self.propose_seconds = propose_seconds
+        self.extra_seconds = extra_seconds
         self.model_time = base.model_time
-        self.total_time = base.total_time + propose_seconds
+        self.total_time = base.total_time + extra_seconds
 
     def __getattr__(self, name):
         return getattr(self.base, name)
@@ -160,11 +178,23 @@ class ProfilePredictor(RandomForrestExecutionTimePredictor):
         rows = [(q, kv) for q, kv, d in zip(batch.num_q_tokens, batch.num_kv_tokens, batch.decode_rows) if d]
         return self.decode_attention_ms(rows)
 
+    def logits_ms(self, tokens: int) -> float:
+        """LM head + sampler for ``tokens`` logits rows (0 when the run does not cost them)."""
+        logits = self._config.logits
+        return logits.step_ms(tokens) if logits else 0.0
+
+    def pass_seconds(self, batch, logits_rows: int) -> float:
+        """One forward pass of this model over ``batch`` that scores ``logits_rows`` tokens: what a
+        proposer's draft pass costs (no engine overhead: it runs inside the target's step)."""
+        base = super().get_execution_time(batch, 0)
+        return base.total_time + 1e-3 * self.logits_ms(logits_rows)
+
     def get_execution_time(self, batch, pipeline_stage: int):
         base = super().get_execution_time(batch, pipeline_stage)
-        if self.proposer is None or not isinstance(batch, SpecBatch):
-            return base
-        return StepTime(base, self.proposer.step_seconds(batch))
+        extra_ms = self._config.engine_overhead_ms + self.logits_ms(logits_tokens(batch))
+        if self.proposer is not None and isinstance(batch, SpecBatch):
+            extra_ms += 1e3 * self.proposer.step_seconds(batch)
+        return StepTime(base, extra_ms * 1e-3) if extra_ms else base
 
 
 ExecutionTimePredictorRegistry.register(ExtensionType.PROFILE_FOREST, ProfilePredictor)

@@ -6,6 +6,14 @@
   draft's prefill of this step's prompt chunks (it needs their KV too).  Approximations:
   the first pass after a verification really re-reads the accepted tokens, costed here as one
   token; very short drafts are dominated by launch overheads the profile only roughly holds.
+* EAGLE / EAGLE-3 head (as vLLM V1 runs it): pass 0 runs the head over every token the
+  target computed this step (it consumes their hidden states), after the fc layer that
+  projects ``fc_inputs`` hidden states into one; passes 1..k-1 run one token per speculating
+  row.  Every pass scores one token per row with the head's LM head (EAGLE-1: the target's
+  vocabulary; EAGLE-3: its draft vocabulary).  The fc GEMM is costed with the built-in
+  physical model, whatever profile the run uses.
+
+Each pass goes through the draft's own :class:`ProfilePredictor` (profile, forest, LM head).
 """
 
 from __future__ import annotations
@@ -13,6 +21,9 @@ from __future__ import annotations
 from vidur.entities import Batch
 
 from simulator.engine.batch import SpecBatch
+from simulator.profiles import roofline
+from simulator.profiles.hardware import DeviceSpec
+from simulator.profiles.roofline import ModelShape
 
 
 class NgramProposer:
@@ -23,12 +34,17 @@ class NgramProposer:
         return self._seconds if batch.num_proposals else 0.0
 
 
+def _finishing_prefills(rows) -> int:
+    return sum(1 for r, q, _ in rows if not r.is_prefill_complete and r.num_processed_tokens + q >= r.num_prefill_tokens)
+
+
 class DraftProposer:
     def __init__(self, draft_predictor):
         self._predictor = draft_predictor
 
-    def _cost(self, batch: Batch) -> float:
-        return self._predictor.get_execution_time(batch, 0).total_time
+    def _pass(self, replica_id, rows, logits_rows: int) -> float:
+        requests, q, kv = zip(*rows)
+        return self._predictor.pass_seconds(Batch(replica_id, list(requests), list(q), list(kv)), logits_rows)
 
     def step_seconds(self, batch: SpecBatch) -> float:
         prefill = [(r, q, kv) for r, q, kv, d in zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens, batch.decode_rows) if not d]
@@ -41,9 +57,42 @@ class DraftProposer:
         passes = max((p for _, _, p in drafting), default=0)
         for j in range(max(passes, 1 if prefill else 0)):
             rows = [(r, 1, context + j + 1) for r, context, p in drafting if p > j]
+            logits_rows = len(rows)
             if j == 0:
                 rows += prefill
+                logits_rows += _finishing_prefills(prefill)
             if rows:
-                requests, q, kv = zip(*rows)
-                seconds += self._cost(Batch(batch.replica_id, list(requests), list(q), list(kv)))
+                seconds += self._pass(batch.replica_id, rows, logits_rows)
+        return seconds
+
+
+class EagleProposer(DraftProposer):
+    def __init__(self, head_predictor, head_shape: ModelShape, fc_inputs: int, device: DeviceSpec):
+        super().__init__(head_predictor)
+        self._fc_inputs = fc_inputs
+        self._shape = head_shape
+        self._device = device
+
+    def _fc_seconds(self, tokens: int) -> float:
+        h = self._shape.embedding_dim
+        return 1e-3 * float(roofline.gemm_ms(tokens, h, self._fc_inputs * h, self._device))
+
+    def step_seconds(self, batch: SpecBatch) -> float:
+        rows = list(zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens))
+        drafting = [
+            (r, kv, p)
+            for r, q, kv, d, p in zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens, batch.decode_rows, batch.proposals)
+            if d and p > 0
+        ]
+        if not drafting and not any(not d for d in batch.decode_rows):
+            return 0.0
+        # pass 0: the head over everything the target computed, scoring one token per drafting row
+        tokens = sum(q for _, q, _ in rows)
+        seconds = self._fc_seconds(tokens) + self._pass(batch.replica_id, rows, len(drafting) + _finishing_prefills(
+            [(r, q, kv) for (r, q, kv), d in zip(rows, batch.decode_rows) if not d]
+        ))
+        passes = max((p for _, _, p in drafting), default=0)
+        for j in range(1, passes):
+            step_rows = [(r, 1, kv + j) for r, kv, p in drafting if p > j]
+            seconds += self._pass(batch.replica_id, step_rows, len(step_rows))
         return seconds

@@ -9,6 +9,17 @@ class SpecRequest(Request):
         self.prompt_tokens = num_prefill_tokens  # restart() rewrites the prefill/decode split
         self.output_tokens = num_decode_tokens
         self.acceptance_log: list[tuple[int, int]] = []  # (proposed, accepted) per verify step
+        self.on_complete = None  # closed-loop load: called once when the request finishes
+
+    def arrive_at(self, time: float) -> None:
+        """Closed-loop load: the request is released when a slot frees up, not at generation."""
+        self._arrived_at = time
+
+    def on_batch_end(self, time: float, num_tokens_processed: int) -> None:
+        super().on_batch_end(time, num_tokens_processed)
+        if self.completed and self.on_complete is not None:
+            callback, self.on_complete = self.on_complete, None
+            callback(self)
 
     def restart(self):
         """Vidur's restart, with two fixes for 0.0.26.

@@ -23,20 +23,23 @@ from vidur.simulator import Simulator
 from vidur.utils.param_counter import ParamCounter
 
 import simulator.catalog  # noqa: F401  (registers extra models and devices with Vidur)
-from simulator.catalog import model_config, model_shape
-from simulator.config import RunConfig
+from simulator.catalog import eagle_head, model_config, model_shape
+from simulator.config import ClosedLoopWorkload, RunConfig
+from simulator.engine.closed_loop import ClosedLoopSimulator
 from simulator.engine import generator as _generator  # noqa: F401  (registers the generator)
 from simulator.engine.generator import WorkloadRequestGeneratorConfig
 from simulator.engine.ids import reset_entity_ids
 from simulator.engine.predictor import ProfilePredictor, ProfilePredictorConfig
-from simulator.engine.proposers import DraftProposer, NgramProposer
+from simulator.engine.proposers import DraftProposer, EagleProposer, NgramProposer
 from simulator.engine.scheduler import SpecSarathiSchedulerConfig, TrackedSarathiScheduler, TrackedSarathiSchedulerConfig
 from simulator.errors import ConfigError
 from simulator.paths import default_cache_dir
 from simulator.profiles.hardware import get_device
+from simulator.profiles.logits import cached_logits_table
 from simulator.profiles.sharding import check_sharding
 from simulator.profiles.source import ResolvedProfile, resolve_profile
 from simulator.results import REQUEST_COLUMNS, RunResult, summarize, tpot
+from simulator.speculative.verify_step import lookahead_slots
 from simulator.speculative.memory import BYTES, ModelMemory, kv_blocks, kv_capacity_tokens
 from simulator.versions import simulator_version, source_hash, vidur_version
 
@@ -104,8 +107,17 @@ def _resolve(config: RunConfig, cache_dir: Path, max_tokens: int, draft: bool = 
     )
 
 
-def _predictor_config(profile: ResolvedProfile, cache_dir: Path, max_tokens: int, config: RunConfig) -> ProfilePredictorConfig:
+def _predictor_config(profile: ResolvedProfile, cache_dir: Path, max_tokens: int, config: RunConfig, draft: bool = False) -> ProfilePredictorConfig:
+    """The forest's inputs, plus what Vidur's op set lacks: LM head + sampler and, for the target,
+    the engine's per-step overhead (a draft's passes run inside the same engine step)."""
+    model = config.speculation.draft_model if draft else config.model
+    tp = config.draft_tensor_parallel_size if draft else config.tensor_parallel_size
+    logits = None
+    if config.lm_head:
+        logits = cached_logits_table(profile.files.mlp, model_shape(model).sharded(tp), get_device(config.device), max_tokens)
     return ProfilePredictorConfig(
+        logits=logits,
+        engine_overhead_ms=0.0 if draft else config.engine_overhead_ms,
         mlp_csv=str(profile.files.mlp),
         attention_csv=str(profile.files.attention),
         all_reduce_csv=str(profile.files.all_reduce or ""),
@@ -129,6 +141,41 @@ def _model_memory(replica: ReplicaConfig, include_embeddings: bool) -> ModelMemo
     return ModelMemory(BYTES * weights, kv)
 
 
+def _draft_memory(config: RunConfig) -> ModelMemory:
+    """Per GPU: a draft model's weights with its own embedding and LM head, or an EAGLE head's one
+    layer plus its fc layer (and, for EAGLE-3, its draft-vocabulary LM head; EAGLE-1 shares the
+    target's embedding and LM head).  Either keeps KV for every cached token."""
+    replica = _replica_config(config, config.speculation.draft_model, config.draft_tensor_parallel_size)
+    head = eagle_head(config.speculation.draft_model)
+    if head is None:
+        return _model_memory(replica, include_embeddings=True)
+    layer = _model_memory(replica, include_embeddings=False)
+    h, tp = head.embedding_dim, config.draft_tensor_parallel_size
+    extra = head.fc_inputs * h * h + (head.vocab_size * h if head.method == "eagle3" else 0)
+    return ModelMemory(layer.weight_bytes + BYTES * extra // tp, layer.kv_bytes_per_token)
+
+
+def _check_draft_network(config: RunConfig) -> None:
+    """An EAGLE proposer needs an EAGLE head of the same method and its target's width; a draft
+    proposer needs an ordinary model."""
+    spec = config.speculation
+    head = eagle_head(spec.draft_model)  # unknown names fail here, naming the known ones
+    if spec.proposer == "draft":
+        if head is not None:
+            raise ConfigError(f"draft_model = '{spec.draft_model}': an EAGLE head, not a draft model; use proposer = '{head.method}'")
+        return
+    if head is None:
+        raise ConfigError(f"draft_model = '{spec.draft_model}': not an EAGLE head, which proposer = '{spec.proposer}' needs")
+    if head.method != spec.proposer:
+        raise ConfigError(f"draft_model = '{spec.draft_model}': an {head.method.upper()} head, but proposer = '{spec.proposer}'")
+    target = model_config(config.model)
+    if head.embedding_dim != target.embedding_dim:
+        raise ConfigError(
+            f"draft_model = '{spec.draft_model}': an EAGLE head of hidden size {head.embedding_dim} cannot serve "
+            f"{config.model}, whose hidden size is {target.embedding_dim}"
+        )
+
+
 def plan_kv_blocks(config: RunConfig, max_request_tokens: int) -> int:
     """KV blocks for the target, after its weights and (with a draft proposer) the draft's weights and KV.
 
@@ -144,11 +191,7 @@ def plan_kv_blocks(config: RunConfig, max_request_tokens: int) -> int:
             )
         return config.num_kv_blocks
     target = _model_memory(_replica_config(config, config.model), include_embeddings=False)
-    draft = None
-    if config.speculation.enabled and config.speculation.proposer == "draft":
-        draft = _model_memory(
-            _replica_config(config, config.speculation.draft_model, config.draft_tensor_parallel_size), include_embeddings=True
-        )
+    draft = _draft_memory(config) if config.speculation.uses_draft_network else None
     memory = get_device(config.device).datasheet.memory_gib * 2**30
     capacity = kv_capacity_tokens(memory, MEMORY_MARGIN, target, draft)
     blocks = kv_blocks(capacity, max_request_tokens, config.block_size)
@@ -173,7 +216,8 @@ def _check_lengths(config: RunConfig) -> int:
     longest = config.workload.max_request_tokens
     if longest > max_len:
         raise ConfigError(f"workload: a request of {longest} tokens (prompt + output) exceeds {config.model}'s context of {max_len}")
-    if config.speculation.enabled and config.speculation.proposer == "draft":
+    if config.speculation.uses_draft_network:
+        _check_draft_network(config)
         draft_len = model_config(config.speculation.draft_model).max_model_len
         if longest > draft_len:
             raise ConfigError(
@@ -181,7 +225,7 @@ def _check_lengths(config: RunConfig) -> int:
             )
     get_device(config.device)
     check_sharding(model_shape(config.model), config.tensor_parallel_size, "tensor_parallel_size", config.model)
-    if config.speculation.enabled and config.speculation.proposer == "draft":
+    if config.speculation.uses_draft_network:
         check_sharding(
             model_shape(config.speculation.draft_model), config.draft_tensor_parallel_size, "draft_tensor_parallel_size", config.speculation.draft_model
         )
@@ -192,8 +236,12 @@ def _draft_proposer(config: RunConfig, cache_dir: Path, max_tokens: int) -> tupl
     spec = config.speculation
     profile = _resolve(config, cache_dir, max_tokens, draft=True)
     replica = _replica_config(config, spec.draft_model, config.draft_tensor_parallel_size)
-    predictor = ProfilePredictor(_predictor_config(profile, cache_dir, max_tokens, config), replica, CacheConfig(block_size=config.block_size))
-    return DraftProposer(predictor), profile
+    predictor = ProfilePredictor(_predictor_config(profile, cache_dir, max_tokens, config, draft=True), replica, CacheConfig(block_size=config.block_size))
+    head = eagle_head(spec.draft_model)
+    if head is None:
+        return DraftProposer(predictor), profile
+    shape = model_shape(spec.draft_model).sharded(config.draft_tensor_parallel_size)
+    return EagleProposer(predictor, shape, head.fc_inputs, get_device(config.device)), profile
 
 
 def _scheduler_config(config: RunConfig):
@@ -206,6 +254,8 @@ def _scheduler_config(config: RunConfig):
         num_speculative_tokens=spec.num_speculative_tokens,
         conditional_acceptance=spec.conditional_acceptance(),
         acceptance_seed=config.seed,
+        proposal_probability=spec.proposal_probability,
+        lookahead_slots=lookahead_slots(spec.proposer, spec.num_speculative_tokens),
     )
 
 
@@ -246,7 +296,10 @@ def simulate(config: RunConfig) -> RunResult:
         execution_time_predictor_config=_predictor_config(profile, cache_dir, max_tokens, config),
         metrics_config=QuietMetricsConfig(),
     )
-    sim = Simulator(sim_config)
+    if isinstance(config.workload, ClosedLoopWorkload):
+        sim = ClosedLoopSimulator(sim_config, config.workload.concurrency)
+    else:
+        sim = Simulator(sim_config)
     scheduler: TrackedSarathiScheduler = next(iter(sim.scheduler._replica_schedulers.values()))
     predictor: ProfilePredictor = scheduler._execution_time_predictor
     predictor.proposer = proposer
@@ -275,6 +328,8 @@ def simulate(config: RunConfig) -> RunResult:
         "simulator_source_hash": source_hash(),
         "seed": config.seed,
         "workload_seed": getattr(config.workload, "seed", None),
+        "engine_overhead_ms": config.engine_overhead_ms,
+        "lm_head_source": predictor._config.logits.source if predictor._config.logits else "not costed",
     }
     if draft_profile is not None:
         provenance.update({f"draft_{key}": value for key, value in draft_profile.provenance().items()})

@@ -17,7 +17,7 @@ from simulator.profiles.sharding import shardable
 from simulator.profiles.vidur_format import ATTENTION_OPS, MLP_OPS, with_point_stats
 
 # Bump when the model's equations change: it is part of every cache key and provenance string.
-GENERATOR_VERSION = "2"  # 2: TP-sharded rows and all-reduce rows
+GENERATOR_VERSION = "3"  # 2: TP-sharded rows and all-reduce rows; 3: LM head and sampler columns
 MAX_DECODE_BATCH = 1024
 
 
@@ -57,6 +57,8 @@ def _mlp_rows(shape: ModelShape, dev: DeviceSpec, max_tokens: int) -> pd.DataFra
     frame = pd.DataFrame(index=range(len(tokens)))
     for op in MLP_OPS:
         with_point_stats(frame, op, times[op])
+    with_point_stats(frame, "lm_head", roofline.lm_head_ms(tokens, shape, dev))
+    with_point_stats(frame, "sampler", roofline.sampler_ms(tokens, shape, dev))
     frame["n_head"] = shape.num_q_heads
     frame["n_kv_head"] = shape.num_kv_heads
     frame["n_embd"] = shape.embedding_dim

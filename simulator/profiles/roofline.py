@@ -252,3 +252,27 @@ def prefill_attention_ms(chunk, kv, shape: ModelShape, dev: DeviceSpec) -> np.nd
         + (splits > 1) * _us(c.split_combine_us)
     )
     return seconds * 1e3
+
+
+# Kernels a sampling step launches over the logits (cast, temperature/softmax, argmax or
+# sample, gather of the chosen ids): each one streams the fp32 logits once.
+SAMPLER_PASSES = 3
+SAMPLER_KERNELS = 4
+
+
+def lm_head_ms(tokens, shape: ModelShape, dev: DeviceSpec) -> np.ndarray:
+    """Logits for ``tokens`` rows on one worker: [tokens, h] @ [h, vocab / TP] (vLLM shards the vocabulary)."""
+    return gemm_ms(tokens, -(-shape.vocab_size // shape.tensor_parallel), shape.embedding_dim, dev)
+
+
+def sampler_ms(tokens, shape: ModelShape, dev: DeviceSpec) -> np.ndarray:
+    """Sampling from gathered fp32 logits over the full vocabulary: a few streaming passes.
+
+    An estimate from first principles (no profile measures it yet): SAMPLER_PASSES reads of
+    tokens x vocab x 4 bytes at the element-wise efficiency, plus the kernels' launches.
+    """
+    c = dev.constants
+    tokens = np.asarray(tokens, dtype=float)
+    logits_bytes = tokens * shape.vocab_size * 4
+    stream = streaming_ms(SAMPLER_PASSES * logits_bytes, c.act_eff, dev)
+    return stream + (SAMPLER_KERNELS - 1) * _us(c.elementwise_launch_us) * 1e3

@@ -1,0 +1,43 @@
+"""Closed-loop load: a fixed number of requests in flight, each replaced as soon as it finishes.
+
+Vidur queues an arrival event for every generated request up front.  This subclass of its
+Simulator queues only the first ``concurrency``; the others wait, and after every event that
+completed requests, one waiting request arrives per completion at the current time.
+Completions are reported by the requests themselves (:class:`SpecRequest`'s hook), so each
+event costs O(1) extra work.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+from vidur.events import RequestArrivalEvent
+from vidur.simulator import Simulator
+
+
+class ClosedLoopSimulator(Simulator):
+    def __init__(self, config, concurrency: int):
+        self._concurrency = concurrency
+        self._waiting: deque = deque()
+        self._finished_since_last_event = 0
+        super().__init__(config)
+
+    def _on_request_complete(self, request) -> None:
+        self._finished_since_last_event += 1
+
+    def _init_event_queue(self) -> None:
+        requests = self._request_generator.generate()
+        for request in requests:
+            request.on_complete = self._on_request_complete
+        self._waiting.extend(requests[self._concurrency :])
+        for request in requests[: self._concurrency]:
+            self._add_event(RequestArrivalEvent(request.arrived_at, request))
+
+    def _add_events(self, events) -> None:
+        super()._add_events(events)
+        while self._finished_since_last_event:
+            self._finished_since_last_event -= 1
+            if self._waiting:
+                request = self._waiting.popleft()
+                request.arrive_at(self._time)
+                self._add_event(RequestArrivalEvent(self._time, request))

@@ -1,0 +1,79 @@
+"""Request lengths drawn from a Vidur length trace, and the workloads built from them.
+
+A Vidur trace CSV (``../shared/vidur-traces/`` holds Vidur's own) has one row per request with
+``num_prefill_tokens`` and ``num_decode_tokens``.  Lengths are drawn from its rows with a
+seeded generator, so the same file, count and seed give the same requests.  A row longer than
+the model's context is an error, not silently dropped: the user chose the trace and the model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from simulator.config import ClosedLoopWorkload, ExplicitWorkload
+from simulator.errors import ConfigError
+
+TRACE_COLUMNS = ("num_prefill_tokens", "num_decode_tokens")
+
+
+def read_trace(path, max_total_tokens: int) -> np.ndarray:
+    """(prompt, output) rows of a trace, as an int array of shape (rows, 2)."""
+    path = Path(path)
+    try:
+        frame = pd.read_csv(path)
+    except FileNotFoundError:
+        raise ConfigError(f"trace {path}: file not found") from None
+    except IsADirectoryError:
+        raise ConfigError(f"trace {path}: is a directory, expected a CSV file") from None
+    except pd.errors.EmptyDataError:
+        raise ConfigError(f"trace {path}: the file is empty") from None
+    except (pd.errors.ParserError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"trace {path}: not a readable CSV ({exc})") from None
+    missing = [c for c in TRACE_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ConfigError(f"trace {path}: missing column(s) {missing}; a Vidur length trace has {list(TRACE_COLUMNS)}")
+    if frame.empty:
+        raise ConfigError(f"trace {path}: has a header but no rows")
+    lengths = frame[list(TRACE_COLUMNS)].apply(pd.to_numeric, errors="coerce")
+    bad = lengths.isna().any(axis=1) | (lengths < 1).any(axis=1) | (lengths != lengths.round()).any(axis=1)
+    if bad.any():
+        row = int(np.flatnonzero(bad.to_numpy())[0])
+        raise ConfigError(f"trace {path}: data row {row + 1} has lengths {frame.loc[row, list(TRACE_COLUMNS)].tolist()}; lengths must be integers >= 1")
+    values = lengths.to_numpy(dtype=np.int64)
+    too_long = values.sum(axis=1) > max_total_tokens
+    if too_long.any():
+        row = int(np.flatnonzero(too_long)[0])
+        raise ConfigError(
+            f"trace {path}: data row {row + 1} needs {int(values[row].sum())} tokens (prompt + output), beyond the model's "
+            f"context of {max_total_tokens}; {int(too_long.sum())} of {len(values)} rows do; filter the trace or pick a longer-context model"
+        )
+    return values
+
+
+def draw_lengths(lengths: np.ndarray, num_requests: int, seed: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """``num_requests`` rows drawn uniformly with replacement, seeded."""
+    if num_requests <= 0:
+        raise ConfigError(f"num_requests = {num_requests}: must be a positive integer")
+    rows = np.random.default_rng(seed).integers(0, len(lengths), size=num_requests)
+    chosen = lengths[rows]
+    return tuple(int(p) for p in chosen[:, 0]), tuple(int(o) for o in chosen[:, 1])
+
+
+def poisson_arrivals(num_requests: int, rate: float, seed: int) -> tuple[float, ...]:
+    """Poisson arrival times (exponential gaps, uncapped), seeded; the first request at 0."""
+    gaps = np.random.default_rng([seed, 1]).exponential(1.0 / rate, size=num_requests)
+    gaps[0] = 0.0
+    return tuple(float(t) for t in np.cumsum(gaps))
+
+
+def trace_workload(path, max_total_tokens: int, num_requests: int, seed: int, *, rate: float | None = None, concurrency: int | None = None):
+    """A workload whose lengths come from a trace: Poisson at ``rate`` or closed loop at ``concurrency``."""
+    if (rate is None) == (concurrency is None):
+        raise ConfigError("a trace workload needs exactly one of an arrival rate or a concurrency")
+    prompts, outputs = draw_lengths(read_trace(path, max_total_tokens), num_requests, seed)
+    if concurrency is not None:
+        return ClosedLoopWorkload(concurrency, prompts, outputs)
+    return ExplicitWorkload(poisson_arrivals(num_requests, rate, seed), prompts, outputs)
