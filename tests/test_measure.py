@@ -420,6 +420,7 @@ def test_verify_grid_is_every_step_plus_the_bounds_it_needs():
     assert [s.depth for s in grid] == sorted(s.depth for s in grid)
 
 
+@needs_torch
 def test_verify_attention_is_causal_within_the_new_tokens():
     mask = measure_ops.Attention.mask("verify_attention", 3, 5)["attn_mask"]._materialize()
     assert mask.shape == (3, 8) and mask.sum(dim=1).tolist() == [6, 7, 8]  # query i sees the cache and new tokens 0..i
@@ -499,3 +500,10 @@ def test_verify_time_budget_keeps_the_bounds_of_every_step_it_measured(tmp_path)
     assert len(points) == len(steps)  # no step lost its bounds to the budget
     meta = json.loads((out / "verify_metadata.json").read_text())
     assert sum(meta["skipped_for_time_budget"].values()) > 0
+
+
+@pytest.mark.parametrize("command", [["simulator.profiles.measure"], ["simulator.profiles", "measure"], ["simulator.profiles", "fit-verify"]])
+def test_entry_points_answer_help(command):
+    result = subprocess.run([sys.executable, "-m", *command, "--help"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert "--torch-device" in result.stdout if command[-1] != "fit-verify" else "--profile-dir" in result.stdout
