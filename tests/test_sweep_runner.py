@@ -200,3 +200,12 @@ def test_executor_choice_and_jobs_are_checked():
     with pytest.raises(ConfigError, match="jobs = 0"):
         LocalExecutor(jobs=0)
     assert LocalExecutor(jobs=2, progress=False).map(abs, [-3, 1, -2]) == [3, 1, 2]
+
+
+def test_mean_decode_batch_is_decode_time_over_makespan(small_output):
+    from simulator.sweep.metrics import mean_decode_batch
+
+    requests = pd.DataFrame({"ttft_s": [1.0, 0.5, 2.0], "e2e_s": [3.0, 4.5, 2.0]})
+    assert mean_decode_batch(requests, makespan_s=4.0) == pytest.approx((2.0 + 4.0 + 0.0) / 4.0)
+    for row in small_output.rows:
+        assert 0 < row["mean_decode_batch"] <= row["num_requests"]

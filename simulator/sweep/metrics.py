@@ -1,4 +1,4 @@
-"""Metrics the sweep derives from runs: TPOT speedup over the baseline, queue growth.
+"""Metrics the sweep derives from runs: TPOT speedup over the baseline, queue growth, mean decoding batch.
 
 Part of the model hash (:mod:`simulator.versions`): a change here changes published numbers.
 """
@@ -30,6 +30,16 @@ def queue_growth(requests: pd.DataFrame) -> dict:
         "ttft_growth": growth,
         "overloaded": bool(growth > OVERLOAD_TTFT_GROWTH),
     }
+
+
+def mean_decode_batch(requests: pd.DataFrame, makespan_s: float) -> float:
+    """Requests decoding at once (past their first token, not finished), averaged over the run:
+    the sum of every request's decode time divided by the makespan (Little's law).  Speculation
+    shortens decode times, so fewer requests share each step; this is why a speedup can exceed
+    the tokens of progress per verify step."""
+    if makespan_s <= 0:
+        return math.nan
+    return float((requests["e2e_s"] - requests["ttft_s"]).clip(lower=0).sum() / makespan_s)
 
 
 def with_speedups(records: Sequence[dict]) -> list[dict]:

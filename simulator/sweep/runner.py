@@ -14,7 +14,7 @@ import pandas as pd
 
 from simulator.config import ATTENTION_MODES, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.errors import ConfigError
-from simulator.sweep.metrics import OVERLOAD_TTFT_GROWTH, queue_growth, with_speedups  # noqa: F401  (re-exported)
+from simulator.sweep.metrics import OVERLOAD_TTFT_GROWTH, mean_decode_batch, queue_growth, with_speedups  # noqa: F401  (re-exported)
 from simulator.sweep.spec import SweepSpec
 
 INPUT_COLUMNS = (
@@ -41,6 +41,7 @@ METRIC_COLUMNS = LATENCY_COLUMNS + (
     "verify_steps",
     "makespan_s",
     "throughput_tok_s",
+    "mean_decode_batch",
     "restarts",
     "preemptions",
     "peak_kv_blocks",
@@ -177,6 +178,7 @@ def record(result) -> dict:
     for key in ("mean_acceptance_length", "proposed_tokens", "accepted_tokens", "verify_steps", "makespan_s", "throughput_tok_s", "restarts", "preemptions", "peak_kv_blocks", "kv_blocks_total"):
         row[key] = summary[key]
     row.update(queue_growth(result.requests))
+    row["mean_decode_batch"] = mean_decode_batch(result.requests, summary["makespan_s"])
     for key in PROVENANCE_COLUMNS:
         row[key] = provenance[key]
     return row
