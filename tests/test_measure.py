@@ -507,3 +507,28 @@ def test_entry_points_answer_help(command):
     result = subprocess.run([sys.executable, "-m", *command, "--help"], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     assert "--torch-device" in result.stdout if command[-1] != "fit-verify" else "--profile-dir" in result.stdout
+
+
+def test_fastest_backend_keeps_the_faster_kernel_and_the_layer_reuses_its_choice():
+    attention = measure_ops.Attention.__new__(measure_ops.Attention)  # no buffers: the kernels are stood in
+    attention.backend, attention.chosen = "fastest", {}
+    medians, asked = {"flash": 2.0, "efficient": 1.5}, []
+
+    def accepting(run, names, clock, warmup, repeats, failures):
+        asked.append(names)
+        for name in names:
+            if name in medians:
+                yield name, timing.Timed({"op": {"median": medians[name]}}, "perf_counter")
+            else:
+                failures.append(f"{name}: declined")
+
+    attention._accepting = accepting
+    assert attention.on_backend(None, "op", (4, 3, 128), None, 1, 1)[0] == "efficient" and asked == [("flash", "efficient")]
+    assert attention.on_backend(None, "op", (4, 3, 128), None, 1, 1)[0] == "efficient" and asked[-1] == ("efficient",)
+    medians.update(flash=1.0)
+    assert attention.on_backend(None, "op", (8, 3, 128), None, 1, 1)[0] == "flash"
+    medians.clear()
+    with pytest.raises(measure_ops.ShapeRejected, match="flash: declined; efficient: declined; math: declined"):
+        attention.on_backend(None, "op", (16, 3, 128), None, 1, 1)
+    medians["math"] = 9.0
+    assert attention.on_backend(None, "op", (32, 3, 128), None, 1, 1)[0] == "math"  # neither fused kernel accepts it

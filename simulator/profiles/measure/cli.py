@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs per shape first (default 3)")
     parser.add_argument("--time-budget", type=float, default=None, metavar="SECONDS", help="stop refining the grid after this long; corners are always measured")
     parser.add_argument("--timer", default="auto", choices=TIMERS, help="graph: replay each op from a CUDA graph, so CPU launch gaps are not timed (auto's choice on a GPU); event: CUDA events around eager launches")
-    parser.add_argument("--attention-backend", default="auto", choices=ATTENTION_BACKENDS, help="SDPA kernel; auto tries flash, efficient, math")
+    parser.add_argument("--attention-backend", default="auto", choices=ATTENTION_BACKENDS, help="SDPA kernel; auto: the first of flash, efficient, math that accepts a shape; fastest: the faster of flash and efficient, timing both")
     parser.add_argument("--block-size", type=int, default=16, help="block_size written into attention.csv for loaders that filter on it (default 16)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--compress", action="store_true", help="write .csv.xz files")

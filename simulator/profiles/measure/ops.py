@@ -9,9 +9,11 @@ from simulator.profiles.measure.shapes import Shape
 from simulator.profiles.measure.timing import Clock, Stopwatch, Timed, free_memory, is_out_of_memory
 from simulator.profiles.vidur_format import MLP_OPS
 
-ATTENTION_BACKENDS = ("auto", "flash", "efficient", "cudnn", "math")
+ATTENTION_BACKENDS = ("auto", "fastest", "flash", "efficient", "cudnn", "math")
 # Tried in this order by "auto": PyTorch's own preference among its fused kernels.
 AUTO_BACKEND_ORDER = ("flash", "efficient", "math")
+# "fastest" times each of these that accepts a shape and keeps the faster (math only if none does).
+FASTEST_CANDIDATES = ("flash", "efficient")
 
 
 class ShapeRejected(Exception):
@@ -126,6 +128,7 @@ class Attention:
         self.q_heads, self.kv_heads = cfg.num_q_heads, cfg.num_kv_heads
         self.head_dim = cfg.embedding_dim // cfg.num_q_heads
         self.backend = backend
+        self.chosen: dict[tuple[int, int, int], str] = {}  # (batch, new, kv) -> the backend "fastest" kept
         self.capacity, self.k_flat, self.v_flat = 0, None, None
         while capacity_tokens >= 1 and self.k_flat is None:
             try:
@@ -160,19 +163,17 @@ class Attention:
             return {}
         return {"is_causal": True} if kv == 0 else {"attn_mask": causal_lower_right(new, kv + new)}
 
-    def _candidates(self):
+    def _candidates(self, names):
         from torch.nn.attention import SDPBackend
 
-        names = AUTO_BACKEND_ORDER if self.backend == "auto" else (self.backend,)
         members = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
         return [(name, members[name]) for name in names]
 
-    def on_first_backend(self, run, clock: Clock, warmup: int, repeats: int) -> tuple[str, Timed]:
-        """Time ``run`` under the first SDPA backend (of ``--attention-backend``) that accepts it."""
+    def _accepting(self, run, names, clock: Clock, warmup: int, repeats: int, failures: list):
+        """(backend, timings) for each backend of ``names`` that accepts ``run``, in order."""
         from torch.nn.attention import sdpa_kernel
 
-        failures = []
-        for name, member in self._candidates():
+        for name, member in self._candidates(names):
             with sdpa_kernel([member]):
                 try:
                     with warnings.catch_warnings():
@@ -183,7 +184,27 @@ class Attention:
                         raise
                     failures.append(f"{name}: {str(exc).splitlines()[0]}")
                     continue
-                return name, clock.measure(run, max(warmup - 1, 0), repeats)
+                timed = clock.measure(run, max(warmup - 1, 0), repeats)
+            yield name, timed  # outside sdpa_kernel: a caller that stops here leaves no backend restricted
+
+    def on_backend(self, run, op: str, key: tuple[int, int, int], clock: Clock, warmup: int, repeats: int) -> tuple[str, Timed]:
+        """Time ``run`` under the SDPA backend ``--attention-backend`` asks for: a named one; the
+        first of flash, efficient, math that accepts it (auto); or whichever of flash and efficient
+        gives ``op`` the lower median (fastest; a shape whose attention already chose, as the
+        verify layer after its attention, reuses that choice)."""
+        failures: list[str] = []
+        if self.backend == "fastest":
+            names = (self.chosen[key],) if key in self.chosen else FASTEST_CANDIDATES
+            timed = list(self._accepting(run, names, clock, warmup, repeats, failures))
+            if timed:
+                name, best = min(timed, key=lambda pair: pair[1].stats[op]["median"])
+                self.chosen[key] = name
+                return name, best
+            names = ("math",)
+        else:
+            names = AUTO_BACKEND_ORDER if self.backend == "auto" else (self.backend,)
+        for name, timed in self._accepting(run, names, clock, warmup, repeats, failures):
+            return name, timed
         raise ShapeRejected("no scaled_dot_product_attention backend accepts this shape (" + "; ".join(failures) + ")")
 
     def measure(self, shape: Shape, clock: Clock, warmup: int, repeats: int) -> tuple[str, Timed]:
@@ -213,7 +234,7 @@ class Attention:
             out = watch.time(op, lambda: F.scaled_dot_product_attention(q, k_cache, v_cache, enable_gqa=gqa, **mask))
             watch.time("attn_output_reshape", lambda: out.transpose(1, 2).reshape(batch * new, hq * hd))
 
-        return self.on_first_backend(run, clock, warmup, repeats)
+        return self.on_backend(run, op, (batch, new, kv), clock, warmup, repeats)
 
 
 class VerifyLayer:
@@ -258,7 +279,7 @@ class VerifyLayer:
             down = F.linear(layer._act(F.linear(normed, layer.w_up, layer.b_up)), layer.w_down, layer.b_down)
             return residual + down
 
-        return attention.on_first_backend(lambda watch: watch.time("verify_layer", step), clock, warmup, repeats)
+        return attention.on_backend(lambda watch: watch.time("verify_layer", step), "verify_layer", (batch, new, kv), clock, warmup, repeats)
 
 
 def measure_shape(layer: Layer, attention: Attention, clock: Clock, shape: Shape, warmup: int, repeats: int):

@@ -231,6 +231,7 @@ def measure_profile(options: MeasureOptions) -> MeasuredProfile:
         "date": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
         "dtype": dtype_name,
         "timer_requested": options.timer,
+        "attention_backend_requested": options.attention_backend,
         "tensor_parallel_workers": 1,
         "warmup": options.warmup,
         "repeats": options.repeats,
