@@ -532,3 +532,18 @@ def test_fastest_backend_keeps_the_faster_kernel_and_the_layer_reuses_its_choice
         attention.on_backend(None, "op", (16, 3, 128), None, 1, 1)
     medians["math"] = 9.0
     assert attention.on_backend(None, "op", (32, 3, 128), None, 1, 1)[0] == "math"  # neither fused kernel accepts it
+
+
+@needs_torch
+def test_verify_layer_writes_the_new_keys_after_the_cache_and_returns_every_token():
+    cfg, cpu = model_config(MODEL), torch.device("cpu")
+    layer = measure_ops.Layer(torch, cfg, cpu, torch.float32, 64)
+    attention = measure_ops.Attention(torch, cfg, cpu, torch.float32, 2 * (16 + 3), "auto")
+    k_cache, v_cache = attention.caches(2, 16 + 3)
+    k_before, v_before = k_cache.clone(), v_cache.clone()
+    clock = RecordingClock()
+    backend, _ = measure_ops.VerifyLayer(layer, attention).measure(measure_shapes.Shape("verify_layer", 2, 16, 0, 3), clock, 1, 1)
+    assert backend in ("flash", "efficient", "math")
+    assert clock.outputs["verify_layer"].shape == (2 * 3, cfg.embedding_dim)
+    assert torch.equal(k_cache[:, :, :16], k_before[:, :, :16]) and torch.equal(v_cache[:, :, :16], v_before[:, :, :16])
+    assert not torch.isclose(k_cache[:, :, 16:], k_before[:, :, 16:]).any() and not torch.isclose(v_cache[:, :, 16:], v_before[:, :, 16:]).any()
