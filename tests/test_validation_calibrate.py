@@ -143,3 +143,23 @@ def test_a_bad_calibration_file_is_named_in_the_error(tmp_path, text, message):
     assert str(path) in str(err.value)
     with pytest.raises(ConfigError, match=r"calibration file .*missing\.json: file not found"):
         read_calibration(tmp_path / "missing.json")
+
+
+def test_proposal_probability_is_drafts_per_decode_chunk_over_the_sessions_used():
+    from simulator.validation.calibrate import proposal_probability
+
+    def record(session, chunks):
+        return {"session": session, "chunks": [[0.1 * i, 1] for i in range(chunks)]}
+
+    # 2 requests of session 1 saw 1 prefill chunk + 50 decode chunks each; session 0 is not used
+    history = [record(0, 500), record(1, 51), record(1, 51), {"session": 1, "chunks": []}]
+    notes = []
+    ratio, probability = proposal_probability(Snapshot(drafts=60), history, [1], 3, notes)
+    assert ratio == probability == pytest.approx(0.6)
+    assert "drafted at 0.600" in notes[0]
+    # merged chunks (more drafts than chunks) cap at 1; k = 0 or no drafts counter: unknown
+    assert proposal_probability(Snapshot(drafts=120), history, [1], 3, []) == (pytest.approx(1.2), 1.0)
+    assert proposal_probability(Snapshot(drafts=60), history, [1], 0, []) == (None, None)
+    notes = []
+    assert proposal_probability(Snapshot(), history, [1], 3, notes) == (None, None)
+    assert "simulated as a draft at every step" in notes[0]

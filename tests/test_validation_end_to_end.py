@@ -120,3 +120,31 @@ def test_speculation_without_counters_is_not_taken_for_speculation_off(tmp_path,
     # the user says speculation was off: that is taken as given
     assert main(["calibrate", "--replay", str(tmp_path / "r"), "--num-speculative-tokens", "0"]) == 0
     assert json.loads((tmp_path / "r" / "calibration.json").read_text())["num_speculative_tokens"] == 0
+
+
+@pytest.mark.slow
+def test_ngram_misses_are_measured_and_simulated(tmp_path, capsys):
+    """The fake proposer drafts at 60% of decode steps: calibrate measures it, simulate runs
+    with it (the simulated share of steps with a draft matches), and report.md shows it."""
+    root = tmp_path
+    assert main(["generate", "--out", str(root / "w.jsonl"), "--num-requests", "30", "--rate", "60", "--prompt-range", "32", "64", "--output-range", "48", "80", "--seed", "5"]) == 0
+    with FakeServer(FakeServerConfig(num_speculative_tokens=K, acceptance_rate=ALPHA, proposal_probability=0.6, **FAST)) as server:
+        assert main(["replay", "--workload", str(root / "w.jsonl"), "--url", server.url, "--out", str(root / "replay"), "--no-progress"]) == 0
+    assert main(["calibrate", "--replay", str(root / "replay")]) == 0
+    calibration = json.loads((root / "replay" / "calibration.json").read_text())
+    # about 1000 decode steps: a binomial standard error of 0.016; 0.06 is almost 4 of them
+    assert calibration["proposal_probability"] == pytest.approx(0.6, abs=0.06)
+    assert calibration["proposal_probability"] == calibration["drafts_per_decode_chunk"]
+    assert any("drafted at" in note for note in calibration["notes"])
+
+    assert main(["simulate", "--workload", str(root / "w.jsonl"), "--calibration", str(root / "replay" / "calibration.json"), "--out", str(root / "sim")]) == 0
+    sim_record = json.loads((root / "sim" / "simulated.json").read_text())
+    assert sim_record["config"]["speculation"]["proposal_probability"] == calibration["proposal_probability"]
+    assert main(["compare", "--workload", str(root / "w.jsonl"), "--replay", str(root / "replay"), "--calibration", str(root / "replay" / "calibration.json"), "--simulated", str(root / "sim"), "--out", str(root / "report")]) == 0
+    acceptance = json.loads((root / "report" / "report.json").read_text())["acceptance"]
+    # the simulator's own share of decode steps with a draft, from its counts (not its input);
+    # its last step of a request proposes nothing, which lowers it by a step in ~30
+    assert acceptance["simulated"]["draft_probability"] == pytest.approx(acceptance["measured"]["draft_probability"], abs=0.08)
+    markdown = (root / "report" / "report.md").read_text()
+    assert "draft probability per decode step" in markdown
+    assert f"proposal probability {calibration['proposal_probability']:.3f}" in markdown

@@ -213,6 +213,30 @@ def collect_counters(replay_dir: Path) -> Counters:
     return Counters(total, used, dropped, notes)
 
 
+def proposal_probability(counts: Snapshot, history, used: list, k: int, notes: list) -> tuple[Optional[float], Optional[float]]:
+    """(drafts per decode chunk, proposal probability) from V1's drafts counter and the chunks
+    the client saw.
+
+    vLLM counts a draft only at decode steps where the proposer produced one (an n-gram
+    proposer finds no match at some), and streams one chunk per request per step, so drafts
+    over decode chunks is the probability of a draft at a decode step.  Every record of the
+    used sessions counts (failed ones too: their drafts are in the counters), the first chunk
+    of each being the prefill's.  Above 1 (the server merged steps into a chunk, or ran steps
+    the client never saw) it is capped at 1.
+    """
+    if k == 0:
+        return None, None
+    chunks = sum(max(0, len(r.get("chunks") or []) - 1) for r in history if r.get("session") in used)
+    if counts.drafts is None or chunks == 0:
+        notes.append("the proposer's draft probability per decode step is unknown (no drafts counter or no decode chunks); simulated as a draft at every step")
+        return None, None
+    ratio = counts.drafts / chunks
+    probability = min(1.0, ratio)
+    if probability < 1.0:
+        notes.append(f"the proposer drafted at {probability:.3f} of decode steps (drafts per decode chunk; n-gram misses run as plain decode steps); the simulation uses this proposal probability")
+    return ratio, probability
+
+
 def calibrate(replay_dir: Path, expected_k: Optional[int] = None) -> dict:
     """The calibration record for a replay directory (pure data; the caller writes it)."""
     replay_dir = Path(replay_dir)
@@ -230,6 +254,7 @@ def calibrate(replay_dir: Path, expected_k: Optional[int] = None) -> dict:
     acceptance = acceptance_from_counters(counts, expected_k, str(replay_dir / "scrapes"))
     if counts.num_gpu_blocks is None:
         notes.append("the server exports no vllm:cache_config_info num_gpu_blocks; the simulator plans memory itself")
+    drafts_per_chunk, proposal = proposal_probability(counts, results.history, used, acceptance.num_speculative_tokens, notes)
     return {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -241,7 +266,8 @@ def calibrate(replay_dir: Path, expected_k: Optional[int] = None) -> dict:
         # Client-side cross-checks: a chunk is one engine step unless the server merged several.
         "decode_chunks": decode_chunks,
         "tokens_per_decode_chunk": tokens_per_chunk,
-        "drafts_per_decode_chunk": counts.drafts / decode_chunks if decode_chunks and counts.drafts is not None else None,
+        "drafts_per_decode_chunk": drafts_per_chunk,
+        "proposal_probability": proposal,  # what simulate passes on: P(a draft at a decode step)
         "kv_cache": {"num_gpu_blocks": counts.num_gpu_blocks, "block_size": counts.block_size},
         "sessions_used": used,
         "sessions_dropped": counters.dropped,

@@ -116,6 +116,8 @@ def _calibrate(args) -> None:
         print(f"warning: replay session {dropped['session']} left out of the calibration: {dropped['reason']}", file=sys.stderr)
     if record["num_speculative_tokens"]:
         print(f"k = {record['num_speculative_tokens']} ({record['engine']}): acceptance rate {record['acceptance_rate']:.4f}, mean acceptance length {record['mean_acceptance_length']:.4f}")
+        if record["proposal_probability"] is not None:
+            print(f"a draft at {record['proposal_probability']:.4f} of decode steps (drafts per decode chunk {record['drafts_per_decode_chunk']:.4f}); simulate passes it on as proposal_probability")
     else:
         print(record["method"])
     print(f"KV cache: {record['kv_cache']['num_gpu_blocks']} blocks of {record['kv_cache']['block_size']} tokens; wrote {out}")

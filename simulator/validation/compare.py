@@ -6,6 +6,8 @@ means the simulator predicts slower than the server was.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import pandas as pd
 
@@ -92,10 +94,35 @@ def error_summary(frame: pd.DataFrame) -> dict:
     return summary
 
 
-def acceptance_summary(calibration: dict, simulated_summary: dict) -> dict:
-    measured = {"acceptance_rate": calibration.get("acceptance_rate"), "mean_acceptance_length": calibration.get("mean_acceptance_length")}
-    simulated = {key: simulated_summary.get(key) for key in measured}
-    return {"measured": measured, "simulated": simulated, "num_speculative_tokens": calibration.get("num_speculative_tokens"), "engine": calibration.get("engine")}
+def simulated_draft_probability(summary: dict, decode_tokens: int) -> Optional[float]:
+    """Decode steps with a draft over all decode steps, as the simulator ran them.
+
+    Every decode step emits 1 + its accepted tokens, so the steps number decode tokens minus
+    accepted tokens; ``verify_steps`` counts those that carried a draft.
+    """
+    steps, accepted = summary.get("verify_steps"), summary.get("accepted_tokens")
+    if steps is None or accepted is None or decode_tokens - accepted <= 0:
+        return None
+    return steps / (decode_tokens - accepted)
+
+
+def acceptance_summary(calibration: dict, simulated_summary: dict, decode_tokens: int = 0, simulated_with: Optional[float] = None) -> dict:
+    """Measured against simulated acceptance, and the probability of a draft at a decode step
+    (measured: drafts per decode chunk; simulated: as run, and the input it ran with)."""
+    measured = {
+        "acceptance_rate": calibration.get("acceptance_rate"),
+        "mean_acceptance_length": calibration.get("mean_acceptance_length"),
+        "draft_probability": calibration.get("proposal_probability"),
+    }
+    simulated = {key: simulated_summary.get(key) for key in ("acceptance_rate", "mean_acceptance_length")}
+    simulated["draft_probability"] = simulated_draft_probability(simulated_summary, decode_tokens) if calibration.get("num_speculative_tokens") else None
+    return {
+        "measured": measured,
+        "simulated": simulated,
+        "proposal_probability_input": simulated_with,
+        "num_speculative_tokens": calibration.get("num_speculative_tokens"),
+        "engine": calibration.get("engine"),
+    }
 
 
 def status_counts(frame: pd.DataFrame) -> dict:

@@ -33,6 +33,7 @@ _SCRAPE = re.compile(r"^s(\d{3,})-(before|after)\.prom$")
 class ReplayResults:
     header: dict
     records: dict  # request_id -> last record
+    history: tuple = ()  # every record in file order, earlier attempts of a resent request included
 
     @property
     def workload_hash(self) -> str:
@@ -66,6 +67,7 @@ def read_results(directory: Path, workload_hash: Optional[str] = None) -> Option
         )
     num_requests = header.get("num_requests")
     records = {}
+    history = []
     for number, record in lines[1:]:
         rid = record.get("request_id")
         if not (isinstance(rid, int) and 0 <= rid < num_requests):
@@ -73,7 +75,8 @@ def read_results(directory: Path, workload_hash: Optional[str] = None) -> Option
         if record.get("status") not in STATUSES:
             raise ConfigError(f"{path}:{number}: status = {record.get('status')!r}, expected one of {STATUSES}")
         records[rid] = record
-    return ReplayResults(header=header, records=records)
+        history.append(record)
+    return ReplayResults(header=header, records=records, history=tuple(history))
 
 
 def list_scrapes(directory: Path) -> dict:

@@ -49,8 +49,13 @@ def build_report(workload, results, replay_summary: dict, calibration: dict, sim
         "simulated_device": config.get("device"),
         "requests": status_counts(frame),
         "metrics": error_summary(frame),
-        "acceptance": acceptance_summary(calibration, simulated.get("summary") or {}),
-        "calibration": {key: calibration.get(key) for key in ("engine", "num_speculative_tokens", "acceptance_per_position", "acceptance_per_position_unconditional", "kv_cache", "drafts_per_decode_chunk", "tokens_per_decode_chunk", "notes")},
+        "acceptance": acceptance_summary(
+            calibration,
+            simulated.get("summary") or {},
+            decode_tokens=sum(r.output_tokens - 1 for r in workload.requests),
+            simulated_with=((config.get("speculation") or {}).get("proposal_probability")),
+        ),
+        "calibration": {key: calibration.get(key) for key in ("engine", "num_speculative_tokens", "acceptance_per_position", "acceptance_per_position_unconditional", "kv_cache", "drafts_per_decode_chunk", "proposal_probability", "tokens_per_decode_chunk", "sessions_dropped", "notes")},
         "replay_sessions": [
             {key: session.get(key) for key in ("session", "sent", "statuses", "length_mismatches", "client_overhead", "after_scrape")}
             for session in replay_summary.get("sessions", [])
@@ -100,10 +105,17 @@ def render_markdown(report: dict) -> str:
         "",
         f"## Acceptance (k = {acceptance['num_speculative_tokens']}, counters: {acceptance['engine'] or 'none'})",
         "",
-        "| | acceptance rate | mean acceptance length |",
-        "|---|---:|---:|",
-        f"| measured | {_number(acceptance['measured']['acceptance_rate'])} | {_number(acceptance['measured']['mean_acceptance_length'])} |",
-        f"| simulated | {_number(acceptance['simulated']['acceptance_rate'])} | {_number(acceptance['simulated']['mean_acceptance_length'])} |",
+        "| | acceptance rate | mean acceptance length | draft probability per decode step |",
+        "|---|---:|---:|---:|",
+    ]
+    for side in ("measured", "simulated"):
+        values = acceptance[side]
+        lines.append(f"| {side} | {_number(values['acceptance_rate'])} | {_number(values['mean_acceptance_length'])} | {_number(values.get('draft_probability'))} |")
+    lines += [
+        "",
+        "Draft probability: decode steps at which the proposer produced a draft (an n-gram proposer misses at some);"
+        " measured as vLLM's drafts per streamed decode chunk, simulated as verify steps per decode step."
+        + (f" The simulation ran with proposal probability {_number(acceptance.get('proposal_probability_input'))}." if acceptance.get("proposal_probability_input") is not None else ""),
         "",
     ]
     notes = report["calibration"].get("notes") or []

@@ -1,7 +1,8 @@
 """Simulate the replayed workload with the calibrated acceptance and the server's KV budget.
 
 :func:`build_run_config` is pure: same arrivals, same exact lengths, the same k, the
-conditional per-position acceptance and the server's block count and size.
+conditional per-position acceptance, the measured probability of a draft at a decode step
+(n-gram misses) and the server's block count and size.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ def build_run_config(
         speculation = SpeculationConfig(
             num_speculative_tokens=k,
             acceptance_per_position=tuple(float(p) for p in calibration["acceptance_per_position"]),
+            # absent (V0 counters, older calibration files): a draft at every step
+            proposal_probability=float(calibration.get("proposal_probability") or 1.0),
             proposer=proposer,
             draft_model=draft_model,
         )
@@ -76,7 +79,7 @@ def simulate(config: RunConfig, workload: Workload, calibration: dict, out_dir: 
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
         "workload_hash": workload.workload_hash,
-        "calibration": {key: calibration.get(key) for key in ("engine", "num_speculative_tokens", "acceptance_rate", "mean_acceptance_length", "acceptance_per_position", "kv_cache")},
+        "calibration": {key: calibration.get(key) for key in ("engine", "num_speculative_tokens", "acceptance_rate", "mean_acceptance_length", "acceptance_per_position", "proposal_probability", "kv_cache")},
         "config": config.to_dict(),
         "summary": result.summary,
         "provenance": result.provenance,
