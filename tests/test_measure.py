@@ -346,7 +346,7 @@ def test_unknown_model_is_named_and_nothing_is_written(tmp_path, capsys):
 
 @pytest.mark.parametrize(
     ("flag", "value", "message"),
-    [("--repeats", "0", "--repeats 0"), ("--max-kv", "1", "--max-kv 1"), ("--time-budget", "-1", "--time-budget -1")],
+    [("--repeats", "0", "--repeats 0"), ("--max-kv", "1", "--max-kv 1"), ("--time-budget", "-1", "--time-budget -1"), ("--verify-max-k", "-1", "--verify-max-k -1")],
 )
 def test_bad_limits_are_named(tmp_path, capsys, flag, value, message):
     args = list(TINY)
@@ -547,3 +547,18 @@ def test_verify_layer_writes_the_new_keys_after_the_cache_and_returns_every_toke
     assert clock.outputs["verify_layer"].shape == (2 * 3, cfg.embedding_dim)
     assert torch.equal(k_cache[:, :, :16], k_before[:, :, :16]) and torch.equal(v_cache[:, :, :16], v_before[:, :, :16])
     assert not torch.isclose(k_cache[:, :, 16:], k_before[:, :, 16:]).any() and not torch.isclose(v_cache[:, :, 16:], v_before[:, :, 16:]).any()
+
+
+@needs_torch
+def test_no_verify_tables_when_no_layer_step_can_be_measured(tmp_path, monkeypatch, capsys):
+    real = measure_ops.measure_shape
+
+    def no_layer(layer, attention, clock, shape, warmup, repeats):
+        if shape.kind == "verify_layer":
+            raise torch.OutOfMemoryError("CUDA out of memory")
+        return real(layer, attention, clock, shape, warmup, repeats)
+
+    monkeypatch.setattr(measure_ops, "measure_shape", no_layer)
+    out = tmp_path / "none"
+    assert run_cli("--model", MODEL, "--out", str(out), *VERIFY) == 2
+    assert "no verify_layer shape" in capsys.readouterr().err and not out.exists()
