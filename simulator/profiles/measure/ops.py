@@ -1,5 +1,7 @@
-"""The measured ops: one transformer layer's non-attention ops and attention, with random
-weights and inputs (random values time the same as trained ones)."""
+"""The measured ops, with random weights and inputs (random values time the same as trained
+ones): one transformer layer's non-attention ops with the LM head and sampler (``Layer``),
+decode, prefill and verify attention (``Attention``), and a whole decoder layer's verify step
+(``VerifyLayer``)."""
 
 from __future__ import annotations
 
