@@ -20,7 +20,8 @@ from typing import Optional, Sequence
 from scipy.optimize import brentq
 
 from simulator.errors import ConfigError
-from simulator.validation.files import check_schema, read_json
+from simulator.inputs import read_json
+from simulator.validation.files import check_schema
 from simulator.validation.metrics import COUNTERS, PER_POSITION, CounterWentDown, Snapshot, add, delta, parse_metrics
 from simulator.validation.replay_files import list_scrapes, read_results
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from simulator.errors import ConfigError
-from simulator.inputs import read_json, read_text  # noqa: F401  (read_json re-exported)
+from simulator.inputs import read_text
 from simulator.textio import atomic_write_bytes, atomic_write_text, check_writable_dir  # noqa: F401  (re-exported)
 
 

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Optional
 
 from simulator.errors import ConfigError
-from simulator.validation.files import check_schema, iter_jsonl, read_json
+from simulator.inputs import read_json
+from simulator.validation.files import check_schema, iter_jsonl
 
 SCHEMA = "vidur-specdec/validation-replay"
 SCHEMA_VERSION = 1

@@ -12,7 +12,8 @@ from typing import Optional
 
 from simulator.config import ExplicitWorkload, RunConfig, SpeculationConfig
 from simulator.errors import ConfigError
-from simulator.validation.files import atomic_write_bytes, atomic_write_json, check_output_dir, check_schema, read_json
+from simulator.inputs import read_json
+from simulator.validation.files import atomic_write_bytes, atomic_write_json, check_output_dir, check_schema
 from simulator.validation.workload import Workload
 
 SCHEMA = "vidur-specdec/validation-simulated"
