@@ -207,8 +207,9 @@ SMALL = PoissonWorkload(num_requests=40, arrival_rate=2.0, seed=3)
 
 @pytest.mark.slow
 def test_stock_and_speculative_runs_at_tp2():
-    stock1 = simulator.run(RunConfig(workload=SMALL))
-    stock2 = simulator.run(RunConfig(workload=SMALL, tensor_parallel_size=2))
+    # the model's time alone (no per-step engine overhead, which does not shrink with TP)
+    stock1 = simulator.run(RunConfig(workload=SMALL, engine_overhead_ms=0.0))
+    stock2 = simulator.run(RunConfig(workload=SMALL, tensor_parallel_size=2, engine_overhead_ms=0.0))
     assert stock2.provenance["tensor_parallel_size"] == 2 and stock2.provenance["network_source"] == "builtin"
     # half the weights to stream per GPU, plus two all-reduces a layer: faster, but not twice as fast
     assert 0.5 < stock2.summary["tpot_p50_s"] / stock1.summary["tpot_p50_s"] < 0.8
@@ -261,7 +262,15 @@ def _vidur_format_70b_tp4(root):
 @pytest.mark.slow
 def test_stock_tp4_70b_matches_a_direct_vidur_sarathi_run(tmp_path):
     directory = _vidur_format_70b_tp4(tmp_path)
-    config = RunConfig(model=L70, tensor_parallel_size=4, profile_dir=str(directory), workload=PoissonWorkload(num_requests=40, arrival_rate=1.0, seed=11))
+    # stock Vidur's costing: no LM head or sampler, no engine overhead
+    config = RunConfig(
+        model=L70,
+        tensor_parallel_size=4,
+        profile_dir=str(directory),
+        workload=PoissonWorkload(num_requests=40, arrival_rate=1.0, seed=11),
+        lm_head=False,
+        engine_overhead_ms=0.0,
+    )
     mine = simulator.run(config)
     assert mine.provenance["network_source"] == "profile_dir"
 
