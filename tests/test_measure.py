@@ -444,7 +444,10 @@ def test_verify_tables_on_the_cpu(tmp_path):
     assert meta["grid"] == {"max_batch": 2, "min_kv": 128, "max_kv": 256, "max_speculative_tokens": 2, "shapes": {"verify_attention": 18, "verify_layer": 12}}
     assert meta["measured_shapes"] == {"verify_attention": 18, "verify_layer": 12} and meta["skipped"] == []
     assert meta["timer"] == {"perf_counter": 30} and meta["units"] == "milliseconds per layer"
-    assert profiles_main(["fit-verify", "--profile-dir", str(out)]) == 0  # the fit reads what measure wrote
+    fit = tmp_path / "fit.json"  # the fit reads what measure wrote, and says what measured it
+    assert profiles_main(["fit-verify", "--profile-dir", str(out), "--json", str(fit)]) == 0
+    measured = json.loads(fit.read_text())["measured"]
+    assert measured["model"] == MODEL and measured["measured_on"]["type"] == "cpu" and measured["dtype"] == "float32"
 
 
 @needs_torch

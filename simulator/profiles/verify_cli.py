@@ -13,7 +13,7 @@ from simulator.catalog import model_shape
 from simulator.errors import ConfigError
 from simulator.profiles import verify_fit
 from simulator.profiles.measured import read_attention
-from simulator.profiles.verify_table import read_verify_attention
+from simulator.profiles.verify_table import read_provenance, read_verify_attention
 from simulator.profiles.vidur_format import validate_profile_dir
 from simulator.textio import atomic_write_text
 
@@ -82,8 +82,18 @@ def main(args: argparse.Namespace) -> int:
         fit = verify_fit.fit_lambda(points)
     except ValueError as exc:
         raise ConfigError(f"--profile-dir {args.profile_dir}: {exc}") from exc
+    provenance = read_provenance(args.profile_dir)
+    if provenance:
+        device = provenance.get("measured_on", {})
+        print(f"measured: {provenance.get('model', '?')} on {device.get('name', '?')} (torch {device.get('torch_version', '?')}, {provenance.get('dtype', '?')}, {provenance.get('date', '?')})")
     print(report(fit, source))
     if args.json:
-        summary = {"profile_dir": Path(args.profile_dir).name, "stat": args.stat, "bounds": "decode profile" if args.decode_profile else "same run", **verify_fit.fit_summary(fit)}
+        summary = {
+            "profile_dir": Path(args.profile_dir).name,
+            "measured": provenance,
+            "stat": args.stat,
+            "bounds": "decode profile" if args.decode_profile else "same run",
+            **verify_fit.fit_summary(fit),
+        }
         atomic_write_text(args.json, json.dumps(summary, indent=2, sort_keys=True) + "\n")
     return 0

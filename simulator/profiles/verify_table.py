@@ -8,6 +8,7 @@ from pathlib import Path
 import pandas as pd
 
 from simulator.errors import ConfigError
+from simulator.inputs import read_json
 
 VERIFY_ATTENTION_REQUIRED = ("batch_size", "kv_cache_size", "num_query_tokens", "time_stats.attention.median")
 
@@ -34,3 +35,13 @@ def read_verify_attention(directory) -> pd.DataFrame:
     if not (frame.num_query_tokens > 1).any() or not (frame.num_query_tokens == 1).any():
         raise ConfigError(f"{path}: needs rows with one query per sequence (the bounds) and rows with more (verify steps)")
     return frame
+
+
+def read_provenance(directory) -> dict:
+    """What measured the table, from ``verify_metadata.json`` beside it ({} when there is none)."""
+    path = Path(directory) / "verify_metadata.json"
+    if not path.is_file():
+        return {}
+    meta = read_json(path, "verify metadata")
+    keys = ("model", "measured_on", "dtype", "timer", "attention_backends", "date")
+    return {key: meta[key] for key in keys if key in meta}
