@@ -207,12 +207,13 @@ SMALL = PoissonWorkload(num_requests=40, arrival_rate=2.0, seed=3)
 
 @pytest.mark.slow
 def test_stock_and_speculative_runs_at_tp2():
-    # the model's time alone (no per-step engine overhead, which does not shrink with TP)
-    stock1 = simulator.run(RunConfig(workload=SMALL, engine_overhead_ms=0.0))
-    stock2 = simulator.run(RunConfig(workload=SMALL, tensor_parallel_size=2, engine_overhead_ms=0.0))
+    # Vidur's ops alone (stock costing: no LM head, no per-step engine overhead, which does not shrink with TP)
+    stock1 = simulator.run(RunConfig(workload=SMALL, engine_overhead_ms=0.0, lm_head=False))
+    stock2 = simulator.run(RunConfig(workload=SMALL, tensor_parallel_size=2, engine_overhead_ms=0.0, lm_head=False))
     assert stock2.provenance["tensor_parallel_size"] == 2 and stock2.provenance["network_source"] == "builtin"
-    # half the weights to stream per GPU, plus two all-reduces a layer: faster, but not twice as fast
-    assert 0.5 < stock2.summary["tpot_p50_s"] / stock1.summary["tpot_p50_s"] < 0.8
+    # half the weights to stream per GPU, but full-width norms and two all-reduces a layer (each at
+    # least the A100's ~0.06 ms floor, x 32 layers): faster, far from twice as fast (0.79 measured)
+    assert 0.5 < stock2.summary["tpot_p50_s"] / stock1.summary["tpot_p50_s"] < 0.85
     assert stock2.summary["kv_blocks_total"] > stock1.summary["kv_blocks_total"]
     ngram = simulator.run(RunConfig(workload=SMALL, tensor_parallel_size=2, speculation=SpeculationConfig(4, 0.7)))
     assert ngram.summary["tpot_p50_s"] < stock2.summary["tpot_p50_s"]
