@@ -17,10 +17,8 @@ from simulator.sweep.runner import PROGRESS_COLUMNS, SWEEP_COLUMNS
 NUMERIC_SWEEP = (
     "num_requests", "prompt_tokens", "output_tokens", "arrival_rate", "workload_seed", "num_speculative_tokens", "seed",
     "ttft_p50_s", "tpot_p50_s", "e2e_p50_s", "tpot_speedup", "ttft_first_tenth_p50_s", "ttft_last_tenth_p50_s", "ttft_growth",
-    "mean_acceptance_length", "realized_acceptance_rate",
+    "mean_acceptance_length", "realized_acceptance_rate", "mean_decode_batch",
 )
-# Shown in the results table when the sweep recorded it (sweeps recorded before it existed lack it).
-OPTIONAL_NUMERIC = ("mean_decode_batch",)
 NUMERIC_PROGRESS = ("num_speculative_tokens", "acceptance_rate", "simulated_progress_per_step", "closed_form_progress_per_step")
 # Columns that must hold a single value in the whole CSV: the setup line states them once.
 SETUP_COLUMNS = (
@@ -75,11 +73,7 @@ def read_csv(path: Path, columns: tuple[str, ...], numeric: tuple[str, ...], wha
 
 def load_recorded(path: str | Path) -> Recorded:
     path = Path(path)
-    numeric = NUMERIC_SWEEP + tuple(c for c in OPTIONAL_NUMERIC if c in SWEEP_COLUMNS)
-    frame = read_csv(path, SWEEP_COLUMNS, numeric, "sweep CSV")
-    for column in OPTIONAL_NUMERIC:
-        if column not in frame.columns:
-            frame[column] = float("nan")
+    frame = read_csv(path, SWEEP_COLUMNS, NUMERIC_SWEEP, "sweep CSV")
     for column in SETUP_COLUMNS:
         values = frame[column].dropna().unique()
         if len(values) != 1:
