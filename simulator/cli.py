@@ -28,6 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--workload-seed", type=int, default=42)
     s = p.add_argument_group("speculative decoding (k = 0: off)")
     s.add_argument("-k", "--num-speculative-tokens", type=int, default=0)
+    s.add_argument(
+        "--k-schedule",
+        help="dynamic speculation, vLLM's num_speculative_tokens_per_batch_size: JSON rows [start, end, k], k picked each "
+        "step from the running batch size, k = 0 runs plain decode; e.g. '[[1,16,4],[17,64,2],[65,512,0]]' "
+        "(-k, if given, is the maximum; default: the schedule's largest k)",
+    )
     s.add_argument("--acceptance", type=float, help="i.i.d. per-position acceptance rate")
     s.add_argument("--acceptance-per-position", help="comma-separated P(pos i accepted | earlier accepted)")
     s.add_argument("--proposer", default="ngram", help="ngram, draft (a draft model), eagle or eagle3 (an EAGLE head named by --draft-model)")
@@ -99,11 +105,21 @@ def workload_from_args(args):
     return PoissonWorkload(args.requests, args.prompt_tokens, args.output_tokens, rate, args.workload_seed)
 
 
+def _schedule_from_args(args):
+    if args.k_schedule is None:
+        return None
+    from simulator.speculative.k_schedule import parse_schedule
+
+    k = args.num_speculative_tokens
+    return parse_schedule(args.k_schedule, k if isinstance(k, int) and k > 0 else None, "--k-schedule")
+
+
 def config_from_args(args) -> RunConfig:
     return RunConfig(
         workload=workload_from_args(args),
         speculation=SpeculationConfig(
             num_speculative_tokens=args.num_speculative_tokens,
+            k_schedule=_schedule_from_args(args),
             acceptance_rate=args.acceptance,
             acceptance_per_position=_parse_vector(args.acceptance_per_position),
             proposer=args.proposer,

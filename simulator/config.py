@@ -172,10 +172,22 @@ class SpeculationConfig:
     # P(the proposer produces a draft at a decode step); an n-gram proposer finds no match
     # at some steps, which then run as plain decode.  Measured by the validation harness.
     proposal_probability: float = 1.0
+    # Dynamic speculation (vLLM's num_speculative_tokens_per_batch_size): rows (start, end, k),
+    # k picked at each step from the running batch size; None = k fixed.  With a schedule,
+    # num_speculative_tokens is the maximum (0 = the schedule's largest k).
+    k_schedule: Optional[tuple[tuple[int, int, int], ...]] = None
 
     def __post_init__(self):
         k = self.num_speculative_tokens
         _require(_is_int(k) and k >= 0, "num_speculative_tokens", k, "must be an integer >= 0")
+        if self.k_schedule is not None:
+            from simulator.speculative.k_schedule import check_schedule, max_k
+
+            schedule = check_schedule(self.k_schedule, k if k > 0 else None)
+            object.__setattr__(self, "k_schedule", schedule)
+            if k == 0:
+                k = max_k(schedule)
+                object.__setattr__(self, "num_speculative_tokens", k)
         _require(self.proposer in PROPOSERS, "proposer", self.proposer, f"must be one of {PROPOSERS}")
         _require(self.attention in ATTENTION_MODES, "attention", self.attention, f"must be one of {ATTENTION_MODES}")
         _probability("interpolation", self.interpolation)
@@ -272,6 +284,12 @@ class RunConfig:
                 "draft_tensor_parallel_size",
                 draft_tp,
                 f"must be 1 or the target's tensor_parallel_size ({self.tensor_parallel_size})",
+            )
+        schedule = self.speculation.k_schedule
+        if schedule is not None and schedule[-1][1] < self.batch_size_cap:
+            raise ConfigError(
+                f"k_schedule row {len(schedule) - 1} {list(schedule[-1])}: ends at batch size {schedule[-1][1]}, but the batch "
+                f"holds up to batch_size_cap = {self.batch_size_cap} requests; batch sizes {schedule[-1][1] + 1}..{self.batch_size_cap} have no k"
             )
         if self.network_profile_dir is not None:
             _require(Path(self.network_profile_dir).is_dir(), "network_profile_dir", self.network_profile_dir, "is not a directory")

@@ -8,6 +8,10 @@ Decode rows are scheduled first, as in Sarathi.  For each the scheduler asks the
 :mod:`simulator.speculative.verify_step` for the row's plan (k', KV slots, acceptance,
 progress), reserves the KV blocks the plan needs, and once the batch is formed hands the
 plans' progress to the batch.
+
+With a k schedule (vLLM's ``num_speculative_tokens_per_batch_size``) k is picked once per
+step from the requests running when the step is planned (those holding KV, before this step
+admits new ones); a step whose k is 0 plans every decode row as plain decode.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from vidur.scheduler.replica_scheduler.sarathi_replica_scheduler import SarathiR
 from simulator.engine.batch import SpecBatch
 from simulator.engine.types import ExtensionType
 from simulator.speculative.acceptance import AcceptanceSampler
-from simulator.speculative.verify_step import VerifyRow, plan_verify_row
+from simulator.speculative.k_schedule import k_table
+from simulator.speculative.verify_step import VerifyRow, lookahead_slots, plan_verify_row
 
 
 @dataclass
@@ -30,7 +35,8 @@ class SpecSarathiSchedulerConfig(SarathiSchedulerConfig):
     conditional_acceptance: tuple = field(default_factory=tuple)
     acceptance_seed: int = 0
     proposal_probability: float = 1.0
-    lookahead_slots: int = 0  # vLLM's num_lookahead_tokens
+    proposer: str = "ngram"  # sets vLLM's num_lookahead_tokens for the step's k
+    k_schedule: tuple = ()  # (start, end, k) rows; empty = k fixed at num_speculative_tokens
 
     @staticmethod
     def get_type():
@@ -75,19 +81,25 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
             self._config.conditional_acceptance, self._config.acceptance_seed, self._config.proposal_probability
         )
         self._plans: dict[int, VerifyRow] = {}  # decode rows planned this step
+        self._k_table = k_table(self._config.k_schedule) if self._config.k_schedule else ()
+        self._step_k = self._k
+        self._lookahead = lookahead_slots(self._config.proposer, self._k)
+        self.scheduled_k_steps = 0  # steps planned (with a k), and the sum of their k
+        self.scheduled_k_sum = 0
         self._missing_blocks: dict[int, int] = {}  # decode rows planned this step -> blocks to add
 
     def _get_request_next_num_q_tokens(self, request, num_batch_tokens: int) -> int:
-        if not request.is_prefill_complete:
+        if not request.is_prefill_complete or self._step_k == 0:
+            # prefill chunks, and every row of a k = 0 step: Vidur's Sarathi unchanged
             return super()._get_request_next_num_q_tokens(request, num_batch_tokens)
         processed = request.num_processed_tokens
         position = processed - request.prompt_tokens - 1  # output tokens already emitted, less the first
         plan = plan_verify_row(
-            k=self._k,
+            k=self._step_k,
             processed_tokens=processed,
             remaining_output=request.total_tokens - processed,
             budget_left=self._config.chunk_size - num_batch_tokens,
-            lookahead=self._config.lookahead_slots,
+            lookahead=self._lookahead,
             draw=self._sampler.draw(request.id, position, request.output_tokens),
         )
         if plan is None:
@@ -117,12 +129,24 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
         if missing:
             self.allocate(request.id, missing)
 
+    def pick_k(self, running: int) -> int:
+        """This step's k for ``running`` requests (the schedule's, else the fixed k)."""
+        table = self._k_table
+        if not table:
+            return self._k
+        return table[min(running, len(table) - 1)]
+
     def _get_next_batch(self, time: float):
+        if self._k_table and self._num_running_stages == 0:
+            self._step_k = self.pick_k(len(self._allocation_map))
+            self._lookahead = lookahead_slots(self._config.proposer, self._step_k)
         batch = super()._get_next_batch(time)
         plans, self._plans = self._plans, {}
         self._missing_blocks.clear()
         if batch is None:
             return batch
+        self.scheduled_k_steps += 1
+        self.scheduled_k_sum += self._step_k
         progress, decode_rows, proposals = [], [], 0
         for request, computed in zip(batch.requests, batch.num_q_tokens):
             is_decode = request.is_prefill_complete
@@ -130,7 +154,10 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
             if not is_decode:
                 progress.append(computed)
                 continue
-            plan = plans[request.id]
+            plan = plans.get(request.id)
+            if plan is None:  # a k = 0 step: plain decode
+                progress.append(computed)
+                continue
             if plan.proposals:
                 request.acceptance_log.append((plan.proposals, plan.accepted))
                 proposals += plan.proposals

@@ -39,7 +39,6 @@ from simulator.profiles.logits import cached_logits_table
 from simulator.profiles.sharding import check_sharding
 from simulator.profiles.source import ResolvedProfile, resolve_profile
 from simulator.results import REQUEST_COLUMNS, RunResult, summarize, tpot
-from simulator.speculative.verify_step import lookahead_slots
 from simulator.speculative.memory import BYTES, ModelMemory, kv_blocks, kv_capacity_tokens
 from simulator.versions import simulator_version, source_hash, vidur_version
 
@@ -255,7 +254,8 @@ def _scheduler_config(config: RunConfig):
         conditional_acceptance=spec.conditional_acceptance(),
         acceptance_seed=config.seed,
         proposal_probability=spec.proposal_probability,
-        lookahead_slots=lookahead_slots(spec.proposer, spec.num_speculative_tokens),
+        proposer=spec.proposer,
+        k_schedule=spec.k_schedule or (),
     )
 
 
@@ -317,6 +317,10 @@ def simulate(config: RunConfig) -> RunResult:
             "peak_kv_fraction": scheduler.peak_allocated_blocks / scheduler.num_blocks,
             "preemptions": int(frame.restarts.sum()),
             "forward_passes": scheduler.forward_passes,
+            # mean k over planned steps: the fixed k, or what a k schedule picked on average
+            "mean_scheduled_k": scheduler.scheduled_k_sum / scheduler.scheduled_k_steps
+            if getattr(scheduler, "scheduled_k_steps", 0)
+            else float(spec.num_speculative_tokens),
         },
     )
     provenance = {
