@@ -8,6 +8,8 @@ their ``fitted_from`` field.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import hashlib
 import json
 from dataclasses import asdict, dataclass, fields, replace
@@ -147,8 +149,19 @@ def load_devices(path: Path = DEVICES_FILE) -> dict[str, DeviceSpec]:
     return {name: _build(name, entry, path) for name, entry in table.items()}
 
 
+@lru_cache(maxsize=8)
+def _devices_at(path: str, mtime_ns: int, size: int) -> dict[str, DeviceSpec]:
+    return load_devices(Path(path))
+
+
 def get_device(name: str, path: Path = DEVICES_FILE) -> DeviceSpec:
-    devices = load_devices(path)
+    # parsed once per file version: a run asks several times, a sweep hundreds of times
+    try:
+        stat = Path(path).stat()
+    except OSError:
+        devices = load_devices(path)  # reports the missing file as a ConfigError
+    else:
+        devices = _devices_at(str(path), stat.st_mtime_ns, stat.st_size)
     if name not in devices:
         raise ConfigError(f"unknown device '{name}'; known devices: {', '.join(sorted(devices))}")
     return devices[name]
