@@ -129,12 +129,31 @@ def run_sweep(spec: SweepSpec, executor, run: Optional[RunFn] = None, profile_di
     """Run the grid and the progress check through one executor call (one pool start-up)."""
     grid = expand(spec, profile_dir)
     progress = expand_progress(spec, profile_dir)
-    if run is None:
-        warm_predictor(grid[0])
-    records = executor.map(simulate, [(run, config) for config in grid + progress])
+    records = simulate_all(grid + progress, executor, run)
     rows = with_speedups(records[: len(grid)])
     progress_rows = [_progress_row(config, record) for config, record in zip(progress, records[len(grid) :])]
     return SweepOutput(rows=rows, progress_rows=progress_rows)
+
+
+def simulate_all(configs: Sequence[RunConfig], executor, run: Optional[RunFn] = None) -> list[dict]:
+    """One record per config, in order.  Real runs (``run`` None) go through the result cache
+    (:mod:`simulator.sweep.cache`): only the misses are simulated, so a warm rebuild runs none."""
+    from simulator.sweep import cache
+
+    configs = list(configs)
+    if run is not None or not cache.enabled():
+        if run is None and configs:
+            warm_predictor(configs[0])
+        return executor.map(simulate, [(run, config) for config in configs])
+    keys = [cache.run_key(config) for config in configs]
+    records = [cache.load(config, key) for config, key in zip(configs, keys)]
+    missing = [i for i, found in enumerate(records) if found is None]
+    if missing:
+        warm_predictor(configs[missing[0]])
+        for i, fresh in zip(missing, executor.map(simulate, [(None, configs[i]) for i in missing])):
+            records[i] = fresh
+            cache.store(configs[i], fresh, keys[i])
+    return records
 
 
 def warm_predictor(config: RunConfig) -> None:

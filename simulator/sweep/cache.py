@@ -1,0 +1,107 @@
+"""A content-addressed cache of sweep results: a rebuild re-simulates only what changed.
+
+A run's key is the SHA-256 of everything that determines its numbers: the full RunConfig
+(less ``cache_dir``, which only says where caches live), the model hash
+(:func:`simulator.versions.source_hash`, which covers the built-in profile's physics), the
+content of every profile directory the run names, and the Vidur version.  The value is the
+flat record the sweep writes into its CSV, stored as JSON (floats round-trip exactly, so a
+cached CSV is byte-identical to a fresh one) under ``<cache dir>/runs/``, written with
+:mod:`simulator.textio`.  An unreadable entry is a miss, never an error.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Optional
+
+from simulator.config import RunConfig
+from simulator.paths import default_cache_dir
+from simulator.textio import atomic_write_text
+
+FORMAT = 1  # bump when the stored record's shape changes
+DISABLE_ENV = "VIDUR_SPECDEC_NO_RUN_CACHE"  # set to 1 to simulate every run
+
+
+def enabled() -> bool:
+    return not os.environ.get(DISABLE_ENV)
+
+
+@lru_cache(maxsize=64)
+def _dir_hash(path: str, stamp: tuple) -> str:
+    digest = hashlib.sha256()
+    root = Path(path)
+    for file in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(root).as_posix().encode() + b"\0")
+        digest.update(file.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def directory_hash(path: Optional[str]) -> Optional[str]:
+    """SHA-256 of a profile directory's files (names and bytes); memoised per (size, mtime)."""
+    if path is None:
+        return None
+    root = Path(path)
+    stamp = tuple(sorted((p.relative_to(root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()))
+    return _dir_hash(str(root.resolve()), stamp)
+
+
+def profile_hash(config: RunConfig) -> str:
+    """The profiles a run reads: its Vidur-format directories (the built-in profile is code,
+    covered by the model hash)."""
+    parts = {
+        "profile_dir": directory_hash(config.profile_dir),
+        "draft_profile_dir": directory_hash(config.speculation.draft_profile_dir),
+        "network_profile_dir": directory_hash(config.network_profile_dir),
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+def run_key(config: RunConfig) -> str:
+    from simulator.versions import source_hash, vidur_version
+
+    inputs = config.to_dict()
+    inputs.pop("cache_dir", None)
+    for name in ("profile_dir", "network_profile_dir"):
+        inputs.pop(name, None)  # where the profile is does not matter, what it holds does
+    inputs["speculation"].pop("draft_profile_dir", None)
+    payload = {
+        "format": FORMAT,
+        "config": inputs,
+        "model_hash": source_hash(),
+        "profile_hash": profile_hash(config),
+        "vidur": vidur_version(),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()
+
+
+def cache_root(config: RunConfig) -> Path:
+    return (Path(config.cache_dir) if config.cache_dir else default_cache_dir()) / "runs"
+
+
+def _path(config: RunConfig, key: str) -> Path:
+    return cache_root(config) / key[:2] / f"{key}.json"
+
+
+def load(config: RunConfig, key: Optional[str] = None) -> Optional[dict]:
+    """The cached record of ``config``, or None."""
+    key = key or run_key(config)
+    try:
+        stored = json.loads(_path(config, key).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(stored, dict) or stored.get("key") != key or not isinstance(stored.get("record"), dict):
+        return None
+    return stored["record"]
+
+
+def store(config: RunConfig, record: dict, key: Optional[str] = None) -> None:
+    """Keep ``record`` for ``config``; a cache that cannot be written is skipped, not fatal."""
+    key = key or run_key(config)
+    try:
+        atomic_write_text(_path(config, key), json.dumps({"key": key, "record": record}, sort_keys=True) + "\n")
+    except OSError:
+        pass
