@@ -31,6 +31,11 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=None, help="parallel runs; default: one per CPU core")
     parser.add_argument("--executor", choices=("local", "ray"), default="local", help="local process pool (default) or Ray")
     parser.add_argument("--profile-dir", default=None, help="a Vidur-format profile directory instead of the built-in profile")
+    parser.add_argument("--paysoff-spec", type=Path, default=DATA_DIR / "paysoff.toml", help="the pays-off sweep spec (TOML); default data/paysoff.toml")
+    parser.add_argument("--paysoff-csv", type=Path, default=DATA_DIR / "paysoff.csv", help="pays-off runs CSV to write (or to read with --skip-sweep)")
+    parser.add_argument("--crossovers-csv", type=Path, default=DATA_DIR / "paysoff_crossovers.csv", help="crossovers CSV to write")
+    parser.add_argument("--schedules-json", type=Path, default=DATA_DIR / "recommended_schedules.json", help="recommended k schedules to write")
+    parser.add_argument("--no-paysoff", action="store_true", help="do not run the pays-off sweep (its page shows the recorded files if they exist)")
     parser.add_argument(
         "--validation-report",
         type=Path,
@@ -64,7 +69,11 @@ def main(argv=None) -> int:
         if args.jobs is not None and args.jobs < 1:
             raise ConfigError(f"--jobs {args.jobs}: must be a positive integer")
         from simulator.website.pipeline import BuildOptions, build
+        from simulator.website.pipeline import PaysoffInputs
         from simulator.website.render import SiteSources
+
+        paysoff_files = (args.paysoff_csv, args.crossovers_csv, args.schedules_json)
+        recorded_paysoff = (args.no_paysoff or args.skip_sweep) and all(path.is_file() for path in paysoff_files)
 
         build(
             BuildOptions(
@@ -80,7 +89,11 @@ def main(argv=None) -> int:
                     docs_dir=REPO_ROOT / "docs",
                     validation_report=report,
                     source_url=args.source_url,
+                    paysoff_csv=args.paysoff_csv if recorded_paysoff else None,
+                    paysoff_crossovers_csv=args.crossovers_csv if recorded_paysoff else None,
+                    schedules_json=args.schedules_json if recorded_paysoff else None,
                 ),
+                paysoff=None if args.no_paysoff else PaysoffInputs(args.paysoff_spec, *paysoff_files),
                 skip_sweep=args.skip_sweep,
                 jobs=args.jobs,
                 executor=args.executor,

@@ -198,6 +198,7 @@ def record(result) -> dict:
         row[key] = summary[key]
     row.update(queue_growth(result.requests))
     row["mean_decode_batch"] = mean_decode_batch(result.requests, summary["makespan_s"])
+    row["mean_scheduled_k"] = summary.get("mean_scheduled_k")  # a k schedule's average pick (not in SWEEP_COLUMNS)
     for key in PROVENANCE_COLUMNS:
         row[key] = provenance[key]
     return row

@@ -11,12 +11,24 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from simulator.errors import ConfigError
+from simulator.sweep import paysoff as paysoff_sweep
 from simulator.sweep.executors import make_executor
+from simulator.sweep.paysoff_spec import load_paysoff_spec
 from simulator.sweep.runner import PROGRESS_COLUMNS, SWEEP_COLUMNS, run_sweep, to_csv_text
 from simulator.sweep.spec import load_spec
 from simulator.textio import check_writable_dir, check_writable_file
 from simulator.website.publish import Publication, remove_leftovers
 from simulator.website.render import SiteSources, check_sources, render_into, render_site
+
+
+@dataclass(frozen=True)
+class PaysoffInputs:
+    """data/paysoff.toml -> data/paysoff.csv, data/paysoff_crossovers.csv, data/recommended_schedules.json."""
+
+    spec: Path
+    csv: Path
+    crossovers_csv: Path
+    schedules_json: Path
 
 
 @dataclass(frozen=True)
@@ -31,6 +43,7 @@ class BuildOptions:
     executor: str = "local"
     profile_dir: Optional[str] = None
     progress_bar: Optional[bool] = None  # None: only on a terminal
+    paysoff: Optional["PaysoffInputs"] = None  # run the pays-off sweep too
 
 
 def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
@@ -45,8 +58,17 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
     if options.profile_dir is not None and not Path(options.profile_dir).is_dir():
         raise ConfigError(f"profile dir {options.profile_dir} is not a directory")
     spec = load_spec(options.spec)
+    paysoff_spec = None
+    if options.paysoff is not None:  # a bad pays-off spec fails here, before any simulation
+        for path in (options.paysoff.csv, options.paysoff.crossovers_csv, options.paysoff.schedules_json):
+            check_writable_file(path, "output")
+        paysoff_spec = load_paysoff_spec(options.paysoff.spec)
     executor = make_executor(options.executor, options.jobs, options.progress_bar)
     output = run_sweep(spec, executor, run=run, profile_dir=options.profile_dir)
+    paysoff = paysoff_sweep.run_paysoff(paysoff_spec, executor, options.profile_dir, run) if paysoff_spec is not None else None
+    if options.paysoff is not None:
+        for target in (options.paysoff.csv, options.paysoff.crossovers_csv, options.paysoff.schedules_json):
+            remove_leftovers(target)
     for target in (options.sweep_csv, options.progress_csv, options.out_dir):
         remove_leftovers(target)
     # The CSVs and the site are published together: all three are renamed into place at the end,
@@ -54,6 +76,15 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
     with Publication() as publication:
         sweep_csv = publication.file(options.sweep_csv, to_csv_text(output.rows, SWEEP_COLUMNS), "CSV")
         progress_csv = publication.file(options.progress_csv, to_csv_text(output.progress_rows, PROGRESS_COLUMNS), "CSV")
+        paysoff_sources = {}
+        if paysoff is not None:
+            runs_text, crossovers_text = paysoff_sweep.csv_texts(paysoff)
+            paysoff_sources = {
+                "paysoff_csv": publication.file(options.paysoff.csv, runs_text, "CSV"),
+                "paysoff_crossovers_csv": publication.file(options.paysoff.crossovers_csv, crossovers_text, "CSV"),
+                "schedules_json": publication.file(options.paysoff.schedules_json, paysoff_sweep.schedules_json_text(paysoff.schedules), "JSON"),
+            }
+        options = replace(options, sources=replace(options.sources, **paysoff_sources))
         staging = publication.directory(options.out_dir)
         try:
             render_into(replace(options.sources, sweep_csv=sweep_csv, progress_csv=progress_csv), staging)

@@ -20,6 +20,7 @@ from simulator.errors import ConfigError
 from simulator.schemas import VALIDATION_REPORT_SCHEMA
 from simulator.sweep.runner import OVERLOAD_TTFT_GROWTH
 from simulator.website import markdown as site_markdown
+from simulator.website import paysoff as paysoff_page
 from simulator.website import units
 from simulator.website.calibration import format_tables
 from simulator.website.charts import (
@@ -55,6 +56,10 @@ class SiteSources:
     docs_dir: Path
     validation_report: Optional[Path] = None
     source_url: Optional[str] = None  # repository URL at a commit: "Source:" links become absolute
+    # the pays-off sweep's files (data/paysoff.csv, data/paysoff_crossovers.csv, data/recommended_schedules.json)
+    paysoff_csv: Optional[Path] = None
+    paysoff_crossovers_csv: Optional[Path] = None
+    schedules_json: Optional[Path] = None
 
 
 def check_sources(sources: SiteSources) -> None:
@@ -128,6 +133,7 @@ def render_into(sources: SiteSources, directory: Path) -> None:
         "calibration_doc": calibration_path,
         "calibration_url": site_markdown.source_link(calibration_path, sources.source_url),
         "source_url": sources.source_url,
+        "paysoff": paysoff_page.context(paysoff_page.load(sources.paysoff_csv, sources.paysoff_crossovers_csv, sources.schedules_json)),
     }
     for page in PAGES:
         html = env.get_template(page).render(page=page, **context)
@@ -137,6 +143,7 @@ def render_into(sources: SiteSources, directory: Path) -> None:
     shutil.copyfile(PLOTLY_BASIC_BUNDLE, directory / PLOTLY_JS)
     shutil.copyfile(sources.sweep_csv, directory / SWEEP_CSV_NAME)
     shutil.copyfile(sources.progress_csv, directory / PROGRESS_CSV_NAME)
+    paysoff_page.copy_files(sources.paysoff_csv, sources.paysoff_crossovers_csv, sources.schedules_json, directory)
 
 
 def _copy(markdown, sources: SiteSources) -> dict:

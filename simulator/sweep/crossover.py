@@ -1,0 +1,109 @@
+"""Where speculation stops paying: crossovers, the best k per load, a recommended k schedule.
+
+Pure functions over sweep rows (dicts).  A row's x is its concurrency (closed loop) or its
+arrival rate (Poisson); its speedup is the baseline's median TPOT over its own at the same x.
+
+* Crossover: where the speedup crosses 1 between two measured x, interpolated linearly in
+  log x for concurrency (the grid doubles) and in x for load.  Every crossing is kept, with
+  its direction; the first fall below 1 is the headline.  With no crossing the answer is
+  "none in range", and whether speculation paid everywhere or nowhere.
+* Best k at an x: the k with the highest speedup, k = 0 (no speculation) when none beats 1.
+  Ties within ``TIE`` go to the smaller k: it risks less when acceptance is lower than assumed.
+* Recommended schedule: the best k per concurrency as vLLM's ``num_speculative_tokens_per_batch_size``
+  (:func:`simulator.speculative.k_schedule.from_best_k`): in a closed loop the running batch
+  is the concurrency.
+
+Part of the model hash: these numbers are published.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from typing import Iterable, Sequence
+
+from simulator.speculative.k_schedule import Schedule, from_best_k
+
+TIE = 0.005  # speedups within 0.5% count as equal
+NONE_IN_RANGE = "none in range"
+
+
+def x_of(row: dict) -> float:
+    return row["concurrency"] if row["mode"] == "closed_loop" else row["arrival_rate"]
+
+
+def crossings(xs: Sequence[float], speedups: Sequence[float], log_x: bool) -> list[tuple[float, str]]:
+    """(x, "falls below 1" | "rises above 1") for each crossing of 1 between neighbours."""
+    out = []
+    points = sorted(zip(xs, speedups))
+    for (x0, s0), (x1, s1) in zip(points, points[1:]):
+        if any(math.isnan(v) for v in (s0, s1)) or (s0 >= 1) == (s1 >= 1):
+            continue
+        t = (1 - s0) / (s1 - s0)
+        if log_x:
+            x = math.exp(math.log(x0) + t * (math.log(x1) - math.log(x0)))
+        else:
+            x = x0 + t * (x1 - x0)
+        out.append((x, "falls below 1" if s0 >= 1 else "rises above 1"))
+    return out
+
+
+def _groups(rows: Iterable[dict], keys: tuple[str, ...]) -> dict[tuple, list[dict]]:
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for row in rows:
+        groups[tuple(row[k] for k in keys)].append(row)
+    return dict(sorted(groups.items(), key=lambda item: tuple(str(v) for v in item[0])))
+
+
+def crossover_rows(rows: Iterable[dict]) -> list[dict]:
+    """One row per (mode, acceptance, attention, k) of fixed-k speculative runs."""
+    fixed = [r for r in rows if r["num_speculative_tokens"] > 0 and not r["k_schedule"]]
+    out = []
+    for (mode, acceptance, attention, k), group in _groups(fixed, ("mode", "acceptance", "attention", "num_speculative_tokens")).items():
+        group = sorted(group, key=x_of)
+        xs, speedups = [x_of(r) for r in group], [r["tpot_speedup"] for r in group]
+        found = crossings(xs, speedups, log_x=mode == "closed_loop")
+        falls = [x for x, direction in found if direction == "falls below 1"]
+        headline = falls[0] if falls else (found[0][0] if found else None)
+        if found:
+            summary = f"{headline:.3g}"
+        else:
+            summary = NONE_IN_RANGE + (" (pays everywhere)" if min(speedups) >= 1 else " (never pays)")
+        out.append(
+            {
+                "mode": mode,
+                "acceptance": acceptance,
+                "attention": attention,
+                "num_speculative_tokens": k,
+                "crossover_x": headline,
+                "crossover": summary,
+                "crossings": "; ".join(f"{d} at {x:.3g}" for x, d in found),
+                "x_min": xs[0],
+                "x_max": xs[-1],
+                "speedup_at_x_min": speedups[0],
+                "speedup_at_x_max": speedups[-1],
+            }
+        )
+    return out
+
+
+def best_k(rows: Iterable[dict]) -> dict[tuple, tuple[int, float]]:
+    """(mode, acceptance, attention, x) -> (best k, its speedup) over fixed-k runs and k = 0."""
+    fixed = [r for r in rows if not r["k_schedule"] and r["acceptance"]]
+    out = {}
+    for key, group in _groups(fixed, ("mode", "acceptance", "attention")).items():
+        by_x: dict[float, list[tuple[int, float]]] = defaultdict(list)
+        for r in group:
+            by_x[x_of(r)].append((r["num_speculative_tokens"], r["tpot_speedup"]))
+        for x, options in sorted(by_x.items()):
+            options = [(0, 1.0)] + sorted(o for o in options if not math.isnan(o[1]))
+            top = max(s for _, s in options)
+            k, s = next((k, s) for k, s in options if s >= top * (1 - TIE))
+            out[key + (x,)] = (k, s)
+    return out
+
+
+def recommended_schedule(best: dict[tuple, tuple[int, float]], acceptance: str, attention: str, up_to: int) -> Schedule:
+    """vLLM's schedule from the closed-loop best k of one acceptance profile and bound."""
+    points = [(int(x), k) for (mode, acc, att, x), (k, _) in best.items() if mode == "closed_loop" and acc == acceptance and att == attention]
+    return from_best_k(points, up_to)

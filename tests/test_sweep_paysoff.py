@@ -1,0 +1,243 @@
+"""The pays-off sweep: its spec, the crossover analysis, recommended schedules and its page."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import importlib.util
+
+import pandas as pd
+import pytest
+
+from repo import DATA_DIR, REPO_ROOT
+from simulator.errors import ConfigError
+from simulator.speculative.k_schedule import check_schedule, k_for_batch
+from simulator.sweep.crossover import NONE_IN_RANGE, best_k, crossings, crossover_rows
+from simulator.sweep.executors import LocalExecutor
+from simulator.sweep.paysoff import PAYSOFF_COLUMNS, closed_loop_workload, csv_texts, run_paysoff, schedules_json_text
+from simulator.sweep.paysoff_spec import load_paysoff_spec, parse_paysoff_spec
+from simulator.website import paysoff as page  # noqa: F401
+
+_spec = importlib.util.spec_from_file_location("build_cli_paysoff", REPO_ROOT / "build.py")
+build = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(build)
+
+SMALL = """
+[run]
+model = "meta-llama/Llama-2-7b-hf"
+device = "a100"
+seed = 0
+batch_size_cap = 16
+chunk_size = 512
+
+[workload]
+prompt_tokens = 128
+output_tokens = 48
+length_spread = 0.5
+seed = 3
+
+[closed_loop]
+concurrency = [1, 4, 16]
+requests_per_slot = 2
+min_requests = 4
+
+[poisson]
+arrival_rate = [4.0, 16.0]
+num_requests = 12
+num_speculative_tokens = [2]
+
+[grid]
+num_speculative_tokens = [1, 2, 6]
+attention = ["per_token"]
+proposer = "ngram"
+
+[acceptance]
+iid = [0.3, 0.8]
+
+[[acceptance.profile]]
+name = "decaying"
+label = "a decaying profile"
+per_position = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
+source = "made up for the test"
+method = "eagle3"
+draft_model = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+"""
+
+
+def test_the_committed_spec_parses_and_covers_the_issue():
+    spec = load_paysoff_spec(DATA_DIR / "paysoff.toml")
+    assert spec.concurrency[0] == 1 and spec.concurrency[-1] == 128
+    assert spec.speculative_tokens == tuple(range(1, 9))
+    assert {"kv_once", "per_token"} <= set(spec.attention_modes)
+    rates = [p.rate for p in spec.profiles if p.rate is not None]
+    assert min(rates) == 0.5 and max(rates) == 0.9
+    decaying = [p for p in spec.profiles if p.per_position]
+    assert decaying and all(len(p.per_position) >= 8 for p in decaying)
+    assert max(spec.arrival_rates) > 6.0  # past the seed sweep's baseline saturation (overloaded at 6 req/s)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (("[grid]", "[grid]\ntypo = 1"), "\\[grid\\]: unknown key 'typo'"),
+        (("[run]", "[runs]"), "unknown section \\[runs\\]"),
+        (("length_spread = 0.5", "length_spread = 1.5"), "length_spread = 1.5 must be in \\[0, 1\\)"),
+        (("num_speculative_tokens = [2]", "num_speculative_tokens = [3]"), "\\[poisson\\] num_speculative_tokens has \\[3\\]"),
+        (("per_position = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]", "per_position = [0.9, 0.8]"), "per_position has 2 entries; k up to 6 needs 6"),
+        (('source = "made up for the test"', 'source = "x"\ncolour = "red"'), "\\[\\[acceptance.profile\\]\\] 0: unknown key 'colour'"),
+        (("iid = [0.3, 0.8]", "iid = [0.3, 1.8]"), "iid has 1.8"),
+        (('proposer = "ngram"', 'proposer = "draft"'), "proposer = 'draft' must be 'ngram'"),
+    ],
+)
+def test_bad_specs_name_the_key(change, message):
+    old, new = change
+    assert old in SMALL
+    with pytest.raises(ConfigError, match=message):
+        parse_paysoff_spec(SMALL.replace(old, new, 1))
+
+
+def test_build_with_a_bad_paysoff_spec_exits_2_and_writes_nothing(tmp_path, capsys):
+    bad = tmp_path / "paysoff.toml"
+    bad.write_text(SMALL.replace("[grid]", "[grid]\nnum_speculative_token = [1]", 1))
+    outputs = [tmp_path / name for name in ("sweep.csv", "progress.csv", "paysoff.csv", "cross.csv", "schedules.json", "site")]
+    code = build.main(
+        [
+            "--paysoff-spec", str(bad), "--csv", str(outputs[0]), "--progress-csv", str(outputs[1]), "--paysoff-csv", str(outputs[2]),
+            "--crossovers-csv", str(outputs[3]), "--schedules-json", str(outputs[4]), "--out", str(outputs[5]), "--no-published",
+        ]
+    )
+    assert code == 2
+    assert "unknown key 'num_speculative_token'" in capsys.readouterr().err
+    assert not any(path.exists() for path in outputs)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["paysoff.toml"]
+
+
+# --- the analysis (pure) -----------------------------------------------------------------
+
+
+def test_crossings_interpolate_in_log_concurrency_and_linear_load():
+    assert crossings([1, 2, 4, 8], [2.0, 1.5, 1.2, 0.8], log_x=True) == [(pytest.approx(2 ** 2.5), "falls below 1")]
+    assert crossings([2.0, 4.0], [1.2, 0.8], log_x=False) == [(pytest.approx(3.0), "falls below 1")]
+    assert crossings([1, 2, 4], [0.9, 1.1, 0.9], log_x=True) == [
+        (pytest.approx(math.sqrt(2)), "rises above 1"),
+        (pytest.approx(2 * math.sqrt(2)), "falls below 1"),
+    ]
+    assert crossings([1, 2], [1.2, 1.3], log_x=True) == []
+
+
+def _row(mode, x, k, s, acceptance="iid-0.7", attention="kv_once", schedule=""):
+    return {
+        "mode": mode, "concurrency": x if mode == "closed_loop" else None, "arrival_rate": x if mode == "poisson" else None,
+        "num_speculative_tokens": k, "tpot_speedup": s, "acceptance": acceptance if k else "", "attention": attention if k else "",
+        "k_schedule": schedule,
+    }
+
+
+def test_crossover_rows_say_none_in_range_and_best_k_prefers_smaller_ties():
+    rows = [
+        _row("closed_loop", 1, 2, 1.8), _row("closed_loop", 8, 2, 1.3), _row("closed_loop", 64, 2, 0.9),
+        _row("closed_loop", 1, 4, 1.8 * 1.004), _row("closed_loop", 8, 4, 1.1), _row("closed_loop", 64, 4, 0.7),
+        _row("poisson", 2.0, 2, 1.5), _row("poisson", 6.0, 2, 2.5),
+    ]
+    out = {(r["mode"], r["num_speculative_tokens"]): r for r in crossover_rows(rows)}
+    assert out[("poisson", 2)]["crossover"] == NONE_IN_RANGE + " (pays everywhere)" and out[("poisson", 2)]["crossover_x"] is None
+    assert out[("closed_loop", 2)]["crossover_x"] == pytest.approx(math.exp(math.log(8) + (0.3 / 0.4) * math.log(8)))
+    best = best_k(rows)
+    assert best[("closed_loop", "iid-0.7", "kv_once", 1)][0] == 2  # 4 is only 0.4% better: a tie
+    assert best[("closed_loop", "iid-0.7", "kv_once", 8)][0] == 2
+    assert best[("closed_loop", "iid-0.7", "kv_once", 64)] == (0, 1.0)  # nothing pays: do not speculate
+
+
+def test_closed_loop_lengths_are_seeded_and_spread():
+    spec = parse_paysoff_spec(SMALL)
+    a, b = closed_loop_workload(spec, 4), closed_loop_workload(spec, 4)
+    assert a == b and a.num_requests == 8
+    assert min(a.output_tokens) >= 24 and max(a.output_tokens) <= 72 and len(set(a.output_tokens)) > 1
+
+
+# --- end to end on a small grid ----------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small_run():
+    return run_paysoff(parse_paysoff_spec(SMALL), LocalExecutor(jobs=2, progress=False))
+
+
+def test_rows_speedups_and_the_recommended_schedules(small_run):
+    frame = pd.read_csv(io.StringIO(csv_texts(small_run)[0]), keep_default_na=False, na_values=[""])
+    assert list(frame.columns) == list(PAYSOFF_COLUMNS)
+    baselines = frame[frame["num_speculative_tokens"] == 0]
+    assert len(baselines) == 5 and (baselines["tpot_speedup"] == 1).all()
+    fixed = frame[(frame["num_speculative_tokens"] > 0) & frame["k_schedule"].isna()]
+    assert len(fixed) == 3 * 3 * 3 + 2 * 3  # closed loop: 3 concurrencies x 3 k x 3 profiles; Poisson: 2 loads x 1 k x 3
+    # every speedup divides the same workload's baseline
+    for _, r in fixed.iterrows():
+        key = "concurrency" if r["mode"] == "closed_loop" else "arrival_rate"
+        base = baselines[(baselines["mode"] == r["mode"]) & (baselines[key] == r[key])].iloc[0]
+        assert r["tpot_speedup"] == pytest.approx(base["tpot_p50_s"] / r["tpot_p50_s"], rel=1e-5)
+    # one best k per (profile, x), flagged
+    flagged = fixed[fixed["best_k"].astype(str) == "True"].groupby(["mode", "acceptance", "concurrency", "arrival_rate"], dropna=False).size()
+    assert (flagged <= 1).all()
+    document = json.loads(schedules_json_text(small_run.schedules))
+    entries = {e["acceptance"]: e for e in document["schedules"]}
+    assert set(entries) == {"iid-0.3", "iid-0.8", "decaying"}
+    for entry in entries.values():
+        schedule = check_schedule(entry["num_speculative_tokens_per_batch_size"])
+        assert schedule[-1][1] == 16
+        if entry["speculative_config"]:
+            config = json.loads(entry["speculative_config_json"])
+            assert config["num_speculative_tokens"] == max(k for _, _, k in schedule)
+            assert config["num_speculative_tokens_per_batch_size"] == entry["num_speculative_tokens_per_batch_size"]
+            # compared at every concurrency and load with the best fixed k and no speculation
+            assert len(entry["comparison"]) == 5
+    assert json.loads(entries["decaying"]["speculative_config_json"] or '{"method": "eagle3"}')["method"] == "eagle3"
+    # the high-acceptance profile speculates at batch 1
+    assert entries["iid-0.8"]["num_speculative_tokens_per_batch_size"][0][2] > 0
+    scheduled = frame[frame["k_schedule"].notna()]
+    assert len(scheduled) == 5 * sum(1 for e in entries.values() if e["speculative_config"])
+    # at a batch of c running requests the schedule picks the best k measured at concurrency c
+    for name, entry in entries.items():
+        schedule = check_schedule(entry["num_speculative_tokens_per_batch_size"])
+        for c in (1, 4, 16):
+            at = fixed[(fixed["mode"] == "closed_loop") & (fixed["acceptance"] == name) & (fixed["concurrency"] == c)]
+            top = at[at["best_k"].astype(str) == "True"]
+            expected = int(top["num_speculative_tokens"].iloc[0]) if len(top) else 0
+            assert k_for_batch(schedule, c) == expected
+            if expected == 0:
+                assert (at["tpot_speedup"] < 1).all()
+
+
+def test_a_rerun_is_byte_identical(small_run):
+    again = run_paysoff(parse_paysoff_spec(SMALL), LocalExecutor(jobs=1, progress=False))
+    assert csv_texts(again) == csv_texts(small_run)
+    assert schedules_json_text(again.schedules) == schedules_json_text(small_run.schedules)
+
+
+def test_the_page_renders_with_selectors_schedule_and_explanation(small_run, tmp_path, site_sources_copy):
+    from dataclasses import replace
+
+    from simulator.website.render import render_site
+
+    runs, crossovers = csv_texts(small_run)
+    (tmp_path / "p.csv").write_text(runs)
+    (tmp_path / "c.csv").write_text(crossovers)
+    (tmp_path / "s.json").write_text(schedules_json_text(small_run.schedules))
+    sources = replace(site_sources_copy, paysoff_csv=tmp_path / "p.csv", paysoff_crossovers_csv=tmp_path / "c.csv", schedules_json=tmp_path / "s.json")
+    out = tmp_path / "site"
+    render_site(sources, out)
+    html = (out / "paysoff.html").read_text()
+    assert "When does speculation pay off?" in html
+    assert 'id="pay-acceptance"' in html and 'id="pay-bound"' in html
+    assert "--speculative-config" in html and "num_speculative_tokens_per_batch_size" in html
+    assert "Little" in html and "closed-loop view separates" in html.replace("\n", " ")
+    for name in ("paysoff.csv", "paysoff_crossovers.csv", "recommended_schedules.json", "paysoff.js"):
+        assert (out / name).is_file()
+    data = json.loads(html.split('id="paysoff-data">', 1)[1].split("</script>", 1)[0])
+    figure = data["figures"]["closed|iid-0.8|per_token"]["figure"]
+    assert figure["layout"]["xaxis"]["type"] == "log"
+    assert any(trace.get("name") == "1× (no speculation)" for trace in figure["data"])
+    # without the recorded files the page says how to record them
+    render_site(site_sources_copy, tmp_path / "bare")
+    assert "has not been recorded" in (tmp_path / "bare" / "paysoff.html").read_text()
