@@ -11,7 +11,7 @@ profile without them falls back to the built-in physical estimate, and says so.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -35,16 +35,25 @@ class LogitsTable:
     sampler_ms: tuple[float, ...]
     source: str
 
+    @cached_property
+    def _curve(self) -> tuple:
+        # arrays built once, and a memo per token count: a run asks once per step
+        return np.asarray(self.tokens, dtype=float), np.asarray(self.lm_head_ms) + np.asarray(self.sampler_ms), {}
+
     def step_ms(self, logits_tokens: int) -> float:
         """Interpolated on the profiled grid; linear beyond its last point (bandwidth-bound there)."""
         if logits_tokens <= 0:
             return 0.0
-        x = np.asarray(self.tokens, dtype=float)
-        y = np.asarray(self.lm_head_ms) + np.asarray(self.sampler_ms)
-        if logits_tokens > x[-1] and len(x) > 1:
-            slope = (y[-1] - y[-2]) / (x[-1] - x[-2])
-            return float(y[-1] + slope * (logits_tokens - x[-1]))
-        return float(np.interp(logits_tokens, x, y))
+        x, y, memo = self._curve
+        value = memo.get(logits_tokens)
+        if value is None:
+            if logits_tokens > x[-1] and len(x) > 1:
+                slope = (y[-1] - y[-2]) / (x[-1] - x[-2])
+                value = float(y[-1] + slope * (logits_tokens - x[-1]))
+            else:
+                value = float(np.interp(logits_tokens, x, y))
+            memo[logits_tokens] = value
+        return value
 
 
 def builtin_logits_table(shape: ModelShape, dev: DeviceSpec, max_tokens: int) -> LogitsTable:

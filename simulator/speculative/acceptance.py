@@ -13,15 +13,14 @@ budget truncated an earlier step, or in k (a schedule), see the same draws there
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Sequence
+from typing import NamedTuple, Sequence
 
 import numpy as np
 
 
-@dataclass(frozen=True)
-class Draw:
-    """What the random inputs say at one (request, output position)."""
+class Draw(NamedTuple):
+    """What the random inputs say at one (request, output position).  A NamedTuple: one is made
+    per decode row per step, and a frozen dataclass costs several times more to build."""
 
     lead: int  # accepted-prefix length were all k_max positions proposed
     drafted: bool  # did the proposer produce a draft at this step
@@ -54,8 +53,10 @@ class AcceptanceSampler:
     def draw(self, request_id: int, position: int, expected_positions: int = 0) -> Draw:
         """The draw for ``request_id`` at output ``position`` (0-based).  ``expected_positions``
         sizes the first table (the request's output length) so it is drawn once."""
-        leads, drafted = self._fill(request_id, max(position + 1, expected_positions))
-        return Draw(leads[position], drafted[position])
+        cached = self._rows.get(request_id)
+        if cached is None or position >= len(cached[0]):
+            cached = self._fill(request_id, max(position + 1, expected_positions))
+        return Draw(cached[0][position], cached[1][position])
 
     def accepted(self, request_id: int, position: int, proposals: int) -> int:
         """Accepted proposals (0..proposals) at this request's output ``position``."""

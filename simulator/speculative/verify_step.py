@@ -17,14 +17,12 @@ no other place where k', KV slots, acceptance or progress are decided.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 from simulator.speculative.acceptance import Draw
 
 
-@dataclass(frozen=True)
-class VerifyRow:
+class VerifyRow(NamedTuple):
     proposals: int  # k' proposed tokens verified this step
     computed: int  # tokens the target computes for the row: k' + 1
     kv_slots: int  # KV token slots the request must hold once this step has written
