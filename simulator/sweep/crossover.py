@@ -11,7 +11,10 @@ arrival rate (Poisson); its speedup is the baseline's median TPOT over its own a
   Ties within ``TIE`` go to the smaller k: it risks less when acceptance is lower than assumed.
 * Recommended schedule: the best k per concurrency as vLLM's ``num_speculative_tokens_per_batch_size``
   (:func:`simulator.speculative.k_schedule.from_best_k`): in a closed loop the running batch
-  is the concurrency.
+  is the concurrency.  k never grows with the batch: a verify step's extra tokens cost more
+  the fuller the batch, so where the measured best k rises again at a larger batch (the
+  runs' noise, a few percent) the schedule keeps the smaller k; the re-simulated comparison
+  shows what that costs.
 
 Part of the model hash: these numbers are published.
 """
@@ -105,5 +108,9 @@ def best_k(rows: Iterable[dict]) -> dict[tuple, tuple[int, float]]:
 
 def recommended_schedule(best: dict[tuple, tuple[int, float]], acceptance: str, attention: str, up_to: int) -> Schedule:
     """vLLM's schedule from the closed-loop best k of one acceptance profile and bound."""
-    points = [(int(x), k) for (mode, acc, att, x), (k, _) in best.items() if mode == "closed_loop" and acc == acceptance and att == attention]
-    return from_best_k(points, up_to)
+    points = sorted((int(x), k) for (mode, acc, att, x), (k, _) in best.items() if mode == "closed_loop" and acc == acceptance and att == attention)
+    monotone, ceiling = [], None
+    for size, k in points:
+        ceiling = k if ceiling is None else min(ceiling, k)
+        monotone.append((size, ceiling))
+    return from_best_k(monotone, up_to)
