@@ -21,6 +21,7 @@ from simulator.profiles.roofline import ModelShape
 
 class ExtraDeviceType(BaseIntEnum):
     H200 = 100
+    A100_40GB = 101
 
 
 @dataclass
@@ -31,6 +32,16 @@ class H200DeviceSKUConfig(BaseDeviceSKUConfig):
     @staticmethod
     def get_type():
         return ExtraDeviceType.H200
+
+
+@dataclass
+class A10040GBDeviceSKUConfig(BaseDeviceSKUConfig):
+    fp16_tflops: int = 312
+    total_memory_gb: int = 40
+
+    @staticmethod
+    def get_type():
+        return ExtraDeviceType.A100_40GB
 
 
 @dataclass
@@ -140,6 +151,22 @@ class QwamaHalfBModelConfig(Llama2ModelConfig):
     @staticmethod
     def get_name():
         return "turboderp/Qwama-0.5B-Instruct"
+
+
+@dataclass
+class Llama32_1BInstructModelConfig(Llama38BModelConfig):
+    """Llama-3.2-1B-Instruct, a draft for Llama-3 70B targets (context capped at 8,192 as above)."""
+
+    num_layers: int = 16
+    num_q_heads: int = 32
+    num_kv_heads: int = 8
+    embedding_dim: int = 2048
+    mlp_hidden_dim: int = 8192
+    max_model_len: int = 8192
+
+    @staticmethod
+    def get_name():
+        return "meta-llama/Llama-3.2-1B-Instruct"
 
 
 @dataclass

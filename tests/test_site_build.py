@@ -50,7 +50,9 @@ def workspace(tmp_path, committed_csvs):
 
 
 def cli(ws, *extra) -> list[str]:
-    return ["--spec", str(ws["spec.toml"]), "--csv", str(ws["sweep.csv"]), "--progress-csv", str(ws["progress.csv"]), "--out", str(ws["site"]), "--jobs", "2", *extra]
+    # the published reproductions have tests of their own (tests/test_published.py); these builds skip them
+    published = ["--no-published", "--published-csv", str(ws["site"].parent / "published.csv")]
+    return ["--spec", str(ws["spec.toml"]), "--csv", str(ws["sweep.csv"]), "--progress-csv", str(ws["progress.csv"]), "--out", str(ws["site"]), "--jobs", "2", *published, *extra]
 
 
 def assert_untouched(ws):

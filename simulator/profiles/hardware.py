@@ -144,9 +144,25 @@ def _build(name: str, entry: dict, path: Path) -> DeviceSpec:
     return DeviceSpec(name, datasheet, constants, version, fitted_from, network)
 
 
+def _resolve_variant(name: str, entry: dict, table: dict, path: Path) -> dict:
+    """A ``variant_of`` device (same chip, other memory) takes its parent's tables and overrides
+    the keys it gives: its kernel constants are the parent's fractions of its own datasheet."""
+    parent_name = entry.get("variant_of")
+    if parent_name is None:
+        return entry
+    parent = table.get(parent_name)
+    if parent is None or "variant_of" in parent:
+        raise ConfigError(f"{path}: device '{name}' is a variant_of '{parent_name}', which is not a base device")
+    merged = {key: dict(value) if isinstance(value, dict) else value for key, value in parent.items()}
+    for key, value in entry.items():
+        if key != "variant_of":
+            merged[key] = {**merged.get(key, {}), **value} if isinstance(value, dict) else value
+    return merged
+
+
 def load_devices(path: Path = DEVICES_FILE) -> dict[str, DeviceSpec]:
     table = read_toml(path, "device constants")
-    return {name: _build(name, entry, path) for name, entry in table.items()}
+    return {name: _build(name, _resolve_variant(name, entry, table, path), path) for name, entry in table.items()}
 
 
 @lru_cache(maxsize=8)

@@ -21,6 +21,7 @@ from simulator.schemas import VALIDATION_REPORT_SCHEMA
 from simulator.sweep.runner import OVERLOAD_TTFT_GROWTH
 from simulator.website import markdown as site_markdown
 from simulator.website import paysoff as paysoff_page
+from simulator.website import published as published_page
 from simulator.website import units
 from simulator.website.calibration import format_tables
 from simulator.website.charts import (
@@ -60,6 +61,7 @@ class SiteSources:
     paysoff_csv: Optional[Path] = None
     paysoff_crossovers_csv: Optional[Path] = None
     schedules_json: Optional[Path] = None
+    published_csv: Optional[Path] = None  # data/published.csv: the published-measurements page
 
 
 def check_sources(sources: SiteSources) -> None:
@@ -73,6 +75,8 @@ def check_sources(sources: SiteSources) -> None:
     for name in STATIC_FILES:
         if not (STATIC_DIR / name).is_file():
             raise ConfigError(f"static file {STATIC_DIR / name} is missing")
+    if sources.published_csv is not None and not sources.published_csv.is_file():
+        raise ConfigError(f"published comparison {sources.published_csv} does not exist; run python build.py")
     if sources.validation_report is not None and not sources.validation_report.is_file():
         raise ConfigError(f"validation report {sources.validation_report} does not exist")
     check_source_url(sources.source_url)
@@ -134,6 +138,7 @@ def render_into(sources: SiteSources, directory: Path) -> None:
         "calibration_url": site_markdown.source_link(calibration_path, sources.source_url),
         "source_url": sources.source_url,
         "paysoff": paysoff_page.context(paysoff_page.load(sources.paysoff_csv, sources.paysoff_crossovers_csv, sources.schedules_json)),
+        "published": published_page.context(sources.published_csv, _setup_line(setup)) if sources.published_csv else None,
     }
     for page in PAGES:
         html = env.get_template(page).render(page=page, **context)
@@ -144,6 +149,8 @@ def render_into(sources: SiteSources, directory: Path) -> None:
     shutil.copyfile(sources.sweep_csv, directory / SWEEP_CSV_NAME)
     shutil.copyfile(sources.progress_csv, directory / PROGRESS_CSV_NAME)
     paysoff_page.copy_files(sources.paysoff_csv, sources.paysoff_crossovers_csv, sources.schedules_json, directory)
+    if sources.published_csv:
+        shutil.copyfile(sources.published_csv, directory / published_page.CSV_NAME)
 
 
 def _copy(markdown, sources: SiteSources) -> dict:

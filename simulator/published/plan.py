@@ -1,0 +1,153 @@
+"""One published row to the runs that reproduce it, or the reason it cannot be reproduced.
+
+The mapping, the same for every row (no per-row tuning):
+
+* load: ``batch_size`` B -> closed loop of B requests in flight (an offline batch, or
+  ``max_num_seqs`` = B); ``concurrency`` N -> closed loop of N; ``qps`` -> Poisson arrivals.
+* lengths: the row's own, else its dataset's (``published_assumptions.toml``).
+* acceptance: the row's own (a mean length at its k, or per-position rates), else an
+  assumption that names where it comes from; none at all -> not reproducible.
+* metric: ``output_tokens_per_s`` = output tokens / makespan; ``tpot_ms`` = median TPOT;
+  ``speedup`` = the baseline's / the run's median E2E latency under Poisson load (the vLLM
+  blog's definition) or output throughput ratio under closed-loop load (SpecDecode-Bench's).
+* settings: device constants and documented defaults only (``RunConfig`` defaults: 1.2 ms
+  engine overhead per step, LM head costed, Sarathi chunk 512, KV-once verify attention).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from simulator.catalog import model_config
+from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.errors import ConfigError
+from simulator.profiles.hardware import load_devices
+from simulator.published.spec import Assumptions, Measurement
+from simulator.speculative.acceptance_convert import conditional_from_unconditional, iid_rate_from_length
+
+SEED = 0
+WORKLOAD_SEED = 42
+POISSON_REQUESTS = 200
+MIN_CLOSED_LOOP_REQUESTS = 4
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    conditional: tuple[float, ...]  # p_0..p_{k-1}
+    description: str  # what was used, e.g. "length 2.10 at k = 2 (this row)"
+    source: str  # where it comes from
+
+
+@dataclass(frozen=True)
+class Plan:
+    measurement: Measurement
+    run: Optional[RunConfig] = None  # the row's own setting
+    baseline: Optional[RunConfig] = None  # no speculation, same workload (speedup rows)
+    acceptance: Optional[Acceptance] = None
+    reason: str = ""  # why not reproducible (run is None)
+
+
+def _from_length(length: float, k_measured: int, k: int, what: str, source: str) -> Acceptance:
+    alpha = iid_rate_from_length(length, k_measured)
+    return Acceptance((alpha,) * k, f"length {length:g} at k = {k_measured} ({what}): i.i.d. {alpha:.3f}", source)
+
+
+def acceptance_for(m: Measurement, assumptions: Assumptions, rows: dict) -> Optional[Acceptance]:
+    k = m.k or 0
+    if m.acceptance_per_position is not None and len(m.acceptance_per_position) >= k:
+        conditional = conditional_from_unconditional(m.acceptance_per_position)[:k]
+        return Acceptance(conditional, "per-position rates (this row)", m.source_url)
+    if m.acceptance_length is not None:
+        return _from_length(m.acceptance_length, k, k, "this row", m.source_url)
+    assumed = assumptions.acceptance.get(m.id)
+    if assumed is None:
+        return None
+    if assumed.from_measurement is not None:
+        other = rows[assumed.from_measurement]
+        if other.acceptance_length is None or not other.k:
+            raise ConfigError(f"published assumptions: {m.id} borrows from {other.id}, which states no acceptance length")
+        return _from_length(other.acceptance_length, other.k, k, f"from {other.id}", other.source_url)
+    if assumed.acceptance_length is not None:
+        return _from_length(assumed.acceptance_length, assumed.k, k, "assumed", assumed.source_url)
+    return Acceptance((assumed.acceptance_rate,) * k, f"i.i.d. {assumed.acceptance_rate:g} (assumed)", assumed.source_url)
+
+
+def _unreproducible(m: Measurement, devices, assumptions: Assumptions) -> str:
+    """Why a row is out of reach, or '' when it can be simulated."""
+    if m.gpu is None:
+        return "the source does not state the GPU"
+    if m.gpu not in devices:
+        return f"no device constants for {m.gpu} (known: {', '.join(sorted(devices))})"
+    if m.proposer == "medusa":
+        return "Medusa heads are not modelled"
+    if m.drafting == "tree" or (m.proposer != "none" and not m.k):
+        return "tree drafting (several candidates per position): not modelled"
+    if m.proposer != "none" and m.k and m.acceptance_length is not None and m.acceptance_length > m.k + 1:
+        return f"acceptance length {m.acceptance_length:g} exceeds k + 1: tree drafting, not modelled"
+    try:
+        model_config(m.model)
+    except ConfigError:
+        return f"model {m.model} is not in the simulator's catalog"
+    if m.proposer in ("draft", "eagle", "eagle3"):
+        if m.draft is None:
+            return "the source does not name the draft model or head"
+        try:
+            model_config(m.draft)
+        except ConfigError:
+            return f"draft {m.draft} is not in the simulator's catalog"
+    dataset = m.dataset or "unstated"
+    if (m.input_len is None or m.output_len is None) and dataset not in assumptions.datasets:
+        return f"no request lengths for dataset {dataset}"
+    return ""
+
+
+def _workload(m: Measurement, assumptions: Assumptions):
+    dataset = assumptions.datasets.get(m.dataset or "unstated")
+    prompt = m.input_len or dataset.input_len
+    output = m.output_len or dataset.output_len
+    if m.qps is not None:
+        return PoissonWorkload(num_requests=POISSON_REQUESTS, prompt_tokens=prompt, output_tokens=output, arrival_rate=m.qps, seed=WORKLOAD_SEED)
+    in_flight = m.batch_size or m.concurrency
+    return ClosedLoopWorkload.fixed(in_flight, max(in_flight, MIN_CLOSED_LOOP_REQUESTS), prompt, output)
+
+
+def _speculation(m: Measurement, acceptance: Optional[Acceptance]) -> SpeculationConfig:
+    if m.proposer == "none" or not m.k:
+        return SpeculationConfig()
+    return SpeculationConfig(
+        num_speculative_tokens=m.k,
+        acceptance_per_position=acceptance.conditional,
+        proposer=m.proposer,
+        draft_model=m.draft,
+        draft_tensor_parallel_size=1 if m.proposer == "draft" else None,
+    )
+
+
+def plan(m: Measurement, assumptions: Assumptions, rows: dict, devices=None) -> Plan:
+    devices = load_devices() if devices is None else devices
+    reason = _unreproducible(m, devices, assumptions)
+    if reason:
+        return Plan(m, reason=reason)
+    acceptance = acceptance_for(m, assumptions, rows) if m.proposer != "none" else None
+    if m.proposer != "none" and acceptance is None:
+        return Plan(m, reason="no published acceptance for this setting")
+    workload = _workload(m, assumptions)
+    base = dict(workload=workload, model=m.model, device=m.gpu, tensor_parallel_size=m.tp, seed=SEED)
+    try:
+        run = RunConfig(speculation=_speculation(m, acceptance), **base)
+        baseline = RunConfig(**base) if m.metric == "speedup" else None
+    except ConfigError as exc:
+        return Plan(m, reason=f"the simulator refuses the setting: {exc}")
+    return Plan(m, run=run, baseline=baseline, acceptance=acceptance)
+
+
+def simulated_value(m: Measurement, record: dict, baseline: Optional[dict]) -> float:
+    """The simulated counterpart of the row's published figure, from sweep records."""
+    if m.metric == "output_tokens_per_s":
+        return record["throughput_tok_s"]
+    if m.metric == "tpot_ms":
+        return record["tpot_p50_s"] * 1e3
+    if m.qps is not None:  # latency speedup under Poisson load
+        return baseline["e2e_p50_s"] / record["e2e_p50_s"]
+    return record["throughput_tok_s"] / baseline["throughput_tok_s"]

@@ -1,0 +1,274 @@
+"""Published measurements: acceptance conversions, the strict spec, the row -> run mapping, the
+committed comparison and its targets."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from simulator.errors import ConfigError
+from simulator.published.plan import plan, simulated_value
+from simulator.published.reproduce import SIMULATED, summary
+from simulator.published.spec import load, load_assumptions, load_measurements
+from simulator.speculative.acceptance_convert import (
+    acceptance_length,
+    conditional_from_lengths,
+    conditional_from_unconditional,
+    iid_rate_from_length,
+    unconditional_rates,
+)
+from simulator.speculative.progress import expected_progress
+
+from repo import DATA_DIR
+
+PUBLISHED, ASSUMPTIONS = DATA_DIR / "published.toml", DATA_DIR / "published_assumptions.toml"
+
+
+# --- conversions ------------------------------------------------------------------------------
+@pytest.mark.parametrize("alpha, k", [(0.0, 1), (0.3, 3), (0.62, 4), (0.9, 7), (1.0, 2)])
+def test_length_to_iid_rate_round_trips(alpha, k):
+    assert iid_rate_from_length(expected_progress(alpha, k), k) == pytest.approx(alpha, abs=1e-9)
+
+
+def test_per_position_rates_round_trip():
+    conditional = (0.8, 0.7, 0.6, 0.5)
+    assert conditional_from_unconditional(unconditional_rates(conditional)) == pytest.approx(conditional)
+    assert acceptance_length(conditional) == pytest.approx(1 + 0.8 + 0.56 + 0.336 + 0.168)
+
+
+def test_lengths_at_consecutive_k_give_a_decaying_profile():
+    truth = (0.75, 0.7, 0.6, 0.5, 0.4)
+    lengths = {k: acceptance_length(truth[:k]) for k in range(2, 6)}
+    recovered = conditional_from_lengths(lengths)
+    # the lengths separate P(first i + 1 accepted) for i >= 2 exactly; the first two share a rate
+    assert unconditional_rates(recovered)[2:] == pytest.approx(unconditional_rates(truth)[2:])
+    assert acceptance_length(recovered) == pytest.approx(lengths[5])  # and the total is kept
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: iid_rate_from_length(5.0, 3), "must be between 1 and k \\+ 1 = 4"),
+        (lambda: iid_rate_from_length(0.5, 3), "must be between 1"),
+        (lambda: conditional_from_unconditional([0.5, 0.6]), "cannot increase"),
+        (lambda: conditional_from_lengths({2: 2.0, 4: 2.5}), "consecutive k"),
+    ],
+)
+def test_impossible_acceptance_figures_are_refused(call, message):
+    with pytest.raises(ConfigError, match=message):
+        call()
+
+
+# --- the spec -----------------------------------------------------------------------------------
+ROW = """
+[[measurement]]
+id = "a-b-c"
+source_url = "https://example.org/x"
+engine = "vllm"
+gpu = "h100"
+tp = 1
+model = "meta-llama/Llama-3.1-8B-Instruct"
+proposer = "none"
+k = 0
+batch_size = 1
+dataset = "mt-bench"
+metric = "output_tokens_per_s"
+value = 130.0
+"""
+
+
+def _load(tmp_path, text):
+    path = tmp_path / "published.toml"
+    path.write_text(text)
+    return load_measurements(path)
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda s: s.replace('metric = "output_tokens_per_s"', 'metric = "tokens_per_fortnight"'), "metric = 'tokens_per_fortnight' is an unknown unit"),
+        (lambda s: s.replace('model = "meta-llama/Llama-3.1-8B-Instruct"\n', ""), r"measurement 1: missing model"),
+        (lambda s: s.replace("value = 130.0", "value = -1.0"), r"\(a-b-c\) value = -1.0 must be a positive number"),
+        (lambda s: s.replace("batch_size = 1", "qps = 2.0\nbatch_size = 1"), "needs exactly one of"),
+        (lambda s: s.replace("tp = 1", "tp = 1\ncolour = \"red\""), "unknown key 'colour'"),
+        (lambda s: s + s, r"repeats id\(s\) \['a-b-c'\]"),
+        (lambda s: s.replace("value = 130.0", 'value = 130.0\nbaseline_id = "nope"'), "baseline_id 'nope' is not a row"),
+    ],
+)
+def test_bad_published_rows_are_refused_naming_the_field(tmp_path, change, message):
+    with pytest.raises(ConfigError, match=message):
+        _load(tmp_path, change(ROW))
+
+
+def test_an_assumption_for_an_unknown_row_is_refused(tmp_path):
+    rows = _load(tmp_path, ROW)
+    path = tmp_path / "assumptions.toml"
+    path.write_text('[datasets]\n[[acceptance]]\napplies_to = ["zzz"]\nwhy = "x"\nacceptance_rate = 0.5\n')
+    with pytest.raises(ConfigError, match="applies_to names 'zzz'"):
+        load_assumptions(path, rows)
+
+
+def test_the_committed_measurements_load_and_have_enough_known_hardware():
+    measurements, assumptions = load(PUBLISHED, ASSUMPTIONS)
+    known = [m for m in measurements if m.gpu in ("a100", "h100", "h200")]
+    sources = {m.source_url.split("#")[0] for m in known}
+    assert len(known) >= 16 and len(sources) >= 4
+
+
+# --- the mapping ----------------------------------------------------------------------------------
+def test_rows_map_to_runs_by_one_rule():
+    measurements, assumptions = load(PUBLISHED, ASSUMPTIONS)
+    rows = {m.id: m for m in measurements}
+    batch = plan(rows["vllm-pr16937-eagle1-k2"], assumptions, rows)
+    assert batch.run.workload.concurrency == 1 and batch.run.device == "h100" and batch.baseline is None
+    # no acceptance in the row: borrowed from the same head, target and k in issue #20780
+    assert batch.acceptance.conditional == pytest.approx((iid_rate_from_length(2.1, 2),) * 2)
+    assert "vllm-issue20780-eagle1-k2" in batch.acceptance.description
+    poisson = plan(rows["vllm-blog2024-ngram-qps1"], assumptions, rows)
+    assert poisson.run.workload.arrival_rate == 1.0 and poisson.run.tensor_parallel_size == 4
+    assert poisson.baseline is not None and not poisson.baseline.speculation.enabled
+    assert plan(rows["vllm-issue20780-eagle1-k2"], assumptions, rows).reason == "the source does not state the GPU"
+    assert "rtx4090" in plan(rows["vllm-pr24243-minicpm3-eagle3-c1"], assumptions, rows).reason
+
+
+def test_simulated_metrics():
+    class M:
+        metric, qps = "speedup", 2.0
+
+    assert simulated_value(M, {"e2e_p50_s": 1.0}, {"e2e_p50_s": 3.0}) == 3.0
+    M.qps = None
+    assert simulated_value(M, {"throughput_tok_s": 200.0}, {"throughput_tok_s": 100.0}) == 2.0
+    M.metric = "tpot_ms"
+    assert simulated_value(M, {"tpot_p50_s": 0.007}, None) == pytest.approx(7.0)
+
+
+# --- the committed comparison ------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def committed():
+    path = DATA_DIR / "published.csv"
+    if not path.is_file():
+        pytest.fail("data/published.csv is a committed result; run `python build.py` to record it")
+    return pd.read_csv(path, keep_default_na=False, na_values=[""])
+
+
+def test_every_row_is_simulated_or_says_why(committed):
+    measurements, _ = load(PUBLISHED, ASSUMPTIONS)
+    assert list(committed.id) == [m.id for m in measurements]
+    simulated = committed[committed.status == SIMULATED]
+    assert simulated.error_pct.notna().all()
+    assert (committed[committed.status != SIMULATED].reason.str.len() > 0).all()
+    recomputed = 100 * (simulated.simulated - simulated.published) / simulated.published
+    assert recomputed.to_numpy() == pytest.approx(simulated.error_pct.to_numpy(), abs=1e-3)
+
+
+# Targets of the published-measurements issue.  A miss fails here: fix the model, or report it.
+MEDIAN_ABS_ERROR_TARGET = 10.0
+SPEEDUP_TARGET = 15.0
+
+
+@pytest.mark.xfail(strict=True, reason="known miss, reported on the published page and in docs/published.md: "
+                   "batch-1 absolute rows miss by a median of ~15% (engine overheads of other engines, EAGLE pass overhead)")
+def test_median_absolute_error_target(committed):
+    rows = committed.to_dict("records")
+    assert summary(rows)["absolute_median_abs_error_pct"] <= MEDIAN_ABS_ERROR_TARGET
+
+
+@pytest.mark.xfail(strict=True, reason="known miss, reported on the published page: several speedup rows miss by more than 15%")
+def test_speedup_target(committed):
+    rows = committed.to_dict("records")
+    s = summary(rows)
+    assert s["speedup_rows_within_15pct"] == s["speedup_rows"]
+
+
+# --- through build.py ---------------------------------------------------------------------------------
+SMALL_PUBLISHED = """
+[[measurement]]
+id = "tiny-nospec"
+source_url = "https://example.org/tiny"
+engine = "vllm"
+gpu = "a100"
+tp = 1
+model = "meta-llama/Llama-2-7b-hf"
+proposer = "none"
+k = 0
+batch_size = 1
+input_len = 64
+output_len = 32
+metric = "output_tokens_per_s"
+value = 80.0
+
+[[measurement]]
+id = "tiny-ngram"
+source_url = "https://example.org/tiny"
+engine = "vllm"
+gpu = "a100"
+tp = 1
+model = "meta-llama/Llama-2-7b-hf"
+proposer = "ngram"
+k = 2
+batch_size = 1
+input_len = 64
+output_len = 32
+acceptance_length = 1.8
+metric = "speedup"
+value = 1.5
+
+[[measurement]]
+id = "tiny-unknown-gpu"
+source_url = "https://example.org/other"
+engine = "vllm"
+tp = 1
+model = "meta-llama/Llama-2-7b-hf"
+proposer = "none"
+batch_size = 1
+metric = "tpot_ms"
+value = 9.0
+"""
+
+
+@pytest.fixture
+def build_workspace(tmp_path, committed_csvs):
+    import importlib.util
+    import shutil
+
+    from repo import REPO_ROOT
+
+    spec = importlib.util.spec_from_file_location("build_cli_published", REPO_ROOT / "build.py")
+    build_cli = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(build_cli)
+    ws = {name: tmp_path / name for name in ("sweep.csv", "progress.csv", "site", "published.toml", "assumptions.toml", "published.csv", "spec.toml")}
+    shutil.copyfile(committed_csvs[0], ws["sweep.csv"])
+    shutil.copyfile(committed_csvs[1], ws["progress.csv"])
+    ws["published.toml"].write_text(SMALL_PUBLISHED)
+    ws["assumptions.toml"].write_text("acceptance = []\n[datasets]\n")
+    ws["spec.toml"].write_text((DATA_DIR / "sweep.toml").read_text().replace("num_requests = 300", "num_requests = 12")
+                               .replace("arrival_rate = [2.0, 4.0, 6.0]", "arrival_rate = [2.0]"))
+    args = ["--spec", str(ws["spec.toml"]), "--csv", str(ws["sweep.csv"]), "--progress-csv", str(ws["progress.csv"]),
+            "--out", str(ws["site"]), "--jobs", "1", "--published", str(ws["published.toml"]),
+            "--published-assumptions", str(ws["assumptions.toml"]), "--published-csv", str(ws["published.csv"])]
+    return build_cli, ws, args
+
+
+@pytest.mark.slow
+def test_build_reproduces_rows_and_publishes_the_page(build_workspace):
+    build_cli, ws, args = build_workspace
+    assert build_cli.main(args) == 0
+    frame = pd.read_csv(ws["published.csv"], keep_default_na=False, na_values=[""])
+    assert list(frame.id) == ["tiny-nospec", "tiny-ngram", "tiny-unknown-gpu"]
+    assert list(frame.status) == [SIMULATED, SIMULATED, "not reproducible"]
+    assert frame.simulated[1] > 1  # n-gram at acceptance length 1.8 speeds up one request at a time
+    page = (ws["site"] / "published.html").read_text()
+    assert "tiny-ngram" in page and "the source does not state the GPU" in page
+    assert (ws["site"] / "published.csv").read_bytes() == ws["published.csv"].read_bytes()
+    first = ws["published.csv"].read_bytes()
+    assert build_cli.main(args) == 0
+    assert ws["published.csv"].read_bytes() == first  # deterministic
+
+
+def test_a_bad_published_file_stops_the_build_before_any_work(build_workspace, capsys):
+    build_cli, ws, args = build_workspace
+    ws["published.toml"].write_text(SMALL_PUBLISHED.replace('metric = "tpot_ms"', 'metric = "furlongs"'))
+    before = ws["sweep.csv"].read_bytes()
+    assert build_cli.main(args) == 2
+    assert "metric = 'furlongs' is an unknown unit" in capsys.readouterr().err
+    assert ws["sweep.csv"].read_bytes() == before and not ws["published.csv"].exists() and not ws["site"].exists()
