@@ -1,4 +1,4 @@
-"""``python -m simulator.profiles``: generate, calibrate, compare and measure execution-time profiles."""
+"""``python -m simulator.profiles``: generate, fit (device constants, network, verify), compare and measure execution-time profiles."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def _report(meas, shape, dev, title: str) -> str:
     return "\n".join(lines)
 
 
-def _cmd_calibrate(args) -> int:
+def _cmd_fit_device(args) -> int:
     shape = model_shape(args.model)
     dev = get_device(args.device)
     meas = read_measurements(args.mlp, args.attention, shape)
@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m simulator.profiles", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
-    cal = sub.add_parser("calibrate", help="fit a device's kernel constants to a measured profile and print per-op error")
+    cal = sub.add_parser("fit-device", help="fit a device's kernel constants to a measured profile and print per-op error")
     cmp_ = sub.add_parser("compare", help="built-in profile vs a measured profile, without refitting")
     for p in (cal, cmp_):
         p.add_argument("--device", required=True)
@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     cal.add_argument("--report", help="with --write, also write the Markdown error report here")
     cal.add_argument("--version", default="fitted", help="constants version label")
     cal.add_argument("--source-note", default="a measured profile", help="what the constants were fitted from")
-    cal.set_defaults(handler=_cmd_calibrate)
+    cal.set_defaults(handler=_cmd_fit_device)
     cmp_.set_defaults(handler=_cmd_compare)
 
     net = sub.add_parser("network", help="built-in all-reduce vs a measured all_reduce.csv; --fit refits launch, hop and bus_eff")
