@@ -16,7 +16,7 @@ from vidur.config.model_config import BaseModelConfig, Llama2ModelConfig, Llama3
 from vidur.types import BaseIntEnum
 
 from simulator.errors import ConfigError
-from simulator.profiles.roofline import ModelShape
+from simulator.shapes import ModelShape
 
 
 class ExtraDeviceType(BaseIntEnum):

@@ -32,6 +32,7 @@ MODEL_SOURCES = (
     "profiles/source.py",
     "profiles/vidur_format.py",
     "config.py",
+    "shapes.py",
     "catalog.py",
     "results.py",
     "workloads.py",

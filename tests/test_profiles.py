@@ -1,7 +1,6 @@
 """The built-in profile: its physics, its Vidur format, and directory validation."""
 
 import numpy as np
-import pandas as pd
 import pytest
 
 from simulator.catalog import model_shape

@@ -1,7 +1,6 @@
 """Published measurements: acceptance conversions, the strict spec, the row -> run mapping, the
 committed comparison and its targets."""
 
-import math
 
 import pandas as pd
 import pytest

@@ -3,7 +3,6 @@
 import math
 
 import pytest
-from vidur.config import CacheConfig
 from vidur.entities import Request
 
 import simulator

@@ -23,7 +23,7 @@ from vidur.entities import Batch
 from simulator.engine.batch import SpecBatch
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec
-from simulator.profiles.roofline import ModelShape
+from simulator.shapes import ModelShape
 
 
 class NgramProposer:

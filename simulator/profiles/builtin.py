@@ -12,7 +12,7 @@ import pandas as pd
 
 from simulator.profiles import grid, network, roofline
 from simulator.profiles.hardware import DeviceSpec
-from simulator.profiles.roofline import ModelShape
+from simulator.shapes import ModelShape
 from simulator.profiles.sharding import shardable
 from simulator.profiles.vidur_format import ATTENTION_OPS, MLP_OPS, with_point_stats
 

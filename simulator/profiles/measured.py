@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.errors import ConfigError
-from simulator.profiles.roofline import ModelShape
+from simulator.shapes import ModelShape
 from simulator.profiles.vidur_format import PREDICTED_MLP_OPS
 
 

@@ -8,7 +8,7 @@ too when there are at least as many as workers; with fewer, each is replicated o
 from __future__ import annotations
 
 from simulator.errors import ConfigError
-from simulator.profiles.roofline import ModelShape
+from simulator.shapes import ModelShape
 
 
 def sharding_problem(shape: ModelShape, tp: int) -> str | None:

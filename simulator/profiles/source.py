@@ -20,7 +20,6 @@ from simulator.catalog import model_shape
 from simulator.errors import ConfigError
 from simulator.profiles import builtin
 from simulator.profiles.hardware import DeviceSpec, get_device
-from simulator.profiles.network import all_reduce_table, message_bytes
 from simulator.profiles.sharding import check_sharding
 from simulator.profiles.vidur_format import (
     ProfileFiles,

@@ -18,7 +18,7 @@ from typing import Optional
 import pandas as pd
 
 from simulator.errors import ConfigError
-from simulator.profiles.roofline import ModelShape
+from simulator.shapes import ModelShape
 from simulator.textio import atomic_path, atomic_write_text
 
 MLP_OPS = (

@@ -1,0 +1,46 @@
+"""The package's layering: the simulator never imports the tools built around it."""
+
+import ast
+
+from simulator import versions
+
+PACKAGE = versions.PACKAGE_DIR
+TOOLS = ("simulator.sweep", "simulator.website", "simulator.validation", "simulator.published")
+# The simulator: modelling, Vidur glue, profiles, and what they are configured and reported with.
+CORE = ("speculative", "engine", "profiles", "config.py", "catalog.py", "shapes.py", "results.py", "workloads.py",
+        "inputs.py", "textio.py", "errors.py", "paths.py", "versions.py", "cli.py", "__init__.py", "__main__.py")
+
+
+def _imports(path):
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            yield node.module
+        elif isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+
+
+def _core_files():
+    for entry in CORE:
+        path = PACKAGE / entry
+        yield from (sorted(path.rglob("*.py")) if path.is_dir() else [path])
+
+
+def test_the_simulator_never_imports_the_tools():
+    offenders = [
+        f"{path.relative_to(PACKAGE)} imports {module}"
+        for path in _core_files()
+        for module in _imports(path)
+        if module.startswith(TOOLS)
+    ]
+    assert offenders == []
+
+
+def test_catalog_and_profiles_import_one_way():
+    # the profiles may ask the catalog for a model's shape; the catalog never imports the profiles
+    assert not [m for m in _imports(PACKAGE / "catalog.py") if m.startswith("simulator.profiles")]
+
+
+def test_the_site_takes_nothing_from_the_validation_harness():
+    for path in sorted((PACKAGE / "website").rglob("*.py")):
+        assert not [m for m in _imports(path) if m.startswith("simulator.validation")], path
