@@ -142,18 +142,29 @@ def simulate_all(configs: Sequence[RunConfig], executor, run: Optional[RunFn] = 
 
     configs = list(configs)
     if run is not None or not cache.enabled():
-        if run is None and configs:
-            warm_predictor(configs[0])
+        if run is None:
+            warm_predictors(configs)
         return executor.map(simulate, [(run, config) for config in configs])
     keys = [cache.run_key(config) for config in configs]
     records = [cache.load(config, key) for config, key in zip(configs, keys)]
     missing = [i for i, found in enumerate(records) if found is None]
     if missing:
-        warm_predictor(configs[missing[0]])
+        warm_predictors([configs[i] for i in missing])
         for i, fresh in zip(missing, executor.map(simulate, [(None, configs[i]) for i in missing])):
             records[i] = fresh
             cache.store(configs[i], fresh, keys[i])
     return records
+
+
+def warm_predictors(configs: Sequence[RunConfig]) -> None:
+    """Every distinct target predictor the runs need, trained here before any worker starts:
+    workers forked while one of them trains (with joblib's own pool) wait on its lock forever."""
+    seen = set()
+    for config in configs:
+        identity = (config.model, config.device, config.profile_dir, config.tensor_parallel_size, config.network_profile_dir, config.block_size)
+        if identity not in seen:
+            seen.add(identity)
+            warm_predictor(config)
 
 
 def warm_predictor(config: RunConfig) -> None:
