@@ -87,26 +87,31 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
         self.scheduled_k_steps = 0  # steps planned (with a k), and the sum of their k
         self.scheduled_k_sum = 0
         self._missing_blocks: dict[int, int] = {}  # decode rows planned this step -> blocks to add
+        self._chunk_size = self._config.chunk_size
+        self._block_size = self._cache_config.block_size
 
     def _get_request_next_num_q_tokens(self, request, num_batch_tokens: int) -> int:
-        if not request.is_prefill_complete or self._step_k == 0:
+        # once per decode row per step: locals instead of repeated attribute chains
+        k = self._step_k
+        if k == 0 or not request.is_prefill_complete:
             # prefill chunks, and every row of a k = 0 step: Vidur's Sarathi unchanged
             return super()._get_request_next_num_q_tokens(request, num_batch_tokens)
+        request_id = request.id
         processed = request.num_processed_tokens
         position = processed - request.prompt_tokens - 1  # output tokens already emitted, less the first
         plan = plan_verify_row(
-            k=self._step_k,
+            k=k,
             processed_tokens=processed,
             remaining_output=request.total_tokens - processed,
-            budget_left=self._config.chunk_size - num_batch_tokens,
+            budget_left=self._chunk_size - num_batch_tokens,
             lookahead=self._lookahead,
-            draw=self._sampler.draw(request.id, position, request.output_tokens),
+            draw=self._sampler.draw(request_id, position, request.output_tokens),
         )
         if plan is None:
             return 0  # no budget left: the request waits for the next step
-        self._plans[request.id] = plan
-        needed = -(-plan.kv_slots // self._cache_config.block_size)
-        self._missing_blocks[request.id] = max(0, needed - self._allocation_map[request.id])
+        self._plans[request_id] = plan
+        needed = -(-plan.kv_slots // self._block_size)
+        self._missing_blocks[request_id] = max(0, needed - self._allocation_map[request_id])
         return plan.computed
 
     def free(self, *request_ids) -> None:
@@ -151,11 +156,8 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
         for request, computed in zip(batch.requests, batch.num_q_tokens):
             is_decode = request.is_prefill_complete
             decode_rows.append(is_decode)
-            if not is_decode:
-                progress.append(computed)
-                continue
-            plan = plans.get(request.id)
-            if plan is None:  # a k = 0 step: plain decode
+            plan = plans.get(request.id) if is_decode else None
+            if plan is None:  # a prefill chunk, or a row of a k = 0 step (plain decode)
                 progress.append(computed)
                 continue
             if plan.proposals:
