@@ -36,6 +36,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--crossovers-csv", type=Path, default=DATA_DIR / "paysoff_crossovers.csv", help="crossovers CSV to write")
     parser.add_argument("--schedules-json", type=Path, default=DATA_DIR / "recommended_schedules.json", help="recommended k schedules to write")
     parser.add_argument("--no-paysoff", action="store_true", help="do not run the pays-off sweep (its page shows the recorded files if they exist)")
+    parser.add_argument("--published", type=Path, default=DATA_DIR / "published.toml", help="published measurements to reproduce")
+    parser.add_argument(
+        "--published-assumptions", type=Path, default=DATA_DIR / "published_assumptions.toml", help="lengths and acceptance the rows leave unstated"
+    )
+    parser.add_argument("--published-csv", type=Path, default=DATA_DIR / "published.csv", help="the published-vs-simulated CSV to write")
+    parser.add_argument("--no-published", action="store_true", help="do not simulate the published measurements (the page shows --published-csv if it exists)")
     parser.add_argument(
         "--validation-report",
         type=Path,
@@ -68,7 +74,7 @@ def main(argv=None) -> int:
     try:
         if args.jobs is not None and args.jobs < 1:
             raise ConfigError(f"--jobs {args.jobs}: must be a positive integer")
-        from simulator.website.pipeline import BuildOptions, build
+        from simulator.website.pipeline import BuildOptions, PublishedInputs, build
         from simulator.website.pipeline import PaysoffInputs
         from simulator.website.render import SiteSources
 
@@ -92,7 +98,9 @@ def main(argv=None) -> int:
                     paysoff_csv=args.paysoff_csv if recorded_paysoff else None,
                     paysoff_crossovers_csv=args.crossovers_csv if recorded_paysoff else None,
                     schedules_json=args.schedules_json if recorded_paysoff else None,
+                    published_csv=args.published_csv if (args.no_published or args.skip_sweep) and args.published_csv.is_file() else None,
                 ),
+                published=None if args.no_published else PublishedInputs(args.published, args.published_assumptions, args.published_csv),
                 paysoff=None if args.no_paysoff else PaysoffInputs(args.paysoff_spec, *paysoff_files),
                 skip_sweep=args.skip_sweep,
                 jobs=args.jobs,

@@ -271,3 +271,33 @@ def test_a_bad_published_file_stops_the_build_before_any_work(build_workspace, c
     assert build_cli.main(args) == 2
     assert "metric = 'furlongs' is an unknown unit" in capsys.readouterr().err
     assert ws["sweep.csv"].read_bytes() == before and not ws["published.csv"].exists() and not ws["site"].exists()
+
+
+# --- the direction of each published trend ----------------------------------------------------------
+def _by_id(committed):
+    return committed.set_index("id")
+
+
+def test_speedup_falls_with_batch_size_and_load_as_published(committed):
+    rows = _by_id(committed)
+    series = [
+        [f"specdecode-bench-llama8b-sharegpt-eagle-bs{b}" for b in (1, 16, 64, 128)],
+        [f"specdecode-bench-llama70b-sharegpt-eagle-bs{b}" for b in (1, 16, 64, 128)],
+        [f"vllm-blog2024-draft-qps{q}" for q in (1, 2, 4, 8)],
+        [f"vllm-blog2024-ngram-qps{q}" for q in (1, 2, 4, 8)],
+    ]
+    for ids in series:
+        published, simulated = rows.loc[ids, "published"].to_numpy(), rows.loc[ids, "simulated"].to_numpy()
+        assert published[0] > published[-1]
+        assert simulated[0] > simulated[-1], f"{ids[0]}..{ids[-1]}: simulated speedup does not fall"
+    # the vLLM blog's trend: above 1 at QPS 1, below 1 at its highest QPS, for both proposers
+    for low, high in (("vllm-blog2024-draft-qps1", "vllm-blog2024-draft-qps10"), ("vllm-blog2024-ngram-qps1", "vllm-blog2024-ngram-qps8")):
+        assert rows.loc[low, "simulated"] > 1 > rows.loc[high, "simulated"]
+
+
+@pytest.mark.xfail(strict=True, reason="known miss, reported on the published page: at batch 1 PR #16937 measured k = 2 best "
+                   "for EAGLE-1; the model prefers k = 4 (each EAGLE pass's CPU work is not charged)")
+def test_best_k_at_batch_one_as_published(committed):
+    rows = _by_id(committed)
+    ids = [f"vllm-pr16937-eagle1-k{k}" for k in (2, 4, 7)]
+    assert rows.loc[ids, "simulated"].idxmax() == rows.loc[ids, "published"].idxmax()

@@ -1,7 +1,7 @@
 """Simulate every reproducible published row and write ``data/published.csv``.
 
-Runs go through the sweep's executor and worker (:func:`simulator.sweep.runner.simulate`), so
-the reproductions are parallel, deterministic and cached like the seed sweep.  Rows that cannot
+Runs go through the sweep's executor and result cache (:func:`simulator.sweep.runner.simulate_all`),
+so the reproductions are parallel, deterministic and cached like the seed sweep.  Rows that cannot
 be simulated stay in the CSV with their reason, so the page can list them.
 """
 
@@ -12,7 +12,7 @@ from typing import Optional, Sequence
 
 from simulator.published.plan import Plan, plan, simulated_value
 from simulator.published.spec import METRICS, Assumptions, Measurement
-from simulator.sweep.runner import simulate, to_csv_text
+from simulator.sweep.runner import simulate_all, to_csv_text
 
 # Sources whose measurements informed a default of the model (the 1.2 ms engine overhead per
 # step is SpecDecode-Bench's fit to its vLLM 0.10.1 runs): their rows are reported apart.
@@ -47,7 +47,7 @@ def run_plans(plans: Sequence[Plan], executor, run=None) -> list[dict]:
         for config in (p.run, p.baseline):
             if config is not None and config not in configs:
                 configs.append(config)
-    records = executor.map(simulate, [(run, c) for c in configs]) if configs else []
+    records = simulate_all(configs, executor, run) if configs else []
     by_config = dict(zip(configs, records))
     return [_row(p, by_config.get(p.run), by_config.get(p.baseline)) for p in plans]
 

@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from simulator.errors import ConfigError
+from simulator.published import reproduce as published_reproduce
+from simulator.published import spec as published_spec
 from simulator.sweep import paysoff as paysoff_sweep
 from simulator.sweep.executors import make_executor
 from simulator.sweep.paysoff_spec import load_paysoff_spec
@@ -44,6 +46,16 @@ class BuildOptions:
     profile_dir: Optional[str] = None
     progress_bar: Optional[bool] = None  # None: only on a terminal
     paysoff: Optional["PaysoffInputs"] = None  # run the pays-off sweep too
+    published: Optional["PublishedInputs"] = None  # reproduce the published measurements too
+
+
+@dataclass(frozen=True)
+class PublishedInputs:
+    """data/published.toml + its assumptions -> data/published.csv (simulated with the sweep)."""
+
+    measurements: Path
+    assumptions: Path
+    csv: Path
 
 
 def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
@@ -63,12 +75,17 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
         for path in (options.paysoff.csv, options.paysoff.crossovers_csv, options.paysoff.schedules_json):
             check_writable_file(path, "output")
         paysoff_spec = load_paysoff_spec(options.paysoff.spec)
+    published = None
+    if options.published is not None:  # bad measurements fail here, before any simulation
+        check_writable_file(options.published.csv, "CSV")
+        published = published_reproduce.plans_for(*published_spec.load(options.published.measurements, options.published.assumptions))
     executor = make_executor(options.executor, options.jobs, options.progress_bar)
     output = run_sweep(spec, executor, run=run, profile_dir=options.profile_dir)
     paysoff = paysoff_sweep.run_paysoff(paysoff_spec, executor, options.profile_dir, run) if paysoff_spec is not None else None
     if options.paysoff is not None:
         for target in (options.paysoff.csv, options.paysoff.crossovers_csv, options.paysoff.schedules_json):
             remove_leftovers(target)
+    published_rows = published_reproduce.run_plans(published, executor, run) if published is not None else None
     for target in (options.sweep_csv, options.progress_csv, options.out_dir):
         remove_leftovers(target)
     # The CSVs and the site are published together: all three are renamed into place at the end,
@@ -85,9 +102,13 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
                 "schedules_json": publication.file(options.paysoff.schedules_json, paysoff_sweep.schedules_json_text(paysoff.schedules), "JSON"),
             }
         options = replace(options, sources=replace(options.sources, **paysoff_sources))
+        sources = replace(options.sources, sweep_csv=sweep_csv, progress_csv=progress_csv)
+        if published_rows is not None:
+            staged = publication.file(options.published.csv, published_reproduce.csv_text(published_rows), "CSV")
+            sources = replace(sources, published_csv=staged)
         staging = publication.directory(options.out_dir)
         try:
-            render_into(replace(options.sources, sweep_csv=sweep_csv, progress_csv=progress_csv), staging)
+            render_into(sources, staging)
         except ConfigError as exc:  # name the CSV the user knows, not its staging copy
             message = str(exc).replace(str(sweep_csv), str(options.sweep_csv)).replace(str(progress_csv), str(options.progress_csv))
             raise ConfigError(message) from exc
