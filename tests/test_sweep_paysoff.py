@@ -63,6 +63,7 @@ per_position = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
 source = "made up for the test"
 method = "eagle3"
 draft_model = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+target_model = "meta-llama/Llama-3.1-8B-Instruct"
 """
 
 
@@ -88,6 +89,7 @@ def test_the_committed_spec_parses_and_covers_the_issue():
         (("per_position = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]", "per_position = [0.9, 0.8]"), "per_position has 2 entries; k up to 6 needs 6"),
         (('source = "made up for the test"', 'source = "x"\ncolour = "red"'), "\\[\\[acceptance.profile\\]\\] 0: unknown key 'colour'"),
         (("iid = [0.3, 0.8]", "iid = [0.3, 1.8]"), "iid has 1.8"),
+        (('draft_model = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"\n', ""), "method = 'eagle3' needs draft_model"),
         (('proposer = "ngram"', 'proposer = "draft"'), "proposer = 'draft' must be 'ngram'"),
     ],
 )
@@ -199,7 +201,11 @@ def test_rows_speedups_and_the_recommended_schedules(small_run):
             assert config["num_speculative_tokens_per_batch_size"] == entry["num_speculative_tokens_per_batch_size"]
             # compared at every concurrency and load with the best fixed k and no speculation
             assert len(entry["comparison"]) == 5
-    assert json.loads(entries["decaying"]["speculative_config_json"] or '{"method": "eagle3"}')["method"] == "eagle3"
+    decaying = entries["decaying"]
+    if decaying["speculative_config"]:
+        assert decaying["speculative_config"]["method"] == "eagle3" and decaying["speculative_config"]["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+        assert decaying["serve_command"].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct ") and "not costed" in decaying["caveat"]
+    assert entries["iid-0.8"]["serve_command"].startswith("vllm serve meta-llama/Llama-2-7b-hf --max-num-seqs 16 --max-num-batched-tokens 512 ")
     # the high-acceptance profile speculates at batch 1
     assert entries["iid-0.8"]["num_speculative_tokens_per_batch_size"][0][2] > 0
     scheduled = frame[frame["k_schedule"].notna()]

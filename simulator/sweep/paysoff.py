@@ -265,6 +265,13 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
                     "no_speculation_tpot_speedup": 1.0,
                 }
             )
+        serve_model = profile.target_model or spec.model
+        caveat = ""
+        if profile.method != "ngram":
+            caveat = (
+                f"Simulated on {spec.model} with this acceptance profile and the n-gram proposer's cost (the {profile.method} "
+                f"passes are not costed here): a starting point for {serve_model} with {profile.draft_model}, to be checked there."
+            )
         entries.append(
             {
                 "acceptance": name,
@@ -274,6 +281,11 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
                 "num_speculative_tokens_per_batch_size": to_vllm(schedule),
                 "speculative_config": config if k_max else None,
                 "speculative_config_json": json.dumps(config, separators=(",", ":")) if k_max else None,
+                "serve_command": f"vllm serve {serve_model} --max-num-seqs {spec.batch_size_cap} --max-num-batched-tokens {spec.chunk_size} "
+                f"--speculative-config '{json.dumps(config, separators=(',', ':'))}'"
+                if k_max
+                else None,
+                "caveat": caveat,
                 "note": "" if k_max else "speculation never pays in this range: run without --speculative-config",
                 "comparison": compared,
             }

@@ -22,7 +22,7 @@ _SECTIONS = {
     "grid": ({"num_speculative_tokens": list, "attention": list, "proposer": str}, None),
     "acceptance": ({"iid": list, "profile": list}, ("iid",)),
 }
-_PROFILE_FIELDS = {"name": str, "label": str, "per_position": list, "source": str, "method": str, "draft_model": str}
+_PROFILE_FIELDS = {"name": str, "label": str, "per_position": list, "source": str, "method": str, "draft_model": str, "target_model": str}
 _PROFILE_REQUIRED = ("name", "label", "per_position", "source")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 
@@ -38,6 +38,7 @@ class AcceptanceProfile:
     source: str = ""
     method: str = "ngram"  # vLLM's speculative_config method for the recommendation
     draft_model: str | None = None
+    target_model: str | None = None  # the model a draft or head serves (None: the sweep's model)
 
 
 @dataclass(frozen=True)
@@ -125,8 +126,12 @@ def parse_paysoff_spec(text: str, source: str = "<spec>") -> PaysoffSpec:
         for key in ("label", "source"):
             if not non_empty_str(table[key]):
                 raise ConfigError(f"{at}: {key} must be a non-empty string")
+        if method != "ngram" and not table.get("draft_model"):
+            raise ConfigError(f"{at}: method = {method!r} needs draft_model (the draft or EAGLE head vLLM loads)")
         profiles.append(
-            AcceptanceProfile(name, table["label"], None, tuple(float(p) for p in rates), table["source"], method, table.get("draft_model"))
+            AcceptanceProfile(
+                name, table["label"], None, tuple(float(p) for p in rates), table["source"], method, table.get("draft_model"), table.get("target_model")
+            )
         )
     names = [p.name for p in profiles]
     if len(set(names)) != len(names):
