@@ -267,6 +267,13 @@ def target_predictor(config: RunConfig) -> ProfilePredictor:
     return ProfilePredictor(_predictor_config(profile, cache_dir, max_tokens, config), _replica_config(config, config.model), CacheConfig(block_size=config.block_size))
 
 
+def warm_predictors(config: RunConfig) -> None:
+    """Train or load every predictor ``config`` needs (the target's and a draft's or head's)."""
+    target_predictor(config)
+    if config.speculation.uses_draft_network:
+        _draft_proposer(config, _cache_dir(config), _check_lengths(config))
+
+
 def simulate(config: RunConfig) -> RunResult:
     max_tokens = _check_lengths(config)
     cache_dir = _cache_dir(config)

@@ -161,18 +161,21 @@ def warm_predictors(configs: Sequence[RunConfig]) -> None:
     workers forked while one of them trains (with joblib's own pool) wait on its lock forever."""
     seen = set()
     for config in configs:
-        identity = (config.model, config.device, config.profile_dir, config.tensor_parallel_size, config.network_profile_dir, config.block_size)
+        spec = config.speculation
+        draft = (spec.draft_model, spec.draft_profile_dir, config.draft_tensor_parallel_size) if spec.uses_draft_network else None
+        identity = (config.model, config.device, config.profile_dir, config.tensor_parallel_size, config.network_profile_dir, config.block_size, draft)
         if identity not in seen:
             seen.add(identity)
             warm_predictor(config)
 
 
 def warm_predictor(config: RunConfig) -> None:
-    """Train or load the execution-time predictor once, here: a cold cache is then filled by
-    one process instead of by every worker at once, and forked workers inherit the tables."""
-    from simulator.engine.simulation import target_predictor
+    """Train or load the run's execution-time predictors (target, and draft or EAGLE head) once,
+    here: a cold cache is then filled by one process instead of by every worker at once, and
+    forked workers inherit the tables."""
+    from simulator.engine.simulation import warm_predictors as warm_all
 
-    target_predictor(config)
+    warm_all(config)
 
 
 def simulate(job: tuple[Optional[RunFn], RunConfig]) -> dict:
