@@ -60,6 +60,7 @@ def test_eagle3_head_is_cheaper_than_eagle1_per_step(baseline):
         (dict(proposer="eagle", draft_model="JackFram/llama-68m"), TARGET, "not an EAGLE head"),
         (dict(proposer="draft", draft_model=EAGLE1), TARGET, "use proposer = 'eagle'"),
         (dict(proposer="eagle"), TARGET, "draft_model = None: is required"),
+        (dict(proposer="eagle", draft_model=EAGLE1), "meta-llama/Llama-2-7b-hf", "trained for another target"),
     ],
 )
 def test_bad_proposers_are_refused_naming_the_field(speculation, model, message):

@@ -173,6 +173,11 @@ def _check_draft_network(config: RunConfig) -> None:
             f"draft_model = '{spec.draft_model}': an EAGLE head of hidden size {head.embedding_dim} cannot serve "
             f"{config.model}, whose hidden size is {target.embedding_dim}"
         )
+    if head.method == "eagle" and head.vocab_size != target.vocab_size:
+        raise ConfigError(
+            f"draft_model = '{spec.draft_model}': an EAGLE-1 head scores with its target's LM head, but its vocabulary "
+            f"({head.vocab_size}) is not {config.model}'s ({target.vocab_size}): it was trained for another target"
+        )
 
 
 def plan_kv_blocks(config: RunConfig, max_request_tokens: int) -> int:
