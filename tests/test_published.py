@@ -301,3 +301,16 @@ def test_best_k_at_batch_one_as_published(committed):
     rows = _by_id(committed)
     ids = [f"vllm-pr16937-eagle1-k{k}" for k in (2, 4, 7)]
     assert rows.loc[ids, "simulated"].idxmax() == rows.loc[ids, "published"].idxmax()
+
+
+def test_summary_splits_rows_whose_source_informed_a_default():
+    rows = [
+        {"status": SIMULATED, "metric": "speedup", "error_pct": 10.0, "informed_default": "engine_overhead_ms"},
+        {"status": SIMULATED, "metric": "tpot_ms", "error_pct": -4.0, "informed_default": float("nan")},  # as read from a CSV
+        {"status": SIMULATED, "metric": "output_tokens_per_s", "error_pct": 20.0, "informed_default": ""},
+        {"status": "not reproducible", "metric": "tpot_ms", "error_pct": float("nan"), "informed_default": ""},
+    ]
+    s = summary(rows)
+    assert (s["informed_rows"], s["independent_rows"]) == (1, 2)
+    assert s["independent_median_abs_error_pct"] == 12.0 and s["absolute_median_abs_error_pct"] == 12.0
+    assert (s["speedup_rows"], s["speedup_rows_within_15pct"], s["not_reproducible"]) == (1, 1, 1)

@@ -88,9 +88,12 @@ def summary(rows: Sequence[dict]) -> dict:
     def median_abs(selected):
         return statistics.median(abs(r["error_pct"]) for r in selected) if selected else float("nan")
 
+    def informed(row) -> bool:  # read back from a CSV, an empty cell is NaN
+        return isinstance(row["informed_default"], str) and bool(row["informed_default"])
+
     absolute = [r for r in simulated if r["metric"] != "speedup"]
     speedups = [r for r in simulated if r["metric"] == "speedup"]
-    independent = [r for r in simulated if not r["informed_default"]]
+    independent = [r for r in simulated if not informed(r)]
     return {
         "rows": len(rows),
         "simulated": len(simulated),
@@ -103,5 +106,5 @@ def summary(rows: Sequence[dict]) -> dict:
         "independent_rows": len(independent),
         "independent_median_abs_error_pct": median_abs(independent),
         "informed_rows": len(simulated) - len(independent),
-        "informed_median_abs_error_pct": median_abs([r for r in simulated if r["informed_default"]]),
+        "informed_median_abs_error_pct": median_abs([r for r in simulated if informed(r)]),
     }
