@@ -187,10 +187,12 @@ class EagleHeadConfig(Llama2ModelConfig):
     max_model_len: int = 0
     fc_inputs: int = 2
     method: str = "eagle"
+    targets: tuple = ()  # the targets it was trained for (the only ones it can serve)
 
 
 @dataclass
 class EagleLlama31_8BConfig(EagleHeadConfig):
+    targets: tuple = ("meta-llama/Llama-3.1-8B-Instruct",)
     num_q_heads: int = 32
     num_kv_heads: int = 8
     embedding_dim: int = 4096
@@ -205,6 +207,7 @@ class EagleLlama31_8BConfig(EagleHeadConfig):
 
 @dataclass
 class Eagle3Llama31_8BConfig(EagleLlama31_8BConfig):
+    targets: tuple = ("meta-llama/Llama-3.1-8B-Instruct",)
     fc_inputs: int = 3
     method: str = "eagle3"
     vocab_size: int = 32000  # draft_vocab_size
@@ -216,6 +219,7 @@ class Eagle3Llama31_8BConfig(EagleLlama31_8BConfig):
 
 @dataclass
 class EagleLlama3_8BConfig(EagleLlama31_8BConfig):
+    targets: tuple = ("meta-llama/Meta-Llama-3-8B-Instruct",)
     @staticmethod
     def get_name():
         return "lmsys/sglang-EAGLE-LLaMA3-Instruct-8B"
@@ -223,6 +227,7 @@ class EagleLlama3_8BConfig(EagleLlama31_8BConfig):
 
 @dataclass
 class EagleLlama3_70BConfig(EagleHeadConfig):
+    targets: tuple = ("meta-llama/Meta-Llama-3-70B-Instruct",)
     num_q_heads: int = 64
     num_kv_heads: int = 8
     embedding_dim: int = 8192
@@ -237,6 +242,7 @@ class EagleLlama3_70BConfig(EagleHeadConfig):
 
 @dataclass
 class Eagle3Llama33_70BConfig(EagleLlama3_70BConfig):
+    targets: tuple = ("meta-llama/Llama-3.3-70B-Instruct",)
     fc_inputs: int = 3
     method: str = "eagle3"
     vocab_size: int = 32000
@@ -248,6 +254,7 @@ class Eagle3Llama33_70BConfig(EagleLlama3_70BConfig):
 
 @dataclass
 class EagleLlama2Chat7BConfig(EagleHeadConfig):
+    targets: tuple = ("meta-llama/Llama-2-7b-chat-hf",)
     num_q_heads: int = 32
     num_kv_heads: int = 32
     embedding_dim: int = 4096

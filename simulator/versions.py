@@ -3,7 +3,8 @@
 The model hash covers exactly what can change a simulated number: the speculative model, the
 Vidur glue, the profile sources and the built-in profile's physics (with its device
 constants), the run configuration, the catalog of models, the summaries, and the sweep's
-derived metrics.  It does not cover the site, the validation client, the sweep's executors,
+derived metrics (speedups, crossovers, the published rows' mapping to runs).  It does not cover
+the site, the validation client, the sweep's executors,
 the profiler or the command-line front ends.  Python files are hashed as their AST dump with
 docstrings removed, so comments, docstrings and formatting leave it unchanged; data files are
 hashed as parsed, canonical JSON.
@@ -25,10 +26,12 @@ MODEL_SOURCES = (
     "speculative",
     "engine",
     "profiles/builtin.py",
+    "profiles/grid.py",
     "profiles/hardware.py",
     "profiles/logits.py",
     "profiles/network.py",
     "profiles/roofline.py",
+    "profiles/sharding.py",
     "profiles/source.py",
     "profiles/vidur_format.py",
     "config.py",
@@ -37,6 +40,8 @@ MODEL_SOURCES = (
     "results.py",
     "workloads.py",
     "sweep/metrics.py",
+    "sweep/crossover.py",
+    "published/plan.py",
 )
 MODEL_DATA = ("profiles/devices.toml",)
 

@@ -62,3 +62,44 @@ def test_site_and_validation_code_are_not_part_of_the_model(tmp_path):
 def test_version_flag_prints_versions_and_hash():
     out = subprocess.run([sys.executable, "-m", "simulator", "--version"], capture_output=True, text=True, check=True).stdout
     assert versions.vidur_version() in out and versions.simulator_version() in out and versions.source_hash() in out
+
+
+# Imported by the simulation but unable to change a number: errors, input checking, file
+# writing, the cache location, provenance itself.
+NOT_MODEL = {"errors.py", "inputs.py", "textio.py", "paths.py", "versions.py", "__init__.py"}
+
+
+def _module_file(module: str):
+    parts = module.split(".")[1:]
+    base = versions.PACKAGE_DIR.joinpath(*parts)
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    path = base.with_suffix(".py")
+    return path if path.is_file() else None
+
+
+def _simulator_imports(path):
+    import ast
+
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("simulator"):
+            yield node.module
+            for alias in node.names:  # "from simulator.engine import generator" names a module
+                yield f"{node.module}.{alias.name}"
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.startswith("simulator"))
+
+
+def test_every_module_a_simulation_imports_is_hashed():
+    """The import closure of one run must be model code (hashed) or harmless plumbing."""
+    hashed = {p.relative_to(versions.PACKAGE_DIR).as_posix() for p in versions._model_files(versions.PACKAGE_DIR)}
+    seen, todo = set(), [versions.PACKAGE_DIR / "engine" / "simulation.py"]
+    while todo:
+        path = todo.pop()
+        relative = path.relative_to(versions.PACKAGE_DIR).as_posix()
+        if relative in seen:
+            continue
+        seen.add(relative)
+        todo.extend(f for f in (_module_file(m) for m in _simulator_imports(path)) if f is not None)
+    unhashed = sorted(r for r in seen - hashed if r not in NOT_MODEL and not r.endswith("/__init__.py"))
+    assert unhashed == []

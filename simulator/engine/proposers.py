@@ -7,11 +7,12 @@
   the first pass after a verification really re-reads the accepted tokens, costed here as one
   token; very short drafts are dominated by launch overheads the profile only roughly holds.
 * EAGLE / EAGLE-3 head (as vLLM V1 runs it): pass 0 runs the head over every token the
-  target computed this step (it consumes their hidden states), after the fc layer that
-  projects ``fc_inputs`` hidden states into one; passes 1..k-1 run one token per speculating
-  row.  Every pass scores one token per row with the head's LM head (EAGLE-1: the target's
-  vocabulary; EAGLE-3: its draft vocabulary).  The fc GEMM is costed with the built-in
-  physical model, whatever profile the run uses.
+  target computed this step (it consumes their hidden states); passes 1..k-1 run one token for
+  every request that sampled a token.  Every pass scores one token per request with the head's
+  LM head (EAGLE-1: the target's vocabulary; EAGLE-3: its draft vocabulary).  The fc layer
+  that projects hidden states into one (EAGLE-1: embedding and hidden state, 2h -> h, in every
+  pass; EAGLE-3: three target layers, 3h -> h, in pass 0) is costed with the built-in physical
+  model, whatever profile the run uses.
 
 Each pass goes through the draft's own :class:`ProfilePredictor` (profile, forest, LM head).
 """
@@ -67,9 +68,10 @@ class DraftProposer:
 
 
 class EagleProposer(DraftProposer):
-    def __init__(self, head_predictor, head_shape: ModelShape, fc_inputs: int, device: DeviceSpec):
+    def __init__(self, head_predictor, head_shape: ModelShape, fc_inputs: int, fc_every_pass: bool, device: DeviceSpec):
         super().__init__(head_predictor)
         self._fc_inputs = fc_inputs
+        self._fc_every_pass = fc_every_pass
         self._shape = head_shape
         self._device = device
 
@@ -79,20 +81,24 @@ class EagleProposer(DraftProposer):
 
     def step_seconds(self, batch: SpecBatch) -> float:
         rows = list(zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens))
-        drafting = [
-            (r, kv, p)
-            for r, q, kv, d, p in zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens, batch.decode_rows, batch.proposals)
-            if d and p > 0
-        ]
-        if not drafting and not any(not d for d in batch.decode_rows):
+        passes = max(batch.proposals, default=0)
+        if passes == 0:
             return 0.0
-        # pass 0: the head over everything the target computed, scoring one token per drafting row
+        # pass 0: the head over every token the target computed, one logits row per request
         tokens = sum(q for _, q, _ in rows)
-        seconds = self._fc_seconds(tokens) + self._pass(batch.replica_id, rows, len(drafting) + _finishing_prefills(
-            [(r, q, kv) for (r, q, kv), d in zip(rows, batch.decode_rows) if not d]
-        ))
-        passes = max((p for _, _, p in drafting), default=0)
+        seconds = self._fc_seconds(tokens) + self._pass(batch.replica_id, rows, len(rows))
+        # passes 1..k-1: one token for every request that sampled a token this step (vLLM drafts
+        # for all of them, whatever k' verification allowed), its context grown by the tokens
+        # this step accepted and the drafts so far
+        sampled = []
+        for (r, q, kv), decode, progress in zip(rows, batch.decode_rows, batch.progress_tokens):
+            if decode:
+                sampled.append((r, kv - q + progress))
+            elif r.num_processed_tokens + q >= r.num_prefill_tokens:
+                sampled.append((r, kv + 1))
         for j in range(1, passes):
-            step_rows = [(r, 1, kv + j) for r, kv, p in drafting if p > j]
+            step_rows = [(r, 1, context + j) for r, context in sampled]
             seconds += self._pass(batch.replica_id, step_rows, len(step_rows))
+            if self._fc_every_pass:
+                seconds += self._fc_seconds(len(step_rows))
         return seconds

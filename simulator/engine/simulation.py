@@ -173,10 +173,10 @@ def _check_draft_network(config: RunConfig) -> None:
             f"draft_model = '{spec.draft_model}': an EAGLE head of hidden size {head.embedding_dim} cannot serve "
             f"{config.model}, whose hidden size is {target.embedding_dim}"
         )
-    if head.method == "eagle" and head.vocab_size != target.vocab_size:
+    if config.model not in head.targets:
         raise ConfigError(
-            f"draft_model = '{spec.draft_model}': an EAGLE-1 head scores with its target's LM head, but its vocabulary "
-            f"({head.vocab_size}) is not {config.model}'s ({target.vocab_size}): it was trained for another target"
+            f"draft_model = '{spec.draft_model}': an EAGLE head trained for {', '.join(head.targets)}; it was trained for another "
+            f"target than {config.model}"
         )
 
 
@@ -245,7 +245,7 @@ def _draft_proposer(config: RunConfig, cache_dir: Path, max_tokens: int) -> tupl
     if head is None:
         return DraftProposer(predictor), profile
     shape = model_shape(spec.draft_model).sharded(config.draft_tensor_parallel_size)
-    return EagleProposer(predictor, shape, head.fc_inputs, get_device(config.device)), profile
+    return EagleProposer(predictor, shape, head.fc_inputs, head.method == "eagle", get_device(config.device)), profile
 
 
 def _scheduler_config(config: RunConfig):

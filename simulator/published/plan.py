@@ -81,10 +81,8 @@ def _unreproducible(m: Measurement, devices, assumptions: Assumptions) -> str:
         return f"no device constants for {m.gpu} (known: {', '.join(sorted(devices))})"
     if m.proposer == "medusa":
         return "Medusa heads are not modelled"
-    if m.drafting == "tree" or (m.proposer != "none" and not m.k):
+    if m.drafting == "tree":
         return "tree drafting (several candidates per position): not modelled"
-    if m.proposer != "none" and m.k and m.acceptance_length is not None and m.acceptance_length > m.k + 1:
-        return f"acceptance length {m.acceptance_length:g} exceeds k + 1: tree drafting, not modelled"
     try:
         model_config(m.model)
     except ConfigError:

@@ -12,6 +12,7 @@ from typing import Optional
 
 from simulator.errors import ConfigError
 from simulator.inputs import check_table, non_empty_str, positive_int, positive_number, probability, read_toml, require
+from simulator.speculative.acceptance_convert import conditional_from_unconditional
 
 # metric -> unit, as printed on the site
 METRICS = {"output_tokens_per_s": "output tokens/s", "tpot_ms": "ms", "speedup": "x"}
@@ -46,11 +47,6 @@ class Measurement:
     drafting: str = "chain"  # "tree": several candidates per position (k then is the tree's depth)
     notes: str = ""
 
-    @property
-    def source(self) -> str:
-        """The row's source: its id without the setting suffix (rows of one source share it)."""
-        return self.source_url.split("#")[0]
-
 
 _TYPES = {f.name: f.type for f in fields(Measurement)}
 MEASUREMENT_FIELDS = {
@@ -79,12 +75,27 @@ def _measurement(table: dict, where: str) -> Measurement:
             require(positive_int(table[key]), where, f"{key} = {table[key]!r} must be a positive integer")
     if "qps" in table:
         require(positive_number(table["qps"]), where, f"qps = {table['qps']!r} must be a positive number")
+    chain = table.get("drafting", "chain") == "chain"
+    k = table.get("k")
+    if table["proposer"] == "none":
+        require(k in (None, 0), where, f"k = {k!r}: a row without speculation has k = 0")
+    elif chain:
+        require(k is not None and k >= 1, where, f"k = {k!r}: a speculative chain row needs k >= 1 (tree rows say drafting = \"tree\")")
+    elif k is not None:
+        require(k >= 1, where, f"k = {k!r}: a tree's depth is >= 1")
     if "acceptance_per_position" in table:
         rates = table["acceptance_per_position"]
         require(bool(rates) and all(probability(r) for r in rates), where, f"acceptance_per_position = {rates!r} must be rates in [0, 1]")
+        try:
+            conditional_from_unconditional(rates)
+        except ConfigError as exc:
+            raise ConfigError(f"{where} {exc}") from None
         table = {**table, "acceptance_per_position": tuple(float(r) for r in rates)}
     if "acceptance_length" in table:
-        require(table["acceptance_length"] >= 1, where, f"acceptance_length = {table['acceptance_length']} must be >= 1 (bonus token included)")
+        length = table["acceptance_length"]
+        require(length >= 1, where, f"acceptance_length = {length} must be >= 1 (bonus token included)")
+        if chain and k:
+            require(length <= k + 1, where, f"acceptance_length = {length} exceeds k + 1 = {k + 1}; a chain of k drafts advances at most k + 1")
     return Measurement(**{key: (float(v) if _TYPES[key] in ("float", "Optional[float]") else v) for key, v in table.items()})
 
 
