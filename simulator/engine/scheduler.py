@@ -35,7 +35,7 @@ class SpecSarathiSchedulerConfig(SarathiSchedulerConfig):
     conditional_acceptance: tuple = field(default_factory=tuple)
     acceptance_seed: int = 0
     proposal_probability: float = 1.0
-    proposer: str = "ngram"  # sets vLLM's num_lookahead_tokens for the step's k
+    proposer: str = "ngram"  # sets vLLM's num_lookahead_tokens (fixed at the largest k, as vLLM sizes it once)
     k_schedule: tuple = ()  # (start, end, k) rows; empty = k fixed at num_speculative_tokens
 
     @staticmethod
@@ -144,7 +144,6 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
     def _get_next_batch(self, time: float):
         if self._k_table and self._num_running_stages == 0:
             self._step_k = self.pick_k(len(self._allocation_map))
-            self._lookahead = lookahead_slots(self._config.proposer, self._step_k)
         batch = super()._get_next_batch(time)
         plans, self._plans = self._plans, {}
         self._missing_blocks.clear()
