@@ -46,9 +46,34 @@ def atomic_path(path) -> Iterator[Path]:
         raise
 
 
+def stage_bytes(path, data: bytes, prefix: str = "") -> Path:
+    """The first half of an atomic write: ``data`` in a fsynced temporary file beside ``path``,
+    with an ordinary file's mode; the caller renames it into place (alone, or together with
+    other staged outputs) or deletes it."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{prefix}", suffix=".tmp")
+    staged = Path(tmp)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(staged, default_file_mode())
+    except BaseException:
+        staged.unlink(missing_ok=True)
+        raise
+    return staged
+
+
 def atomic_write_bytes(path, data: bytes) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    staged = stage_bytes(path, data)
+    try:
+        os.replace(staged, path)
+    except BaseException:
+        staged.unlink(missing_ok=True)
+        raise
 
 
 def atomic_write_text(path, text: str) -> None:

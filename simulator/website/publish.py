@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from simulator.errors import ConfigError
-from simulator.textio import default_file_mode
+from simulator.textio import stage_bytes
 
 STAGING = "staging-"
 OLD = "old-"
@@ -49,16 +49,10 @@ class Publication:
         if target.is_dir():
             raise ConfigError(f"{what} {target} is a directory")
         try:
-            fd, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.{STAGING}", suffix=".tmp")
+            staged = stage_bytes(target, text.encode("utf-8"), prefix=STAGING)
         except OSError as exc:
             raise ConfigError(f"{what} {target}: cannot write ({exc.strerror or exc})") from exc
-        staged = Path(name)
         self._items.append((staged, target))
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(text.encode("utf-8"))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(staged, default_file_mode())
         return staged
 
     def directory(self, target: Path, what: str = "output dir") -> Path:
