@@ -255,7 +255,6 @@ def context(data) -> dict:
         "files": {"csv": CSV_NAME, "crossovers": CROSSOVERS_NAME, "schedules": SCHEDULES_NAME},
         "concurrency": sorted(int(c) for c in rows["concurrency"].dropna().unique()),
         "loads": sorted(float(r) for r in rows["arrival_rate"].dropna().unique()),
-        "units": units,
     }
 
 
