@@ -101,7 +101,7 @@ def test_bad_speculation_settings(kwargs, message):
     [
         ({"scheduler": "vllm"}, "only Vidur's Sarathi scheduler"),
         ({"pipeline_stages": 2}, "pipeline parallelism 1"),
-        ({"tensor_parallel_size": 2}, "tensor parallelism 1"),
+        ({"tensor_parallel_size": 0}, "tensor_parallel_size = 0: must be a positive integer"),
     ],
 )
 def test_speculation_scope(kwargs, message):
