@@ -92,6 +92,20 @@ def check_table(table: Any, fields: Mapping[str, type], where: str, required: tu
     return table
 
 
+def distinct_values(items: list, name: str, check, what: str, convert=lambda v: v) -> tuple:
+    """A spec's list of values, sorted: non-empty, each passing ``check``, none repeated.
+    ``name`` names the file, table and key ("sweep spec x.toml: [grid] arrival_rate")."""
+    if not items:
+        raise ConfigError(f"{name} is empty; list at least one value")
+    for item in items:
+        if not check(item):
+            raise ConfigError(f"{name} has {item!r}, which {what}")
+    converted = tuple(convert(item) for item in items)
+    if len(set(converted)) != len(converted):
+        raise ConfigError(f"{name} = {items!r} repeats a value")
+    return tuple(sorted(converted))
+
+
 def require(condition: bool, where: str, what: str) -> None:
     """A value check: ``where`` names the file/table/key and value, ``what`` the rule broken."""
     if not condition:

@@ -102,9 +102,22 @@ def check_writable_dir(path, what: str) -> None:
     os.unlink(name)
 
 
+def check_creatable_dir(directory, subject: str) -> None:
+    """``directory`` exists and is writable, or can be created: its nearest existing ancestor
+    is a directory this process can write in (probed by :func:`check_writable_dir`)."""
+    from simulator.errors import ConfigError
+
+    ancestor = Path(directory)
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConfigError(f"{subject}: {ancestor} is a file, not a directory")
+    check_writable_dir(ancestor, f"{subject}: folder")
+
+
 def check_writable_file(path, what: str) -> None:
-    """Raise ConfigError unless ``path`` can be written as a file: not a directory, and its
-    folder an existing directory this process can create files in (probed, see above)."""
+    """Raise ConfigError unless ``path`` can be written as a file: not a directory or another
+    non-file, and its folder writable or creatable (probed, see above)."""
     from simulator.errors import ConfigError
 
     path = Path(path)
@@ -112,4 +125,4 @@ def check_writable_file(path, what: str) -> None:
         raise ConfigError(f"{what} {path} is a directory, expected a file")
     if path.exists() and not path.is_file():
         raise ConfigError(f"{what} {path} is not a regular file")
-    check_writable_dir(path.parent, f"{what} {path}: folder")
+    check_creatable_dir(path.parent, f"{what} {path}")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from simulator.config import ATTENTION_MODES, PROPOSERS
 from simulator.errors import ConfigError
-from simulator.inputs import check_table, non_empty_str, non_negative_int, parse_toml, positive_int, positive_number, probability, read_text
+from simulator.inputs import check_table, distinct_values, non_empty_str, non_negative_int, parse_toml, positive_int, positive_number, probability, read_text
 
 _SECTIONS = {
     "run": ({"model": str, "device": str, "seed": int, "batch_size_cap": int, "chunk_size": int}, None),
@@ -87,16 +87,7 @@ def parse_paysoff_spec(text: str, source: str = "<spec>") -> PaysoffSpec:
         return value
 
     def values(section, key, check, what, convert=lambda v: v):
-        items = doc[section][key]
-        if not items:
-            raise ConfigError(f"{where}: [{section}] {key} is empty; list at least one value")
-        for item in items:
-            if not check(item):
-                raise ConfigError(f"{where}: [{section}] {key} has {item!r}, which {what}")
-        converted = tuple(convert(v) for v in items)
-        if len(set(converted)) != len(converted):
-            raise ConfigError(f"{where}: [{section}] {key} = {items!r} repeats a value")
-        return tuple(sorted(converted))
+        return distinct_values(doc[section][key], f"{where}: [{section}] {key}", check, what, convert)
 
     ks = values("grid", "num_speculative_tokens", positive_int, "is not a positive integer (k = 0 runs are the baselines)")
     poisson_k = values("poisson", "num_speculative_tokens", positive_int, "is not a positive integer")

@@ -13,7 +13,6 @@ from typing import Callable, Optional, Sequence
 import pandas as pd
 
 from simulator.config import ATTENTION_MODES, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
-from simulator.errors import ConfigError
 from simulator.sweep.metrics import OVERLOAD_TTFT_GROWTH, mean_decode_batch, queue_growth, with_speedups  # noqa: F401  (re-exported)
 from simulator.sweep.spec import SweepSpec
 

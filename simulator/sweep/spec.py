@@ -13,7 +13,7 @@ from typing import Optional
 
 from simulator.config import ATTENTION_MODES, PROPOSERS
 from simulator.errors import ConfigError
-from simulator.inputs import check_table, non_empty_str as _non_empty_str, non_negative_int as _non_negative_int
+from simulator.inputs import check_table, distinct_values, non_empty_str as _non_empty_str, non_negative_int as _non_negative_int
 from simulator.inputs import parse_toml, read_text, positive_int as _positive_int, positive_number as _positive_number, probability as _probability
 
 _SECTIONS = {
@@ -94,17 +94,7 @@ def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
         return v
 
     def values(section: str, key: str, check, what: str, convert=lambda v: v) -> tuple:
-        items = value(section, key)
-        name = f"[{section}] {key}"
-        if not items:
-            raise ConfigError(f"sweep spec {source}: {name} is empty; list at least one value")
-        for item in items:
-            if not check(item):
-                raise ConfigError(f"sweep spec {source}: {name} has {item!r}, which {what}")
-        converted = tuple(convert(item) for item in items)
-        if len(set(converted)) != len(converted):
-            raise ConfigError(f"sweep spec {source}: {name} = {items!r} repeats a value")
-        return tuple(sorted(converted))
+        return distinct_values(value(section, key), f"sweep spec {source}: [{section}] {key}", check, what, convert)
 
     workload = WorkloadSpec(
         num_requests=scalar("workload", "num_requests", _positive_int, "must be a positive integer"),

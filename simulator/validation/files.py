@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from simulator.errors import ConfigError
 from simulator.inputs import read_text
-from simulator.textio import atomic_write_bytes, atomic_write_text, check_writable_dir  # noqa: F401  (re-exported)
+from simulator.textio import atomic_write_bytes, atomic_write_text, check_creatable_dir, check_writable_dir, check_writable_file  # noqa: F401  (re-exported)
 
 
 def json_safe(value: Any) -> Any:
@@ -51,26 +51,10 @@ def write_jsonl_atomic(path: Path, rows: list[dict]) -> None:
     atomic_write_text(path, "".join(canonical_json(row) + "\n" for row in rows))
 
 
-def _check_creatable(directory: Path, subject: str) -> None:
-    """``directory`` exists and is writable, or can be created: its nearest existing ancestor
-    is a directory this process can write in (probed by :func:`check_writable_dir`)."""
-    ancestor = directory
-    while not ancestor.exists() and ancestor != ancestor.parent:
-        ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise ConfigError(f"{subject}: {ancestor} is a file, not a directory")
-    check_writable_dir(ancestor, f"{subject}: folder")
-
-
 def check_output_file(path, what: str) -> Path:
     """Before any work: ``path`` can be written as a file (see :func:`check_output_dir`)."""
-    path = Path(path)
-    if path.is_dir():
-        raise ConfigError(f"{what} {path} is a directory, expected a file")
-    if path.exists() and not path.is_file():
-        raise ConfigError(f"{what} {path} is not a regular file")
-    _check_creatable(path.parent, f"{what} {path}")
-    return path
+    check_writable_file(path, what)
+    return Path(path)
 
 
 def check_output_dir(path, what: str, files: tuple = (), dirs: tuple = ()) -> Path:
@@ -80,7 +64,7 @@ def check_output_dir(path, what: str, files: tuple = (), dirs: tuple = ()) -> Pa
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise ConfigError(f"{what} {path} exists and is not a directory")
-    _check_creatable(path, f"{what} {path}")
+    check_creatable_dir(path, f"{what} {path}")
     for name in files:
         if (path / name).is_dir():
             raise ConfigError(f"{what} {path}: {path / name} is a directory, expected a file")
