@@ -173,14 +173,16 @@ MEDIAN_ABS_ERROR_TARGET = 10.0
 SPEEDUP_TARGET = 15.0
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known miss, reported on the published page and in docs/published.md: "
-                   "batch-1 absolute rows miss by a median of ~15% (engine overheads of other engines, EAGLE pass overhead)")
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known miss, reported on the published page: median |error| 13.5% "
+                   "over the 10 absolute rows (9.8% over the 7 vLLM rows; SGLang's smaller per-step overhead and the "
+                   "TP-8 all-reduce miss most)")
 def test_median_absolute_error_target(committed):
     rows = committed.to_dict("records")
     assert summary(rows)["absolute_median_abs_error_pct"] <= MEDIAN_ABS_ERROR_TARGET
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known miss, reported on the published page: several speedup rows miss by more than 15%")
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known miss, reported on the published page: 14 of 25 speedup rows "
+                   "within 15% (borrowed acceptance for the blog's n-gram and SpecDecode-Bench's EAGLE-3 rows)")
 def test_speedup_target(committed):
     rows = committed.to_dict("records")
     s = summary(rows)
