@@ -22,6 +22,7 @@ from simulator.sweep.runner import OVERLOAD_TTFT_GROWTH
 from simulator.website import markdown as site_markdown
 from simulator.website import paysoff as paysoff_page
 from simulator.website import published as published_page
+from simulator.website import verify as verify_section
 from simulator.website import units
 from simulator.website.calibration import format_tables
 from simulator.website.charts import (
@@ -62,6 +63,7 @@ class SiteSources:
     paysoff_crossovers_csv: Optional[Path] = None
     schedules_json: Optional[Path] = None
     published_csv: Optional[Path] = None  # data/published.csv: the published-measurements page
+    verify_profile_dir: Optional[Path] = None  # a profile dir with verify_attention.csv: the measured verify step
 
 
 def check_sources(sources: SiteSources) -> None:
@@ -139,6 +141,7 @@ def render_into(sources: SiteSources, directory: Path) -> None:
         "source_url": sources.source_url,
         "paysoff": paysoff_page.context(paysoff_page.load(sources.paysoff_csv, sources.paysoff_crossovers_csv, sources.schedules_json)),
         "published": published_page.context(sources.published_csv, _setup_line(setup)) if sources.published_csv else None,
+        "verify": verify_section.context(sources.verify_profile_dir, _setup_line(setup)),
     }
     for page in PAGES:
         html = env.get_template(page).render(page=page, **context)
