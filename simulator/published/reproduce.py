@@ -19,7 +19,7 @@ from simulator.sweep.runner import simulate_all, to_csv_text
 INFORMED_DEFAULTS = {"specdecode-bench": "engine_overhead_ms"}
 
 COLUMNS = (
-    "id", "source_url", "metric", "unit", "published", "simulated", "error_pct", "status", "reason",
+    "id", "source_url", "metric", "published", "simulated", "error_pct", "unit", "status", "reason",
     "source", "informed_default", "engine", "engine_version", "gpu", "tp", "model", "proposer", "draft", "k",
     "batch_size", "concurrency", "qps", "dataset", "input_len", "output_len", "acceptance_used", "acceptance_source",
     "profile_id", "vidur_version", "simulator_version", "simulator_source_hash", "seed", "engine_overhead_ms",
