@@ -309,7 +309,7 @@ def test_an_unwritable_csv_is_refused_before_the_sweep(workspace, tmp_path, whic
     elif problem == "folder is a file":
         (tmp_path / "plain").write_text("x")
         target = tmp_path / "plain" / "out.csv"
-        expected = "is not a directory"
+        expected = "plain is a file, not a directory"
     else:
         target = unwritable_dir(tmp_path) / "out.csv"
         expected = "cannot write there"

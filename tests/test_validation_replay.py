@@ -223,12 +223,10 @@ def test_replay_runs_inside_an_already_running_event_loop():
 def test_a_connect_timeout_is_a_connection_error_and_is_resent():
     """A server that never completes the TCP handshake: the connect times out, nothing was
     sent, so the record is a connection_error, which every rerun resends."""
-    import asyncio
-
     import httpx
 
     from fake_vllm import BlackHole
-    from simulator.validation.replay import _stream_one
+    from simulator.validation.replay import _stream_one, run_async
 
     request = small_workload(1).requests[0]
 
@@ -238,7 +236,7 @@ def test_a_connect_timeout_is_a_connection_error_and_is_resent():
             return await _stream_one(client, request, request_body(request, "fake-model", ReplayOptions(url)), time.perf_counter, 0.0, time.perf_counter())
 
     with BlackHole() as url:
-        record = asyncio.run(one(url))
+        record = run_async(one(url))  # not asyncio.run: a browser test may have left this thread a running loop
     assert record["status"] == "connection_error", record["error"]
     assert record["error"].startswith("ConnectTimeout")
     assert [r.request_id for r in pending_requests(small_workload(1), {0: record}, retry_failed=False)] == [0]
