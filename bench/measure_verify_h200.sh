@@ -21,25 +21,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-out=${1:-data/profiles/h200/meta-llama/Llama-2-7b-hf}
-wheels=${2:-}
-python=${PYTHON:-python3}
-
-if [ -n "$wheels" ]; then
-    site=$(mktemp -d)
-    "$python" -m pip install -q --no-index --no-deps --no-compile --target "$site" "$wheels"/*.whl
-    export PYTHONPATH="$site${PYTHONPATH:+:$PYTHONPATH}"
-fi
-
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv || true
-"$python" - <<'PY'
-import sys, torch
-if not torch.cuda.is_available():
-    sys.exit("PyTorch sees no CUDA device: this script measures a GPU")
-print("torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name())
-PY
-
-export PYTHONUNBUFFERED=1
+source bench/gpu_preamble.sh "$@"
 start=$SECONDS
 "$python" -m simulator.profiles measure \
     --model meta-llama/Llama-2-7b-hf --out "$out" --overwrite --compress --tables verify \
