@@ -18,15 +18,7 @@
       title: "Download as PNG (with title and caveats)",
       icon: Plotly.Icons.camera,
       click: function () {
-        var figure = { data: payload.figure.data, layout: Object.assign({}, payload.figure.layout, payload.export) };
-        Plotly.toImage(figure, { format: "png", width: 1100, height: 720 }).then(function (url) {
-          var link = document.createElement("a");
-          link.href = url;
-          link.download = payload.filename + ".png";
-          document.body.appendChild(link);
-          link.click();
-          link.remove();
-        });
+        window.siteCharts.downloadPng(payload);
       }
     }]];
     return config;
