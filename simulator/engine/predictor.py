@@ -1,6 +1,9 @@
-"""Vidur's random-forest predictor, trained offline on a local profile and costing verify steps.
+"""Vidur's sklearn predictor, fed offline from a local profile or the built-in model, costing verify steps.
 
 Changes against the stock forest, each for a reason:
+* the built-in profile needs no forest: its tables are the physical model evaluated at every point
+  Vidur looks up (:func:`simulator.profiles.builtin.prediction_tables`); a Vidur-format profile
+  directory is fitted by Vidur's forest as usual;
 * profiles come from local files, never from the HuggingFace hub (``_get_input_files``,
   ``_load_predictions_from_hf``);
 * the forest is seeded (``random_state``), so the same profile always gives the same tables;
@@ -18,6 +21,8 @@ import json
 from dataclasses import dataclass, field
 from typing import List, Optional
 
+import numpy as np
+import pandas as pd
 from sklearn.ensemble import RandomForestRegressor
 from vidur.config import RandomForrestExecutionTimePredictorConfig
 from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
@@ -25,6 +30,7 @@ from vidur.execution_time_predictor.random_forrest_execution_time_predictor impo
 from vidur.execution_time_predictor.sklearn_execution_time_predictor import ModelType
 
 from simulator.engine.batch import SpecBatch
+from simulator.profiles.builtin import BuiltinModel, PredictionGrid, prediction_tables
 from simulator.profiles.logits import LogitsTable
 from simulator.profiles.vidur_format import PREDICTED_MLP_OPS as PREDICTED_OPS
 from simulator.engine.types import ExtensionType
@@ -57,6 +63,8 @@ class ProfilePredictorConfig(RandomForrestExecutionTimePredictorConfig):
     # (an empty table: not costed, as stock Vidur) and the engine's fixed per-step overhead
     logits: Optional[LogitsTable] = None
     engine_overhead_ms: float = 0.0
+    # the built-in physical model: its tables are evaluated point by point, no forest is fitted
+    builtin: Optional[BuiltinModel] = None
 
     @staticmethod
     def get_type():
@@ -106,12 +114,31 @@ class ProfilePredictor(RandomForrestExecutionTimePredictor):
 
     def _load_predictions_from_hf(self):
         # The local profile is the only source.  Cached prediction tables are enough to run;
-        # the forests themselves are loaded (or trained) only when a table is missing.
+        # the forests themselves are loaded (or trained) only when a table is missing.  The
+        # built-in model needs neither: its tables are computed exactly, in well under a second.
         key = self._get_hash(ModelType.COMPUTE)
         if key not in _TABLES:
-            cached = self._cached_predictions()
-            _TABLES[key] = cached if cached is not None else self._predict_from_models(self._train_models())
+            if self._config.builtin is not None:
+                _TABLES[key] = self._builtin_predictions()
+            else:
+                cached = self._cached_predictions()
+                _TABLES[key] = cached if cached is not None else self._predict_from_models(self._train_models())
         return _TABLES[key]
+
+    def _builtin_predictions(self) -> dict:
+        """Vidur's tables from the physical model, on the grid Vidur predicts over; measured
+        all-reduce rows (a network profile beside the built-in compute) still go through the forest."""
+        config = self._config
+        grid = PredictionGrid(
+            self._max_tokens, config.prediction_max_batch_size, config.prediction_max_prefill_chunk_size, config.kv_cache_prediction_granularity
+        )
+        tables = prediction_tables(config.builtin, grid)
+        if self._replica_config.tensor_parallel_size > 1 and "all_reduce" not in tables:
+            rows = self._get_all_reduce_df_with_derived_features(self._load_all_reduce_df(config.all_reduce_csv))
+            forest = self._train_model("all_reduce", ModelType.NETWORK, rows, ["num_tokens"], "time_stats.all_reduce.median")
+            tokens = pd.DataFrame({"num_tokens": np.arange(1, self._max_tokens + 1)})
+            tables["all_reduce"] = self._get_model_prediction("all_reduce", ModelType.NETWORK, forest, tokens)
+        return tables
 
     def _cached_predictions(self):
         key = self._get_hash(ModelType.COMPUTE)

@@ -35,10 +35,10 @@ from simulator.engine.scheduler import SpecSarathiSchedulerConfig, TrackedSarath
 from simulator.errors import ConfigError
 from simulator.paths import default_cache_dir
 from simulator.profiles.hardware import get_device
-from simulator.profiles.logits import cached_logits_table
+from simulator.profiles.logits import cached_builtin_logits_table, cached_logits_table
 from simulator.profiles.sharding import check_sharding
 from simulator.profiles.source import ResolvedProfile, resolve_profile
-from simulator.results import REQUEST_COLUMNS, RunResult, summarize, tpot
+from simulator.results import REQUEST_COLUMNS, RunResult, inter_token_gaps, summarize, tpot
 from simulator.speculative.memory import BYTES, ModelMemory, kv_blocks, kv_capacity_tokens
 from simulator.versions import simulator_version, source_hash, vidur_version
 
@@ -112,14 +112,17 @@ def _predictor_config(profile: ResolvedProfile, cache_dir: Path, max_tokens: int
     model = config.speculation.draft_model if draft else config.model
     tp = config.draft_tensor_parallel_size if draft else config.tensor_parallel_size
     logits = None
+    files = profile.files
     if config.lm_head:
-        logits = cached_logits_table(profile.files.mlp, model_shape(model).sharded(tp), get_device(config.device), max_tokens)
+        shard, device = model_shape(model).sharded(tp), get_device(config.device)
+        logits = cached_builtin_logits_table(shard, device, max_tokens) if profile.builtin else cached_logits_table(files.mlp, shard, device, max_tokens)
     return ProfilePredictorConfig(
         logits=logits,
         engine_overhead_ms=0.0 if draft else config.engine_overhead_ms,
-        mlp_csv=str(profile.files.mlp),
-        attention_csv=str(profile.files.attention),
-        all_reduce_csv=str(profile.files.all_reduce or ""),
+        builtin=profile.builtin,
+        mlp_csv=str(files.mlp) if files and files.mlp else "",
+        attention_csv=str(files.attention) if files and files.attention else "",
+        all_reduce_csv=str(files.all_reduce) if files and files.all_reduce else "",
         profile_sha256=profile.content_sha256,
         max_profiled_decode_batch=profile.max_decode_batch,
         prediction_max_batch_size=profile.max_decode_batch,
@@ -327,13 +330,13 @@ def simulate(config: RunConfig) -> RunResult:
             "peak_kv_blocks": scheduler.peak_allocated_blocks,
             "kv_blocks_total": scheduler.num_blocks,
             "peak_kv_fraction": scheduler.peak_allocated_blocks / scheduler.num_blocks,
-            "preemptions": int(frame.restarts.sum()),
             "forward_passes": scheduler.forward_passes,
             # mean k over planned steps: the fixed k, or what a k schedule picked on average
             "mean_scheduled_k": scheduler.scheduled_k_sum / scheduler.scheduled_k_steps
             if getattr(scheduler, "scheduled_k_steps", 0)
             else float(spec.num_speculative_tokens),
         },
+        itl_s=inter_token_gaps(r.emission_times for r in requests),
     )
     provenance = {
         **profile.provenance(),

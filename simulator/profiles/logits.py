@@ -93,3 +93,9 @@ def cached_logits_table(mlp_csv: Path, shape: ModelShape, dev: DeviceSpec, max_t
     """:func:`logits_table` once per process for a (profile file, model shard, device): a sweep
     reads the profile once."""
     return logits_table(mlp_csv, shape, dev, max_tokens)
+
+
+@lru_cache(maxsize=32)
+def cached_builtin_logits_table(shape: ModelShape, dev: DeviceSpec, max_tokens: int) -> LogitsTable:
+    """:func:`builtin_logits_table` once per process for a (model shard, device)."""
+    return builtin_logits_table(shape, dev, max_tokens)

@@ -1,9 +1,10 @@
-"""One interface, two profile sources: the built-in generator or a Vidur-format directory.
+"""One interface, two profile sources: the built-in physical model or a Vidur-format directory.
 
-Either way the result is a pair of Vidur-format CSV files plus provenance; the same
-random-forest predictor trains on both.  At tensor parallelism > 1 a third file joins them, the
-all-reduce times: from ``network_dir`` when given, else the profile directory's own
-``all_reduce.csv``, else the built-in NVLink model of the device.
+A directory gives a pair of Vidur-format CSV files that Vidur's random forest trains on.  The
+built-in source gives the physical model itself (:class:`~simulator.profiles.builtin.BuiltinModel`):
+the predictor evaluates it at every point Vidur looks up, so nothing is generated, written or
+fitted.  At tensor parallelism > 1 the all-reduce times come from ``network_dir`` when given,
+else the profile directory's own ``all_reduce.csv``, else the built-in NVLink model of the device.
 """
 
 from __future__ import annotations
@@ -34,13 +35,14 @@ from simulator.textio import atomic_path
 
 @dataclass(frozen=True)
 class ResolvedProfile:
-    files: ProfileFiles
+    files: Optional[ProfileFiles]  # a directory's CSVs (all-reduce rows too); built-in: measured all-reduce rows only, if any
     source: str  # "builtin" or "directory"
     profile_id: str  # constants version (built-in) or "sha256:<digest>" (directory)
     content_sha256: str
     max_decode_batch: int
     tensor_parallel: int = 1
     network_source: Optional[str] = None  # TP > 1: "builtin", "profile_dir" or "network_dir"
+    builtin: Optional[builtin.BuiltinModel] = None  # the physical model a built-in run's tables come from
 
     def provenance(self) -> dict:
         base = {"profile_source": self.source, "profile_id": self.profile_id, "profile_sha256": self.content_sha256}
@@ -168,29 +170,35 @@ def _resolve(
     check_sharding(shape, tp, "tensor_parallel_size", model)
     network = None
     if profile_dir is None:
-        dev = get_device(device)
-        _check_device_covers(dev, tp)
-        directory = builtin_profile_dir(model, device, Path(cache_dir) / "profiles", max_seq_len, block_size)
-        files = validate_profile_dir(directory, shape, block_size)
-        source, profile_id = "builtin", f"builtin-v{builtin.GENERATOR_VERSION}:{dev.constants_version}"
-        if tp > 1 and network_dir is not None:
-            network = _network_file(None, network_dir, model, device, cache_dir, max_seq_len, tp)
-        elif tp > 1:  # the generator's own all-reduce rows, written next to the compute rows
-            network = (validate_all_reduce(find_all_reduce(directory), tp, f"device '{device}'"), "builtin")
-            profile_id += f"+{dev.network.version}"
+        return _resolve_builtin(network_dir, shape, device, tp)
     else:
         files = validate_profile_dir(profile_dir, shape, block_size)
         if tp > 1:
             network = _network_file(profile_dir, network_dir, model, device, cache_dir, max_seq_len, tp)
-        source, profile_id = "directory", None
     files = replace(files, all_reduce=network[0] if network else None)
     digest = files.sha256()
     return ResolvedProfile(
-        files,
-        source,
-        profile_id or f"sha256:{digest[:16]}",
-        digest,
-        max_decode_batch(files, shape, block_size),
-        tp,
-        network[1] if network else None,
+        files, "directory", f"sha256:{digest[:16]}", digest, max_decode_batch(files, shape, block_size), tp, network[1] if network else None
     )
+
+
+def _resolve_builtin(network_dir, shape, device: str, tp: int) -> ResolvedProfile:
+    """The built-in physical model for this shard and device: nothing to generate or fit.  Only
+    measured all-reduce rows (``network_dir``) are a file, which Vidur's forest then fits."""
+    dev = get_device(device)
+    _check_device_covers(dev, tp)
+    profile_id = f"builtin-v{builtin.GENERATOR_VERSION}:{dev.constants_version}"
+    files, network_source, net = None, None, None
+    if tp > 1 and network_dir is not None:
+        found = find_all_reduce(network_dir) if Path(network_dir).is_dir() else None
+        if found is None:
+            raise ConfigError(f"network profile directory {network_dir}: no all_reduce.csv (or all_reduce.csv.xz)")
+        all_reduce = validate_all_reduce(found, tp, f"{network_dir}")
+        files = ProfileFiles(None, None, all_reduce)
+        network_source = "network_dir"
+    elif tp > 1:
+        net, network_source = dev.network, "builtin"
+        profile_id += f"+{dev.network.version}"
+    model = builtin.BuiltinModel(shape, dev, net)
+    digest = hashlib.sha256((model.digest() + (files.sha256() if files else "")).encode()).hexdigest()
+    return ResolvedProfile(files, "builtin", profile_id, digest, builtin.MAX_DECODE_BATCH, tp, network_source, model)

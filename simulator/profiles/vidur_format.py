@@ -92,14 +92,14 @@ def with_point_stats(frame: pd.DataFrame, op: str, median_ms) -> None:
 
 @dataclass(frozen=True)
 class ProfileFiles:
-    mlp: Path
-    attention: Path
+    mlp: Optional[Path]  # None for a built-in run, whose compute tables come from the physical model
+    attention: Optional[Path]
     all_reduce: Optional[Path] = None  # only for TP > 1
 
     def sha256(self) -> str:
         """One digest over the files' bytes, in a fixed order."""
         digest = hashlib.sha256()
-        for path in (self.mlp, self.attention) + ((self.all_reduce,) if self.all_reduce else ()):
+        for path in (p for p in (self.mlp, self.attention, self.all_reduce) if p is not None):
             digest.update(path.name.encode())
             digest.update(path.read_bytes())
         return digest.hexdigest()
