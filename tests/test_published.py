@@ -73,6 +73,8 @@ batch_size = 1
 dataset = "mt-bench"
 metric = "output_tokens_per_s"
 value = 130.0
+role = "check"
+acceptance_class = "same_source"
 """
 
 
@@ -96,6 +98,17 @@ def _load(tmp_path, text):
         (lambda s: s.replace('proposer = "none"\nk = 0', 'proposer = "ngram"\nk = 2\nacceptance_length = 3.5'), "exceeds k \\+ 1 = 3"),
         (lambda s: s.replace('proposer = "none"\nk = 0', 'proposer = "ngram"\nk = 2\nacceptance_per_position = [0.5, 0.6]'), "cannot increase"),
         (lambda s: s.replace('k = 0\n', 'k = 2\n'), "a row without speculation has k = 0"),
+        # roles and acceptance classes (issue: refused at load time, the row named)
+        (lambda s: s.replace('role = "check"\n', ""), r"measurement 1: missing role"),
+        (lambda s: s.replace('acceptance_class = "same_source"\n', ""), r"measurement 1: missing acceptance_class"),
+        (lambda s: s.replace('role = "check"', 'role = "evidence"'), r"\(a-b-c\) role = 'evidence'; expected one of"),
+        (lambda s: s.replace('"same_source"', '"vibes"'), r"\(a-b-c\) acceptance_class = 'vibes'"),
+        (lambda s: s.replace('role = "check"', 'role = "check"\nsets = ["engine_overhead_ms"]'), r"\(a-b-c\) is a check row but sets \['engine_overhead_ms'\]"),
+        (lambda s: s.replace('role = "check"', 'role = "calibration"'), r"\(a-b-c\) is a calibration row: name the constant"),
+        (lambda s: s.replace('role = "check"', 'role = "calibration"\nsets = ["luck"]'), r"sets names \['luck'\]"),
+        (lambda s: s.replace("value = 130.0", "value = 130.0\nplausible = { output_len = [300, 200] }"), r"plausible.output_len = \[300, 200\] must be \[low, high\]"),
+        (lambda s: s.replace("value = 130.0", "value = 130.0\nplausible = { gpu = [1, 2] }"), r"plausible.gpu: only"),
+        (lambda s: s.replace("value = 130.0", "value = 130.0\ndraft_tp = 1"), r"draft_tp is for proposer"),
     ],
 )
 def test_bad_published_rows_are_refused_naming_the_field(tmp_path, change, message):
@@ -106,9 +119,60 @@ def test_bad_published_rows_are_refused_naming_the_field(tmp_path, change, messa
 def test_an_assumption_for_an_unknown_row_is_refused(tmp_path):
     rows = _load(tmp_path, ROW)
     path = tmp_path / "assumptions.toml"
-    path.write_text('[datasets]\n[[acceptance]]\napplies_to = ["zzz"]\nwhy = "x"\nacceptance_rate = 0.5\n')
+    path.write_text('[datasets]\n[[acceptance]]\napplies_to = ["zzz"]\nwhy = "x"\nacceptance_rate = 0.5\nacceptance_class = "assumed"\n')
     with pytest.raises(ConfigError, match="applies_to names 'zzz'"):
         load_assumptions(path, rows)
+
+
+SPEC_ROW = ROW.replace('proposer = "none"\nk = 0', 'proposer = "ngram"\nk = 2')
+
+
+def _spec_row(row_id: str, cls: str, extra: str = "", dataset: str = "mt-bench") -> str:
+    return (SPEC_ROW.replace('id = "a-b-c"', f'id = "{row_id}"').replace('"same_source"', f'"{cls}"')
+            .replace('dataset = "mt-bench"', f'dataset = "{dataset}"') + extra)
+
+
+@pytest.mark.parametrize(
+    "rows, assumption, message",
+    [
+        # the row's own acceptance is same_source, nothing else
+        (_spec_row("own", "assumed", "acceptance_length = 1.5\n"), "", r"own: acceptance_class = 'assumed' contradicts its acceptance source \(its acceptance is its own\); expected same_source"),
+        # a row without speculation borrows nothing
+        (ROW.replace('"same_source"', '"other_dataset"'), "", r"a-b-c: acceptance_class = 'other_dataset' contradicts .*no speculation"),
+        # no acceptance anywhere: only "assumed" (it stays out of reach until one is)
+        (_spec_row("none", "same_source"), "", r"none: acceptance_class = 'same_source' contradicts .*no acceptance is published"),
+        # borrowing from another run whose dataset differs is not "the same setting"
+        (_spec_row("x-1", "same_setting_other_run") + _spec_row("x-2", "same_source", "acceptance_length = 1.5\n", dataset="gsm8k"),
+         'applies_to = ["x-1"]\nfrom_measurement = "x-2"\nwhy = "w"\nacceptance_class = "same_setting_other_run"\n',
+         r"x-1: acceptance_class = 'same_setting_other_run' contradicts .*do not state the same dataset\)"),
+        # the row and its assumption disagree
+        (_spec_row("y-1", "assumed"), 'applies_to = ["y-1"]\nacceptance_rate = 0.5\nwhy = "w"\nacceptance_class = "other_dataset"\n',
+         r"y-1: acceptance_class = 'assumed' contradicts .*assumption says other_dataset"),
+    ],
+)
+def test_an_acceptance_class_contradicting_its_source_is_refused_at_load(tmp_path, rows, assumption, message):
+    measurements = _load(tmp_path, rows)
+    path = tmp_path / "assumptions.toml"
+    path.write_text("[datasets]\n[[acceptance]]\n" + assumption if assumption else "acceptance = []\n[datasets]\n")
+    with pytest.raises(ConfigError, match=message):
+        load_assumptions(path, measurements)
+
+
+def test_same_setting_borrowing_is_accepted_and_classified(tmp_path):
+    rows = _spec_row("x-1", "same_setting_other_run") + _spec_row("x-2", "same_source", "acceptance_length = 1.5\n")
+    measurements = _load(tmp_path, rows)
+    path = tmp_path / "assumptions.toml"
+    path.write_text('[datasets]\n[[acceptance]]\napplies_to = ["x-1"]\nfrom_measurement = "x-2"\nwhy = "w"\nacceptance_class = "same_setting_other_run"\n')
+    assert load_assumptions(path, measurements).acceptance["x-1"].from_measurement == "x-2"
+
+
+def test_committed_rows_every_one_with_a_role_and_class_and_the_overheads_source_is_calibration():
+    measurements, _ = load(PUBLISHED, ASSUMPTIONS)
+    for m in measurements:
+        if m.id.startswith("specdecode-bench"):  # its 1.2 ms per-step overhead is the model's default
+            assert m.role == "calibration" and "engine_overhead_ms" in m.sets, m.id
+        else:
+            assert m.role == "check" and not m.sets, m.id
 
 
 def test_the_committed_measurements_load_and_have_enough_known_hardware():
@@ -178,15 +242,16 @@ SPEEDUP_TARGET = 15.0
                    "TP-8 all-reduce miss most)")
 def test_median_absolute_error_target(committed):
     rows = committed.to_dict("records")
-    assert summary(rows)["absolute_median_abs_error_pct"] <= MEDIAN_ABS_ERROR_TARGET
+    assert summary(rows)["check"]["absolute_median_abs_error_pct"] <= MEDIAN_ABS_ERROR_TARGET
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="known miss, reported on the published page: 14 of 25 speedup rows "
                    "within 15% (borrowed acceptance for the blog's n-gram and SpecDecode-Bench's EAGLE-3 rows)")
 def test_speedup_target(committed):
     rows = committed.to_dict("records")
-    s = summary(rows)
-    assert s["speedup_rows_within_15pct"] == s["speedup_rows"]
+    s = summary(rows)["check"]
+    assert s["speedup_rows"] > 0, "no speedup check rows recorded"
+    assert s["speedup_rows_within_15pct"] >= 0.8 * s["speedup_rows"]
 
 
 # --- through build.py ---------------------------------------------------------------------------------
@@ -205,6 +270,8 @@ input_len = 64
 output_len = 32
 metric = "output_tokens_per_s"
 value = 80.0
+role = "check"
+acceptance_class = "same_source"
 
 [[measurement]]
 id = "tiny-ngram"
@@ -221,6 +288,8 @@ output_len = 32
 acceptance_length = 1.8
 metric = "speedup"
 value = 1.5
+role = "check"
+acceptance_class = "same_source"
 
 [[measurement]]
 id = "tiny-unknown-gpu"
@@ -232,6 +301,8 @@ proposer = "none"
 batch_size = 1
 metric = "tpot_ms"
 value = 9.0
+role = "check"
+acceptance_class = "same_source"
 """
 
 
@@ -313,14 +384,25 @@ def test_best_k_at_batch_one_as_published(committed):
     assert rows.loc[ids, "simulated"].idxmax() == rows.loc[ids, "published"].idxmax()
 
 
-def test_summary_splits_rows_whose_source_informed_a_default():
+def test_summary_counts_check_rows_only_by_class_and_calibration_apart():
+    def row(role, cls, metric, error, status=SIMULATED, sets=""):
+        return {"status": status, "role": role, "acceptance_class": cls, "metric": metric, "error_pct": error, "sets": sets}
+
     rows = [
-        {"status": SIMULATED, "metric": "speedup", "error_pct": 10.0, "informed_default": "engine_overhead_ms"},
-        {"status": SIMULATED, "metric": "tpot_ms", "error_pct": -4.0, "informed_default": float("nan")},  # as read from a CSV
-        {"status": SIMULATED, "metric": "output_tokens_per_s", "error_pct": 20.0, "informed_default": ""},
-        {"status": "not reproducible", "metric": "tpot_ms", "error_pct": float("nan"), "informed_default": ""},
+        row("calibration", "same_source", "speedup", 40.0, sets="engine_overhead_ms"),
+        row("check", "same_source", "tpot_ms", -4.0),
+        row("check", "same_source", "output_tokens_per_s", 20.0),
+        row("check", "assumed", "speedup", 10.0),
+        row("check", "assumed", "speedup", -30.0),
+        row("check", "same_source", "tpot_ms", float("nan"), status="not reproducible"),
+        row(float("nan"), float("nan"), "tpot_ms", 1.0),  # as read back from a CSV recorded before roles
     ]
     s = summary(rows)
-    assert (s["informed_rows"], s["independent_rows"]) == (1, 2)
-    assert s["independent_median_abs_error_pct"] == 12.0 and s["absolute_median_abs_error_pct"] == 12.0
-    assert (s["speedup_rows"], s["speedup_rows_within_15pct"], s["not_reproducible"]) == (1, 1, 1)
+    assert (s["rows"], s["simulated"], s["not_reproducible"], s["unlabelled"]) == (7, 6, 1, 1)
+    check = s["check"]
+    assert (check["rows"], check["absolute_rows"], check["absolute_median_abs_error_pct"]) == (4, 2, 12.0)
+    assert (check["speedup_rows"], check["speedup_rows_within_15pct"], check["speedup_max_abs_error_pct"]) == (2, 1, 30.0)
+    assert s["by_class"]["same_source"]["rows"] == 2 and s["by_class"]["assumed"]["median_abs_error_pct"] == 20.0
+    assert s["by_class"]["other_dataset"]["rows"] == 0
+    assert s["calibration"]["rows"] == 1 and s["calibration"]["median_abs_error_pct"] == 40.0  # not in the check figures
+    assert s["calibration_sets"] == ["engine_overhead_ms"]

@@ -7,11 +7,15 @@ The mapping, the same for every row (no per-row tuning):
 * lengths: the row's own, else its dataset's (``published_assumptions.toml``).
 * acceptance: the row's own (a mean length at its k, or per-position rates), else an
   assumption that names where it comes from; none at all -> not reproducible.
-* metric: ``output_tokens_per_s`` = output tokens / makespan; ``tpot_ms`` = median TPOT;
+* metric: ``output_tokens_per_s`` = output tokens / makespan; ``decode_tokens_per_s`` = one
+  request's decode rate, 1 / median TPOT (what a batch-1 "decode throughput" counts); ``tpot_ms`` = median TPOT;
   ``speedup`` = the baseline's / the run's median E2E latency under Poisson load (the vLLM
   blog's definition) or output throughput ratio under closed-loop load (SpecDecode-Bench's).
 * settings: device constants and documented defaults only (``RunConfig`` defaults: 1.2 ms
-  engine overhead per step, LM head costed, Sarathi chunk 512, KV-once verify attention).
+  engine overhead per step, LM head costed, Sarathi chunk 512, KV-once verify attention); a draft
+  model's tensor parallelism is the row's ``draft_tp``, else vLLM's default (the target's).
+* settings a source leaves unknowable (``plausible``): the row is also run at each end of the
+  range, so the table can say how much of its error that range could account for.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from typing import Optional
 from simulator.catalog import model_config
 from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.errors import ConfigError
+from simulator.results import speedup
 from simulator.profiles.hardware import load_devices
 from simulator.published.spec import Assumptions, Measurement
 from simulator.speculative.acceptance_convert import conditional_from_unconditional, iid_rate_from_length
@@ -46,6 +51,8 @@ class Plan:
     baseline: Optional[RunConfig] = None  # no speculation, same workload (speedup rows)
     acceptance: Optional[Acceptance] = None
     reason: str = ""  # why not reproducible (run is None)
+    # (label, run, baseline) at each end of each plausible range, e.g. ("output_len 170", ...)
+    variants: tuple = ()
 
 
 def _from_length(length: float, k_measured: int, k: int, what: str, source: str) -> Acceptance:
@@ -100,10 +107,10 @@ def _unreproducible(m: Measurement, devices, assumptions: Assumptions) -> str:
     return ""
 
 
-def _workload(m: Measurement, assumptions: Assumptions):
+def _workload(m: Measurement, assumptions: Assumptions, override: Optional[dict] = None):
     dataset = assumptions.datasets.get(m.dataset or "unstated")
-    prompt = m.input_len or dataset.input_len
-    output = m.output_len or dataset.output_len
+    prompt = (override or {}).get("input_len") or m.input_len or dataset.input_len
+    output = (override or {}).get("output_len") or m.output_len or dataset.output_len
     if m.qps is not None:
         return PoissonWorkload(num_requests=POISSON_REQUESTS, prompt_tokens=prompt, output_tokens=output, arrival_rate=m.qps, seed=WORKLOAD_SEED)
     in_flight = m.batch_size or m.concurrency
@@ -118,7 +125,7 @@ def _speculation(m: Measurement, acceptance: Optional[Acceptance]) -> Speculatio
         acceptance_per_position=acceptance.conditional,
         proposer=m.proposer,
         draft_model=m.draft,
-        draft_tensor_parallel_size=1 if m.proposer == "draft" else None,
+        draft_tensor_parallel_size=m.draft_tp if m.proposer == "draft" else None,
     )
 
 
@@ -130,14 +137,22 @@ def plan(m: Measurement, assumptions: Assumptions, rows: dict, devices=None) -> 
     acceptance = acceptance_for(m, assumptions, rows) if m.proposer != "none" else None
     if m.proposer != "none" and acceptance is None:
         return Plan(m, reason="no published acceptance for this setting")
-    workload = _workload(m, assumptions)
-    base = dict(workload=workload, model=m.model, device=m.gpu, tensor_parallel_size=m.tp, seed=SEED)
     try:
-        run = RunConfig(speculation=_speculation(m, acceptance), **base)
-        baseline = RunConfig(**base) if m.metric == "speedup" else None
+        run, baseline = _runs(m, acceptance, _workload(m, assumptions))
+        variants = tuple(
+            (f"{key} {value}", *_runs(m, acceptance, _workload(m, assumptions, {key: value})))
+            for key, low, high in m.plausible
+            for value in (low, high)
+        )
     except ConfigError as exc:
         return Plan(m, reason=f"the simulator refuses the setting: {exc}")
-    return Plan(m, run=run, baseline=baseline, acceptance=acceptance)
+    return Plan(m, run=run, baseline=baseline, acceptance=acceptance, variants=variants)
+
+
+def _runs(m: Measurement, acceptance: Optional[Acceptance], workload) -> tuple[RunConfig, Optional[RunConfig]]:
+    base = dict(workload=workload, model=m.model, device=m.gpu, tensor_parallel_size=m.tp, seed=SEED)
+    run = RunConfig(speculation=_speculation(m, acceptance), **base)
+    return run, (RunConfig(**base) if m.metric == "speedup" else None)
 
 
 def simulated_value(m: Measurement, record: dict, baseline: Optional[dict]) -> float:
@@ -146,6 +161,8 @@ def simulated_value(m: Measurement, record: dict, baseline: Optional[dict]) -> f
         return record["throughput_tok_s"]
     if m.metric == "tpot_ms":
         return record["tpot_p50_s"] * 1e3
+    if m.metric == "decode_tokens_per_s":
+        return 1.0 / record["tpot_p50_s"]
     if m.qps is not None:  # latency speedup under Poisson load
-        return baseline["e2e_p50_s"] / record["e2e_p50_s"]
-    return record["throughput_tok_s"] / baseline["throughput_tok_s"]
+        return speedup(baseline, record, "e2e_p50_s")
+    return speedup(baseline, record, "throughput_tok_s")

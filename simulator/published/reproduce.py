@@ -11,16 +11,12 @@ import statistics
 from typing import Optional, Sequence
 
 from simulator.published.plan import Plan, plan, simulated_value
-from simulator.published.spec import METRICS, Assumptions, Measurement
+from simulator.published.spec import ACCEPTANCE_CLASSES, METRICS, Assumptions, Measurement
 from simulator.sweep.runner import simulate_all, to_csv_text
-
-# Sources whose measurements informed a default of the model (the 1.2 ms engine overhead per
-# step is SpecDecode-Bench's fit to its vLLM 0.10.1 runs): their rows are reported apart.
-INFORMED_DEFAULTS = {"specdecode-bench": "engine_overhead_ms"}
 
 COLUMNS = (
     "id", "source_url", "metric", "published", "simulated", "error_pct", "unit", "status", "reason",
-    "source", "informed_default", "engine", "engine_version", "gpu", "tp", "model", "proposer", "draft", "k",
+    "role", "acceptance_class", "sets", "plausible", "error_range_pct", "source", "engine", "engine_version", "gpu", "tp", "model", "proposer", "draft", "k",
     "batch_size", "concurrency", "qps", "dataset", "input_len", "output_len", "acceptance_used", "acceptance_source",
     "profile_id", "vidur_version", "simulator_version", "simulator_source_hash", "seed", "engine_overhead_ms",
 )
@@ -29,9 +25,6 @@ SIMULATED, NOT_REPRODUCIBLE = "simulated", "not reproducible"
 
 def source_of(m: Measurement) -> str:
     """Rows of one source share the prefix of their ids up to the setting ("vllm-pr16937")."""
-    for prefix in INFORMED_DEFAULTS:
-        if m.id.startswith(prefix):
-            return prefix
     return "-".join(m.id.split("-")[:2])
 
 
@@ -44,19 +37,28 @@ def run_plans(plans: Sequence[Plan], executor, run=None) -> list[dict]:
     """Simulate every planned run once (baselines are shared between rows that need the same one)."""
     configs = []
     for p in plans:
-        for config in (p.run, p.baseline):
+        for config in (p.run, p.baseline, *(c for _, *pair in p.variants for c in pair)):
             if config is not None and config not in configs:
                 configs.append(config)
     records = simulate_all(configs, executor, run) if configs else []
     by_config = dict(zip(configs, records))
-    return [_row(p, by_config.get(p.run), by_config.get(p.baseline)) for p in plans]
+    return [_row(p, by_config) for p in plans]
 
 
-def _row(p: Plan, record: Optional[dict], baseline: Optional[dict]) -> dict:
+def _error_range(p: Plan, by_config: dict) -> str:
+    """The row's error at each end of its plausible ranges: "-12.0 to +3.1" (empty without ranges)."""
     m = p.measurement
+    errors = [100 * (simulated_value(m, by_config[run], by_config.get(base)) - m.value) / m.value for _, run, base in p.variants]
+    return f"{min(errors):+.1f} to {max(errors):+.1f}" if errors else ""
+
+
+def _row(p: Plan, by_config: dict) -> dict:
+    m = p.measurement
+    record, baseline = by_config.get(p.run), by_config.get(p.baseline)
     row = {
         "id": m.id, "source_url": m.source_url, "metric": m.metric, "unit": METRICS[m.metric], "published": m.value,
-        "source": source_of(m), "informed_default": INFORMED_DEFAULTS.get(source_of(m), ""),
+        "role": m.role, "acceptance_class": m.acceptance_class, "sets": " ".join(m.sets),
+        "plausible": "; ".join(f"{key} {low}-{high}" for key, low, high in m.plausible), "source": source_of(m),
         **{key: getattr(m, key) for key in ("engine", "engine_version", "gpu", "tp", "model", "proposer", "draft", "k",
                                            "batch_size", "concurrency", "qps", "dataset", "input_len", "output_len")},
     }
@@ -70,6 +72,7 @@ def _row(p: Plan, record: Optional[dict], baseline: Optional[dict]) -> dict:
         status=SIMULATED,
         simulated=simulated,
         error_pct=100 * (simulated - m.value) / m.value,
+        error_range_pct=_error_range(p, by_config),
         **{key: record[key] for key in ("profile_id", "vidur_version", "simulator_version", "simulator_source_hash", "seed")},
         engine_overhead_ms=p.run.engine_overhead_ms,
     )
@@ -80,31 +83,42 @@ def csv_text(rows: Sequence[dict]) -> str:
     return to_csv_text(rows, COLUMNS)
 
 
+def _text(value) -> str:
+    """A text cell as read back from a CSV (an empty cell is NaN) or as built."""
+    return value if isinstance(value, str) else ""
+
+
+def _median_abs(rows) -> float:
+    return statistics.median(abs(r["error_pct"]) for r in rows) if rows else float("nan")
+
+
+def _figures(rows: Sequence[dict]) -> dict:
+    absolute = [r for r in rows if r["metric"] != "speedup"]
+    speedups = [r for r in rows if r["metric"] == "speedup"]
+    return {
+        "rows": len(rows),
+        "absolute_rows": len(absolute),
+        "absolute_median_abs_error_pct": _median_abs(absolute),
+        "speedup_rows": len(speedups),
+        "speedup_rows_within_15pct": sum(abs(r["error_pct"]) <= 15 for r in speedups),
+        "speedup_max_abs_error_pct": max((abs(r["error_pct"]) for r in speedups), default=float("nan")),
+        "median_abs_error_pct": _median_abs(rows),
+    }
+
+
 def summary(rows: Sequence[dict]) -> dict:
-    """The headline figures: median |error| over absolute rows, the worst speedup error, each
-    split by whether the row's source informed a default."""
+    """The headline: simulated check rows only, overall and by acceptance class; calibration rows
+    (which set a constant of the model, so are no evidence of its accuracy) apart."""
     simulated = [r for r in rows if r["status"] == SIMULATED]
-
-    def median_abs(selected):
-        return statistics.median(abs(r["error_pct"]) for r in selected) if selected else float("nan")
-
-    def informed(row) -> bool:  # read back from a CSV, an empty cell is NaN
-        return isinstance(row["informed_default"], str) and bool(row["informed_default"])
-
-    absolute = [r for r in simulated if r["metric"] != "speedup"]
-    speedups = [r for r in simulated if r["metric"] == "speedup"]
-    independent = [r for r in simulated if not informed(r)]
+    checks = [r for r in simulated if _text(r.get("role")) == "check"]
+    calibration = [r for r in simulated if _text(r.get("role")) == "calibration"]
     return {
         "rows": len(rows),
         "simulated": len(simulated),
         "not_reproducible": len(rows) - len(simulated),
-        "absolute_rows": len(absolute),
-        "absolute_median_abs_error_pct": median_abs(absolute),
-        "speedup_rows": len(speedups),
-        "speedup_rows_within_15pct": sum(abs(r["error_pct"]) <= 15 for r in speedups),
-        "speedup_max_abs_error_pct": max((abs(r["error_pct"]) for r in speedups), default=float("nan")),
-        "independent_rows": len(independent),
-        "independent_median_abs_error_pct": median_abs(independent),
-        "informed_rows": len(simulated) - len(independent),
-        "informed_median_abs_error_pct": median_abs([r for r in simulated if informed(r)]),
+        "unlabelled": len(simulated) - len(checks) - len(calibration),  # recorded before rows had a role
+        "check": _figures(checks),
+        "by_class": {c: _figures([r for r in checks if r.get("acceptance_class") == c]) for c in ACCEPTANCE_CLASSES},
+        "calibration": _figures(calibration),
+        "calibration_sets": sorted({s for r in calibration for s in _text(r.get("sets")).split()}),
     }

@@ -15,9 +15,21 @@ from simulator.inputs import check_table, non_empty_str, positive_int, positive_
 from simulator.speculative.acceptance_convert import conditional_from_unconditional
 
 # metric -> unit, as printed on the site
-METRICS = {"output_tokens_per_s": "output tokens/s", "tpot_ms": "ms", "speedup": "x"}
+METRICS = {"output_tokens_per_s": "output tokens/s", "decode_tokens_per_s": "decode tokens/s", "tpot_ms": "ms", "speedup": "x"}
 PROPOSERS = ("none", "ngram", "draft", "eagle", "eagle3", "medusa")
 LOAD_FIELDS = ("batch_size", "concurrency", "qps")
+# What a row is for: ``calibration`` rows set a constant of the model (named in ``sets``) and are
+# never counted as evidence of its accuracy; ``check`` rows set nothing.
+ROLES = ("calibration", "check")
+# Where the acceptance a row is simulated with comes from, most to least independent of guesswork:
+# the row's own source and setting; another run of the same setting (same model, proposer, draft,
+# k and dataset, all stated); a figure measured on another dataset; an assumption.
+ACCEPTANCE_CLASSES = ("same_source", "same_setting_other_run", "other_dataset", "assumed")
+# The constants a calibration row may set (RunConfig fields and the verify cost).
+CONSTANTS = ("engine_overhead_ms", "verify_cost", "draft_pass_cost")
+# Settings a source leaves unknowable that a row may give a plausible [low, high] range for: the
+# reproduction runs the row at both ends and reports the error's range.
+PLAUSIBLE_KEYS = ("input_len", "output_len")
 
 
 @dataclass(frozen=True)
@@ -29,7 +41,10 @@ class Measurement:
     proposer: str
     metric: str
     value: float
+    role: str
+    acceptance_class: str
     tp: int = 1
+    sets: tuple[str, ...] = ()  # the constants a calibration row set
     source_date: Optional[str] = None
     engine_version: Optional[str] = None
     gpu: Optional[str] = None
@@ -45,6 +60,8 @@ class Measurement:
     acceptance_per_position: Optional[tuple[float, ...]] = None
     baseline_id: Optional[str] = None
     drafting: str = "chain"  # "tree": several candidates per position (k then is the tree's depth)
+    draft_tp: Optional[int] = None  # the draft model's tensor parallelism (proposer "draft")
+    plausible: tuple[tuple[str, int, int], ...] = ()  # (setting, low, high) for settings the source leaves unknowable
     notes: str = ""
 
 
@@ -54,8 +71,9 @@ MEASUREMENT_FIELDS = {
     "model": str, "proposer": str, "draft": str, "k": int, "batch_size": int, "concurrency": int, "qps": float,
     "dataset": str, "input_len": int, "output_len": int, "acceptance_length": float, "acceptance_per_position": list,
     "metric": str, "value": float, "baseline_id": str, "drafting": str, "notes": str,
+    "role": str, "acceptance_class": str, "sets": list, "draft_tp": int, "plausible": dict,
 }
-MEASUREMENT_REQUIRED = ("id", "source_url", "engine", "tp", "model", "proposer", "metric", "value")
+MEASUREMENT_REQUIRED = ("id", "source_url", "engine", "tp", "model", "proposer", "metric", "value", "role", "acceptance_class")
 
 
 def _measurement(table: dict, where: str) -> Measurement:
@@ -68,6 +86,7 @@ def _measurement(table: dict, where: str) -> Measurement:
     require(table["proposer"] in PROPOSERS, where, f"proposer = {table['proposer']!r}; expected one of {list(PROPOSERS)}")
     require(positive_int(table["tp"]), where, f"tp = {table['tp']!r} must be a positive integer")
     require(table.get("drafting", "chain") in ("chain", "tree"), where, f"drafting = {table.get('drafting')!r}; expected 'chain' or 'tree'")
+    _check_role(table, where)
     loads = [key for key in LOAD_FIELDS if key in table]
     require(len(loads) == 1, where, f"needs exactly one of {list(LOAD_FIELDS)}, has {loads}")
     for key in ("batch_size", "concurrency", "input_len", "output_len"):
@@ -96,7 +115,34 @@ def _measurement(table: dict, where: str) -> Measurement:
         require(length >= 1, where, f"acceptance_length = {length} must be >= 1 (bonus token included)")
         if chain and k:
             require(length <= k + 1, where, f"acceptance_length = {length} exceeds k + 1 = {k + 1}; a chain of k drafts advances at most k + 1")
+    if "draft_tp" in table:
+        require(table["proposer"] == "draft", where, "draft_tp is for proposer = \"draft\" rows")
+        require(positive_int(table["draft_tp"]), where, f"draft_tp = {table['draft_tp']!r} must be a positive integer")
+    table = {**table, "sets": tuple(table.get("sets", ())), "plausible": _plausible(table.get("plausible", {}), where)}
     return Measurement(**{key: (float(v) if _TYPES[key] in ("float", "Optional[float]") else v) for key, v in table.items()})
+
+
+def _check_role(table: dict, where: str) -> None:
+    """A row's role and acceptance class: present, known, and a check row sets no constant."""
+    role, cls, sets = table["role"], table["acceptance_class"], table.get("sets", [])
+    require(role in ROLES, where, f"role = {role!r}; expected one of {list(ROLES)}")
+    require(cls in ACCEPTANCE_CLASSES, where, f"acceptance_class = {cls!r}; expected one of {list(ACCEPTANCE_CLASSES)}")
+    unknown = [c for c in sets if c not in CONSTANTS]
+    require(not unknown, where, f"sets names {unknown}; the constants are {list(CONSTANTS)}")
+    if role == "check":
+        require(not sets, where, f"is a check row but sets {sets}: a row that set a constant is a calibration row (role = \"calibration\")")
+    else:
+        require(bool(sets), where, "is a calibration row: name the constant(s) it set in sets = [...], or make it a check row")
+
+
+def _plausible(ranges: dict, where: str) -> tuple:
+    out = []
+    for key, bounds in ranges.items():
+        require(key in PLAUSIBLE_KEYS, where, f"plausible.{key}: only {list(PLAUSIBLE_KEYS)} can be given a range")
+        ok = isinstance(bounds, list) and len(bounds) == 2 and all(positive_int(b) for b in bounds) and bounds[0] < bounds[1]
+        require(ok, where, f"plausible.{key} = {bounds!r} must be [low, high], positive integers with low < high")
+        out.append((key, bounds[0], bounds[1]))
+    return tuple(out)
 
 
 def load_measurements(path) -> tuple[Measurement, ...]:
@@ -130,6 +176,7 @@ class AcceptanceAssumption:
     k: Optional[int] = None
     acceptance_rate: Optional[float] = None
     source_url: str = ""
+    acceptance_class: str = "assumed"
 
 
 @dataclass(frozen=True)
@@ -152,10 +199,12 @@ def load_assumptions(path, measurements: tuple[Measurement, ...]) -> Assumptions
         at = f"{where}: acceptance {i + 1}"
         check_table(
             table,
-            {"applies_to": list, "why": str, "from_measurement": str, "acceptance_length": float, "k": int, "acceptance_rate": float, "source_url": str},
+            {"applies_to": list, "why": str, "from_measurement": str, "acceptance_length": float, "k": int, "acceptance_rate": float,
+             "source_url": str, "acceptance_class": str},
             at,
-            ("applies_to", "why"),
+            ("applies_to", "why", "acceptance_class"),
         )
+        require(table["acceptance_class"] in ACCEPTANCE_CLASSES, at, f"acceptance_class = {table['acceptance_class']!r}; expected one of {list(ACCEPTANCE_CLASSES)}")
         given = [key for key in ("from_measurement", "acceptance_length", "acceptance_rate") if key in table]
         require(len(given) == 1, at, f"needs exactly one of from_measurement, acceptance_length (with k) or acceptance_rate; has {given}")
         require(("acceptance_length" in table) == ("k" in table), at, "acceptance_length needs the k it was measured at")
@@ -166,7 +215,66 @@ def load_assumptions(path, measurements: tuple[Measurement, ...]) -> Assumptions
             require(row in known, at, f"applies_to names {row!r}, which is not a row")
             require(row not in acceptance, at, f"{row!r} already has an acceptance assumption")
             acceptance[row] = entry
-    return Assumptions(datasets, acceptance)
+    result = Assumptions(datasets, acceptance)
+    check_acceptance_classes(measurements, result, where)
+    return result
+
+
+SETTING_KEYS = ("model", "proposer", "draft", "k", "dataset")
+
+
+def setting_differences(a: Measurement, b: Measurement) -> list[str]:
+    """The acceptance settings two rows do not state the same: model, proposer, draft (for a
+    proposer that has one), k and dataset; an unstated draft or dataset is not "the same"."""
+    keys = [key for key in SETTING_KEYS if key != "draft" or a.proposer in ("draft", "eagle", "eagle3")]
+    return [key for key in keys if getattr(a, key) is None or getattr(a, key) != getattr(b, key)]
+
+
+def same_setting(a: Measurement, b: Measurement) -> bool:
+    return not setting_differences(a, b)
+
+
+def acceptance_origin(m: Measurement, assumptions: Assumptions) -> str:
+    """Where the row's acceptance comes from: "none needed", "this row", "assumption", or "nowhere"."""
+    if m.proposer == "none":
+        return "none needed"
+    if m.acceptance_length is not None or m.acceptance_per_position is not None:
+        return "this row"
+    return "assumption" if m.id in assumptions.acceptance else "nowhere"
+
+
+def _allowed_classes(m: Measurement, assumptions: Assumptions, rows: dict) -> tuple[tuple[str, ...], str]:
+    origin = acceptance_origin(m, assumptions)
+    if origin == "none needed":
+        return ("same_source",), "it has no speculation, so nothing is borrowed"
+    if origin == "this row":
+        return ("same_source",), "its acceptance is its own"
+    if origin == "nowhere":
+        return ("assumed",), "no acceptance is published for it anywhere"
+    entry = assumptions.acceptance[m.id]
+    if entry.from_measurement is None:
+        return (entry.acceptance_class,), f"its acceptance assumption says {entry.acceptance_class}"
+    other = rows[entry.from_measurement]
+    differ = setting_differences(m, other)
+    if differ:
+        return ("other_dataset", "assumed"), f"it borrows from {other.id}; the two rows do not state the same {', '.join(differ)}"
+    return ("same_setting_other_run",), f"it borrows from {other.id}, another run of the same setting"
+
+
+def check_acceptance_classes(measurements: tuple[Measurement, ...], assumptions: Assumptions, where: str = "published measurements") -> None:
+    """Refuse a row whose acceptance class contradicts where its acceptance comes from."""
+    rows = {m.id: m for m in measurements}
+    for m in measurements:
+        allowed, why = _allowed_classes(m, assumptions, rows)
+        entry = assumptions.acceptance.get(m.id)
+        require(
+            m.acceptance_class in allowed,
+            f"{where}: {m.id}:",
+            f"acceptance_class = {m.acceptance_class!r} contradicts its acceptance source ({why}); expected {' or '.join(allowed)}",
+        )
+        if entry is not None:
+            require(entry.acceptance_class == m.acceptance_class, f"{where}: {m.id}:",
+                    f"acceptance_class = {m.acceptance_class!r} but its acceptance assumption says {entry.acceptance_class!r}")
 
 
 def load(published: Path, assumptions: Path) -> tuple[tuple[Measurement, ...], Assumptions]:
@@ -174,4 +282,4 @@ def load(published: Path, assumptions: Path) -> tuple[tuple[Measurement, ...], A
     return measurements, load_assumptions(assumptions, measurements)
 
 
-__all__ = ["Measurement", "Assumptions", "Dataset", "AcceptanceAssumption", "load", "load_measurements", "load_assumptions", "METRICS", "ConfigError"]
+__all__ = ["ROLES", "ACCEPTANCE_CLASSES", "CONSTANTS", "check_acceptance_classes", "same_setting", "Measurement", "Assumptions", "Dataset", "AcceptanceAssumption", "load", "load_measurements", "load_assumptions", "METRICS", "ConfigError"]

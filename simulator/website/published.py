@@ -14,12 +14,24 @@ import plotly.graph_objects as go
 
 from simulator.errors import ConfigError
 from simulator.published.reproduce import COLUMNS, SIMULATED, summary
+from simulator.published.spec import ACCEPTANCE_CLASSES
 from simulator.website.charts import PLOT_CONFIG, REFERENCE_COLOR, _style, export_layout, figure_json
 
 CSV_NAME = "published.csv"
 MISS_PCT = 15.0  # a row is listed among the misses above this |error|
 SYMBOLS = {"output_tokens_per_s": "circle", "tpot_ms": "square", "speedup": "diamond"}
-LABELS = {"output_tokens_per_s": "output tokens/s", "tpot_ms": "TPOT (ms)", "speedup": "speedup (×)"}
+SYMBOLS["decode_tokens_per_s"] = "triangle-up"
+LABELS = {"output_tokens_per_s": "output tokens/s", "decode_tokens_per_s": "decode tokens/s", "tpot_ms": "TPOT (ms)", "speedup": "speedup (×)"}
+CALIBRATION_COLOR = "#888888"  # calibration rows: hollow grey markers, their own legend entries
+CLASS_LABELS = {
+    "same_source": "acceptance from the same source",
+    "same_setting_other_run": "acceptance from another run of the same setting",
+    "other_dataset": "acceptance measured on another or unstated dataset",
+    "assumed": "acceptance assumed",
+}
+# Columns added with roles and acceptance classes: a CSV recorded before them still renders,
+# with every row unlabelled (no check rows) and a warning to re-record.
+LATER_COLUMNS = ("role", "acceptance_class", "sets", "plausible", "error_range_pct")
 
 
 def load_published(path: Path) -> pd.DataFrame:
@@ -27,6 +39,9 @@ def load_published(path: Path) -> pd.DataFrame:
         frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
     except FileNotFoundError:
         raise ConfigError(f"published comparison {path}: file not found; run python build.py") from None
+    for column in LATER_COLUMNS:
+        if column not in frame.columns:
+            frame[column] = float("nan")
     missing = [c for c in COLUMNS if c not in frame.columns]
     if missing:
         raise ConfigError(f"published comparison {path}: missing column(s) {missing}")
@@ -46,23 +61,31 @@ def _blank(value) -> bool:
 
 
 def figure(frame: pd.DataFrame) -> go.Figure:
+    """One marker per simulated row; calibration rows (which set a constant) as hollow grey markers
+    in legend entries of their own, so they are never read as evidence."""
     simulated = frame[frame.status == SIMULATED]
     fig = go.Figure()
     low = min(simulated.published.min(), simulated.simulated.min()) * 0.8
     high = max(simulated.published.max(), simulated.simulated.max()) * 1.25
     fig.add_trace(go.Scatter(x=[low, high], y=[low, high], mode="lines", name="simulated = published", line={"color": REFERENCE_COLOR, "dash": "dash"}, hoverinfo="skip"))
-    for metric, rows in simulated.groupby("metric", sort=True):
-        fig.add_trace(
-            go.Scatter(
-                x=rows.published,
-                y=rows.simulated,
-                mode="markers",
-                name=LABELS[metric],
-                marker={"symbol": SYMBOLS[metric], "size": 10},
-                customdata=list(zip(rows.id, rows.error_pct)),
-                hovertemplate="%{customdata[0]}<br>published %{x:.3g}, simulated %{y:.3g}<br>error %{customdata[1]:+.1f}%<extra></extra>",
+    calibration = simulated.role.map(lambda r: r == "calibration")
+    for is_calibration, part in ((False, simulated[~calibration]), (True, simulated[calibration])):
+        for metric, rows in part.groupby("metric", sort=True):
+            marker = {"symbol": SYMBOLS[metric] + ("-open" if is_calibration else ""), "size": 10}
+            if is_calibration:
+                marker["color"] = CALIBRATION_COLOR
+            fig.add_trace(
+                go.Scatter(
+                    x=rows.published,
+                    y=rows.simulated,
+                    mode="markers",
+                    name=("calibration: " if is_calibration else "") + LABELS[metric],
+                    legendgroup="calibration" if is_calibration else "check",
+                    marker=marker,
+                    customdata=list(zip(rows.id, rows.error_pct)),
+                    hovertemplate="%{customdata[0]}<br>published %{x:.3g}, simulated %{y:.3g}<br>error %{customdata[1]:+.1f}%<extra></extra>",
+                )
             )
-        )
     fig.update_layout(
         xaxis={"type": "log", "title": {"text": "published"}},
         yaxis={"type": "log", "title": {"text": "simulated"}},
@@ -72,25 +95,77 @@ def figure(frame: pd.DataFrame) -> go.Figure:
     return _style(fig)
 
 
+def with_unit(value: float, metric: str, digits: str = "g") -> str:
+    """A published or simulated figure with its unit, the same way in both columns."""
+    if _blank(value):
+        return "—"
+    if metric == "speedup":
+        return f"{value:.2f}×"
+    text = f"{value:.3g}" if digits == "3g" else f"{value:g}"
+    return f"{text} ms" if metric == "tpot_ms" else f"{text} {LABELS[metric].split(' (')[0]}"
+
+
+def percent(value: float) -> str:
+    """A signed error in percent, never "-0.0 %" (a value that rounds to zero reads "0.0 %")."""
+    if _blank(value):
+        return "—"
+    rounded = round(float(value), 1)
+    return "0.0 %" if rounded == 0 else f"{rounded:+.1f} %"
+
+
+def _text_cell(value) -> str:
+    return "" if _blank(value) else str(value)
+
+
 def context(path: Path, setup_line: str) -> dict:
     """What templates/published.html shows."""
     frame = load_published(path)
     records = frame.to_dict("records")
     for row in records:
         row["setting"] = _setting(row)
+        row["published_text"] = with_unit(row["published"], row["metric"])
+        row["simulated_text"] = with_unit(row["simulated"], row["metric"], "3g")
+        row["error_text"] = percent(row["error_pct"])
+        row["acceptance_text"] = _text_cell(row["acceptance_used"]) or ("none needed (no speculation)" if row["proposer"] == "none" else "—")
+        for key in ("role", "acceptance_class", "plausible", "error_range_pct", "sets"):
+            row[key] = _text_cell(row[key])
     simulated = [r for r in records if r["status"] == SIMULATED]
+    checks = [r for r in simulated if r["role"] == "check"]
     return {
         "rows": records,
         "simulated": simulated,
+        "checks": checks,
+        "calibration": [r for r in simulated if r["role"] == "calibration"],
+        "unlabelled": [r for r in simulated if r["role"] not in ("check", "calibration")],
         "unreproducible": [r for r in records if r["status"] != SIMULATED],
-        "misses": sorted((r for r in simulated if abs(r["error_pct"]) > MISS_PCT), key=lambda r: -abs(r["error_pct"])),
+        "misses": sorted((r for r in checks if abs(r["error_pct"]) > MISS_PCT), key=lambda r: -abs(r["error_pct"])),
         "miss_pct": MISS_PCT,
         "summary": summary(records),
+        "classes": [(c, CLASS_LABELS[c]) for c in ACCEPTANCE_CLASSES],
+        "headline": headline(records),
         "figure": {
             "figure": figure_json(figure(frame)),
-            "export": export_layout("Published vs simulated, one marker per row", [setup_line]),
+            "export": export_layout("Published vs simulated, one marker per row (calibration rows hollow grey)", [setup_line]),
             "filename": "published-vs-simulated",
             "config": PLOT_CONFIG,
         },
         "file": CSV_NAME,
     }
+
+
+def headline(records) -> str:
+    """One line for the home page: check rows only, by acceptance class (calibration rows apart)."""
+    s = summary(records)
+    check = s["check"]
+    if not check["rows"]:
+        return "no check rows recorded yet"
+    parts = []
+    for cls in ACCEPTANCE_CLASSES:
+        f = s["by_class"][cls]
+        if f["rows"]:
+            parts.append(f"{cls.replace('_', ' ')}: {f['rows']} rows, median |error| {f['median_abs_error_pct']:.0f} %")
+    return (
+        f"{check['rows']} check rows, median |error| {check['absolute_median_abs_error_pct']:.0f} % on absolute figures and "
+        f"{check['speedup_rows_within_15pct']} of {check['speedup_rows']} speedups within ±15 % ({'; '.join(parts)}); "
+        f"{s['calibration']['rows']} calibration rows shown apart"
+    )
