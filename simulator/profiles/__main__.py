@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import pandas as pd
@@ -12,9 +12,11 @@ import tomli_w
 
 from simulator.catalog import model_shape
 from simulator.errors import ConfigError
-from simulator.profiles import accuracy, calibrate, network, tp_accuracy
+from simulator.inputs import read_toml
+from simulator.profiles import accuracy, calibrate, holdout, network, tp_accuracy
 from simulator.profiles.hardware import DEVICES_FILE, get_device, load_devices
 from simulator.profiles.measured import read_measurements
+from simulator.profiles.shards import read_shards
 from simulator.profiles.source import builtin_profile_dir
 from simulator.profiles.vidur_format import single_node_all_reduce_rows
 from simulator.textio import atomic_write_text
@@ -42,13 +44,72 @@ def _report(meas, shape, dev, title: str) -> str:
 
 
 def _cmd_fit_device(args) -> int:
+    if args.mlp_tp:
+        return _cmd_fit_pooled(args)
+    if args.hold_out_model or args.hold_out_tokens or args.attention_device:
+        raise ConfigError("--hold-out-model, --hold-out-tokens and --attention-device need --mlp-tp MODEL=PATH (a pooled fit)")
     shape = model_shape(args.model)
-    dev = get_device(args.device)
+    dev = _start(args)
     meas = read_measurements(args.mlp, args.attention, shape)
     constants = calibrate.rounded(calibrate.fit(meas, shape, dev))
     fitted = dev.with_constants(constants, args.version, args.source_note)
     report = _report(meas, shape, fitted, f"Calibration of `{args.device}` against {args.source_note}")
     print(report)
+    return _store(args, constants, report)
+
+
+def _start(args):
+    """The device to fit, with the fitted constants of ``--start-from`` as the starting point."""
+    dev = get_device(args.device)
+    if args.start_from:
+        dev = replace(dev, constants=get_device(args.start_from).constants)
+    return dev
+
+
+def _cmd_fit_pooled(args) -> int:
+    """MLP-side constants on several models' mlp.csv at every TP degree, scored on a held-out model
+    and token range; attention constants on --attention as measured on --attention-device."""
+    if args.mlp:
+        raise ConfigError("give either --mlp (one model's TP 1 rows) or --mlp-tp MODEL=PATH (pooled), not both")
+    dev = _start(args)
+    shards = []
+    for item in args.mlp_tp:
+        model, sep, path = item.partition("=")
+        if not sep or not model or not path:
+            raise ConfigError(f"--mlp-tp '{item}': expected MODEL=PATH, e.g. meta-llama/Llama-2-7b-hf=.../mlp.csv")
+        shards += read_shards(path, model, model_shape(model))
+    hold = holdout.HoldOut(args.hold_out_model, holdout.parse_token_range(args.hold_out_tokens) if args.hold_out_tokens else None)
+    holdout.check(shards, hold)
+    constants = calibrate.fit_mlp_side(holdout.fit_parts(shards, hold), dev)
+    attention_dev, meas, shape = None, None, model_shape(args.model)
+    if args.attention:
+        attention_dev = replace(get_device(args.attention_device or args.device), constants=constants, kernels=dev.kernels)
+        meas = read_measurements(None, args.attention, shape)
+        constants = calibrate.fit(meas, shape, attention_dev)
+    constants = calibrate.rounded(constants)
+    fitted = dev.with_constants(constants, args.version, args.source_note)
+    rows = holdout.layer_rows(shards, hold, fitted)
+    lines = [
+        f"# Calibration of `{args.device}` against {args.source_note}",
+        "",
+        f"Held out of the MLP-side fit: {hold.describe()}.",
+        "",
+        "## MLP-side time per layer (sum of the ops each model has)",
+        "",
+        _markdown(holdout.summary(rows, ["subset"])),
+        "",
+        _markdown(holdout.summary(rows, ["subset", "model", "TP"])),
+        "",
+    ]
+    if meas is not None:
+        scored = replace(attention_dev, constants=constants)
+        lines.append(_report(meas, shape, scored, f"Attention, measured on `{scored.name}`").replace("# Attention", "## Attention", 1).replace("\n## ", "\n### "))
+    report = "\n".join(lines)
+    print(report)
+    return _store(args, constants, report)
+
+
+def _store(args, constants, report: str) -> int:
     if args.write:
         table = _devices_table()
         table[args.device]["constants"] = {"version": args.version, "fitted_from": args.source_note, **asdict(constants)}
@@ -59,12 +120,9 @@ def _cmd_fit_device(args) -> int:
 
 
 def _devices_table() -> dict:
-    table = {}
-    for name, d in load_devices().items():
-        table[name] = {"datasheet": asdict(d.datasheet), "constants": {"version": d.constants_version, "fitted_from": d.fitted_from, **asdict(d.constants)}}
-        if d.network is not None:
-            table[name]["network"] = asdict(d.network)
-    return table
+    """devices.toml as written (variants stay variants); every device in it is checked first."""
+    load_devices()
+    return read_toml(DEVICES_FILE, "device constants")
 
 
 def _write_devices(table: dict) -> None:
@@ -130,6 +188,13 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--model", default="meta-llama/Llama-2-7b-hf")
         p.add_argument("--mlp", help="measured mlp.csv (Vidur format)")
         p.add_argument("--attention", help="measured attention.csv (Vidur format or the attention sample layout)")
+    cal.add_argument("--mlp-tp", action="append", metavar="MODEL=PATH",
+                     help="a model's measured mlp.csv with every TP degree (Vidur format); repeat for each model: one pooled fit")
+    cal.add_argument("--hold-out-model", metavar="MODEL", help="with --mlp-tp, leave this model out of the fit and report its error")
+    cal.add_argument("--hold-out-tokens", metavar="LO-HI", help="with --mlp-tp, leave num_tokens LO..HI of the other models out and report their error")
+    cal.add_argument("--attention-device", metavar="NAME",
+                     help="with --mlp-tp, the device --attention was measured on: its datasheet is used in the fit, and the constants carried to --device")
+    cal.add_argument("--start-from", metavar="NAME", help="start the fit from this device's fitted constants (default: --device's own)")
     cal.add_argument("--write", action="store_true", help="store the fitted constants in the package's devices.toml (from a checkout)")
     cal.add_argument("--report", help="with --write, also write the Markdown error report here")
     cal.add_argument("--version", default="fitted", help="constants version label")

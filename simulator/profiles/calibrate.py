@@ -85,6 +85,28 @@ NORM_OPS = ("input_layernorm", "post_attention_layernorm")
 ELEMENTWISE_OPS = ("mlp_act", "add", "attn_rope")
 
 
+MLP_GROUPS = ("gemm", "norm", "elementwise")
+
+
+def _mlp_residuals(group: Group, parts, with_values):
+    """Log-ratio residuals of one MLP-side group over ``parts``: (sharded shape, rows with
+    num_tokens and one column per op) pairs, pooled so that one set of constants serves all."""
+    ops = {"gemm": GEMM_OPS, "norm": NORM_OPS, "elementwise": ELEMENTWISE_OPS}[group.name]
+    prepared = [
+        (shape, rows.num_tokens.to_numpy(), {op: rows[op].to_numpy() for op in ops if op in rows.columns}) for shape, rows in parts
+    ]
+
+    def residuals(values):
+        dev = with_values(values)
+        out = []
+        for shape, tokens, measured in prepared:
+            predicted = roofline.mlp_side_ms(tokens, shape, dev)
+            out.extend(np.log(predicted[op] / m) for op, m in measured.items())
+        return np.concatenate(out)
+
+    return residuals
+
+
 def _residuals(group: Group, meas: Measurements, shape: ModelShape, dev: DeviceSpec):
     """Log-ratio residuals of one group's rows as a function of its constants."""
     names = list(group.bounds)
@@ -92,15 +114,8 @@ def _residuals(group: Group, meas: Measurements, shape: ModelShape, dev: DeviceS
     def with_values(values) -> DeviceSpec:
         return replace(dev, constants=replace(dev.constants, **dict(zip(names, values))))
 
-    if group.name in ("gemm", "norm", "elementwise"):
-        ops = {"gemm": GEMM_OPS, "norm": NORM_OPS, "elementwise": ELEMENTWISE_OPS}[group.name]
-        tokens = meas.mlp.num_tokens.to_numpy()
-        measured = [meas.mlp[op].to_numpy() for op in ops]
-
-        def residuals(values):
-            predicted = roofline.mlp_side_ms(tokens, shape, with_values(values))
-            return np.concatenate([np.log(predicted[op] / m) for op, m in zip(ops, measured)])
-
+    if group.name in MLP_GROUPS:
+        return names, _mlp_residuals(group, [(shape, meas.mlp)], with_values)
     elif group.name == "decode":
         fit = meas.decode[~alternate_split(meas.decode.kv_cache_size)]
         batch, kv, measured = fit.batch_size.to_numpy(), fit.kv_cache_size.to_numpy(), fit.ms.to_numpy()
@@ -127,12 +142,34 @@ def fit(meas: Measurements, shape: ModelShape, dev: DeviceSpec, groups=GROUPS) -
             continue
         current = replace(dev, constants=constants)
         names, residuals = _residuals(group, meas, shape, current)
-        lower = np.array([group.bounds[n][0] for n in names])
-        upper = np.array([group.bounds[n][1] for n in names])
-        start = np.clip([getattr(constants, n) for n in names], lower, upper)
-        result = least_squares(residuals, start, bounds=(lower, upper), loss="soft_l1", f_scale=0.02)
-        constants = replace(constants, **{n: float(v) for n, v in zip(names, result.x)})
+        constants = _solve(group, names, residuals, constants)
     return constants
+
+
+def fit_mlp_side(parts, dev: DeviceSpec) -> KernelConstants:
+    """GEMM, norm and element-wise constants of ``dev`` refitted on the pooled rows of ``parts``
+    ((sharded shape, rows) pairs, e.g. several models at several TP degrees), starting from
+    ``dev``'s constants; decode and prefill constants are returned unchanged."""
+    constants = dev.constants
+    for group in GROUPS:
+        if group.name not in MLP_GROUPS:
+            continue
+        names = list(group.bounds)
+        base = replace(dev, constants=constants)
+
+        def with_values(values, base=base, names=names) -> DeviceSpec:
+            return replace(base, constants=replace(base.constants, **dict(zip(names, values))))
+
+        constants = _solve(group, names, _mlp_residuals(group, parts, with_values), constants)
+    return constants
+
+
+def _solve(group: Group, names, residuals, constants: KernelConstants) -> KernelConstants:
+    lower = np.array([group.bounds[n][0] for n in names])
+    upper = np.array([group.bounds[n][1] for n in names])
+    start = np.clip([getattr(constants, n) for n in names], lower, upper)
+    result = least_squares(residuals, start, bounds=(lower, upper), loss="soft_l1", f_scale=0.02)
+    return replace(constants, **{n: float(v) for n, v in zip(names, result.x)})
 
 
 def rounded(constants: KernelConstants, digits: int = 4) -> KernelConstants:

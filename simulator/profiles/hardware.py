@@ -79,6 +79,22 @@ class KernelConstants:
 
 
 @dataclass(frozen=True)
+class KernelShapes:
+    """How a device's kernels lay out work: set from the libraries' documented kernels and from
+    physics (``source`` says which), never fitted.  The defaults are what the A100 constants were
+    fitted with: 64x64 GEMM tiles, two CTAs per SM, and a norm wave whose time does not depend
+    on the row width (that fit saw one width, 4,096)."""
+
+    gemm_tile_m: int = 64
+    gemm_tile_n: int = 64
+    gemm_ctas_per_sm: int = 2
+    # A norm wave's time scales as (row width / NORM_REFERENCE_WIDTH) ** exponent: 1 when it is
+    # set by the bytes each row moves, 0 for width-independent latency.
+    norm_width_exponent: float = 0.0
+    source: str = "default: 64x64 GEMM tiles, two CTAs per SM (Ampere-class cuBLAS); width-independent norm waves"
+
+
+@dataclass(frozen=True)
 class NetworkSpec:
     """The GPU-to-GPU fabric a tensor-parallel group all-reduces over (one NVSwitch node).
 
@@ -106,6 +122,7 @@ class DeviceSpec:
     constants_version: str
     fitted_from: str
     network: Optional[NetworkSpec] = None
+    kernels: KernelShapes = KernelShapes()
 
     def with_constants(self, constants: KernelConstants, version: str, fitted_from: str) -> "DeviceSpec":
         return replace(self, constants=constants, constants_version=version, fitted_from=fitted_from)
@@ -118,6 +135,7 @@ class DeviceSpec:
                 "datasheet": asdict(self.datasheet),
                 "constants": asdict(self.constants),
                 **({"network": asdict(self.network)} if self.network else {}),
+                **({"kernels": asdict(self.kernels)} if self.kernels != KernelShapes() else {}),
             },
             sort_keys=True,
         )
@@ -141,7 +159,14 @@ def _build(name: str, entry: dict, path: Path) -> DeviceSpec:
         except TypeError as exc:
             expected = [f.name for f in fields(NetworkSpec)]
             raise ConfigError(f"{path}: device '{name}' has a malformed [network] table ({exc}); it must hold {expected}") from exc
-    return DeviceSpec(name, datasheet, constants, version, fitted_from, network)
+    kernels = KernelShapes()
+    if "kernels" in entry:
+        try:
+            kernels = KernelShapes(**entry["kernels"])
+        except TypeError as exc:
+            expected = [f.name for f in fields(KernelShapes)]
+            raise ConfigError(f"{path}: device '{name}' has a malformed [kernels] table ({exc}); it may hold {expected}") from exc
+    return DeviceSpec(name, datasheet, constants, version, fitted_from, network, kernels)
 
 
 def _resolve_variant(name: str, entry: dict, table: dict, path: Path) -> dict:

@@ -3,10 +3,12 @@
 Every function returns milliseconds per layer, the unit of Vidur's profiles.  The model is a
 roofline (FLOPs against bytes moved) refined by the effects that dominate measured profiles:
 
-* GEMMs: work is issued in 64x64 tiles, two CTAs per SM; a partial last wave still costs a
+* GEMMs: work is issued in the device library's tiles (64x64, two CTAs per SM, on the A100;
+  128x256, one per SM, on Hopper: ``KernelShapes``); a partial last wave still costs a
   good part of a full one, and every tile pays a fixed prologue/epilogue (``k_overhead``).
 * RMSNorm: one CTA per token row, so time grows in waves of ``2 * SMs`` rows, each wave
-  latency-bound; slower once the working set spills out of L2.
+  latency-bound (longer for wider rows where a device's fit saw several widths); slower once the
+  working set spills out of L2.
 * Element-wise kernels: bytes over bandwidth, faster while the working set fits in L2.
 * Decode attention: one CTA per (sequence, KV head), two per SM; the first wave is
   latency-bound, later waves stream at full bandwidth, the tail wave is limited per SM.
@@ -26,7 +28,7 @@ from simulator.shapes import ModelShape  # noqa: F401  (the shapes every cost fu
 from simulator.profiles.hardware import DeviceSpec
 
 CTAS_PER_SM = 2
-GEMM_TILE = 64
+NORM_REFERENCE_WIDTH = 4096  # the row width the norm constants are stated at (Llama-2-7B's)
 PREFILL_TILE_M = 64
 KV_TILE_N = 128
 BYTES = 2  # fp16 / bf16
@@ -42,12 +44,13 @@ def _partial_waves(waves: np.ndarray, exponent: float) -> np.ndarray:
 
 
 def gemm_ms(m, n: int, k: int, dev: DeviceSpec) -> np.ndarray:
-    """y[m, n] = x[m, k] @ W[k, n]."""
-    c, d = dev.constants, dev.datasheet
+    """y[m, n] = x[m, k] @ W[k, n], in the device's GEMM tiles (``dev.kernels``)."""
+    c, d, shapes = dev.constants, dev.datasheet, dev.kernels
     m = np.asarray(m, dtype=float)
-    tiles = np.ceil(m / GEMM_TILE) * math.ceil(n / GEMM_TILE)
-    waves = _partial_waves(tiles / (d.num_sms * CTAS_PER_SM), c.gemm_tail_exponent)
-    flops_per_wave = 2 * GEMM_TILE * GEMM_TILE * (k + c.gemm_k_overhead) * d.num_sms * CTAS_PER_SM
+    tiles = np.ceil(m / shapes.gemm_tile_m) * math.ceil(n / shapes.gemm_tile_n)
+    slots = d.num_sms * shapes.gemm_ctas_per_sm
+    waves = _partial_waves(tiles / slots, c.gemm_tail_exponent)
+    flops_per_wave = 2 * shapes.gemm_tile_m * shapes.gemm_tile_n * (k + c.gemm_k_overhead) * slots
     compute = waves * flops_per_wave / (d.peak_fp16_tflops * 1e12 * c.gemm_compute_eff)
     memory = BYTES * (m * k + n * k + m * n) / (d.hbm_bandwidth_tbps * 1e12 * c.gemm_memory_eff)
     return (_us(c.gemm_launch_us) + np.maximum(compute, memory)) * 1e3
@@ -64,7 +67,8 @@ def rmsnorm_ms(tokens, width: int, dev: DeviceSpec) -> np.ndarray:
     # input, output and the residual stream it is fused with
     hit = _l2_resident_fraction(3 * tokens * width * BYTES, dev)
     waves = _partial_waves(tokens / (d.num_sms * CTAS_PER_SM), c.norm_tail_exponent)
-    per_wave = c.norm_wave_l2_us * hit + c.norm_wave_hbm_us * (1 - hit)
+    width_scale = (width / NORM_REFERENCE_WIDTH) ** dev.kernels.norm_width_exponent
+    per_wave = (c.norm_wave_l2_us * hit + c.norm_wave_hbm_us * (1 - hit)) * width_scale
     return (_us(c.norm_launch_us) + waves * _us(per_wave)) * 1e3
 
 
