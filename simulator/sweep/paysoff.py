@@ -1,14 +1,22 @@
 """The pays-off sweep: speedup against concurrency and load, the best k, recommended schedules.
 
-Phase 1 runs every fixed k (and one baseline per concurrency or load); phase 2 derives the
-recommended ``num_speculative_tokens_per_batch_size`` schedule of each acceptance profile and
-bound from phase 1 and simulates it at every concurrency and load, so the recommendation is
-compared with the best fixed k and with no speculation on the same workloads.
+One implementation for ``python build.py`` (every deployment of ``data/paysoff.toml``) and for
+``python -m simulator.paysoff`` (one deployment from flags).
+
+Phase 1 runs every fixed k of every deployment (and one baseline per system and concurrency or
+load) under the primary verify-cost setting and under both bounds; phase 2 derives the
+recommended ``num_speculative_tokens_per_batch_size`` schedule of each deployment from the
+primary setting's best k, and simulates that one schedule under the primary setting and both
+bounds at every concurrency and load.  So there is one answer per deployment, and the bounds
+give its uncertainty band rather than a second answer.
+
+Every run is costed as ``python -m simulator`` costs it: the deployment's proposer (n-gram
+lookups, a draft model's or an EAGLE head's passes) on its model, GPU and tensor parallelism.
 
 Closed-loop lengths are drawn once per concurrency (seeded, uniform within ``length_spread``
-of the means): with equal lengths every request of a wave would finish at the same step and
-the batch would drain and refill in lockstep, which no server sees.  Poisson runs use the
-seed sweep's fixed lengths and Vidur's arrival generator.
+of the means, or from a trace): with equal lengths every request of a wave would finish at the
+same step and the batch would drain and refill in lockstep, which no server sees.  Poisson
+runs use fixed lengths (or the trace) and Vidur's arrival generator.
 """
 
 from __future__ import annotations
@@ -20,16 +28,29 @@ from typing import Optional, Sequence
 import numpy as np
 
 from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
-from simulator.errors import ConfigError
-from simulator.speculative.k_schedule import max_k, to_vllm
-from simulator.sweep.crossover import best_k, crossover_rows, recommended_schedule, x_of
-from simulator.sweep.paysoff_spec import AcceptanceProfile, PaysoffSpec
+from simulator.speculative.k_schedule import Schedule, max_k, to_vllm
+from simulator.sweep.crossover import TIE, best_k, crossover_rows, recommended_schedule, x_of
+from simulator.sweep.paysoff_spec import NGRAM_LOOKUP_MAX, AcceptanceProfile, PaysoffSpec, profile_length, verify_settings
 from simulator.sweep.runner import FLOAT_FORMAT, simulate_all, to_csv_text  # noqa: F401
+
+# The vLLM release whose speculative_config accepts num_speculative_tokens_per_batch_size.
+VLLM_DYNAMIC_SD = {
+    "version": "0.24.0",
+    "text": "vLLM 0.24.0 or later: num_speculative_tokens_per_batch_size came with vLLM PR #32374 ('[V1][Spec Decode] Add Dynamic SD', "
+    "merged June 2026); vllm-metal's bump to vLLM 0.24.0 (#463, 2026-06-30) adapts to the per-step k it introduced. Older versions reject the key.",
+    "sources": ["https://github.com/vllm-project/vllm/pull/32374", "https://github.com/vllm-project/vllm-metal/pull/463"],
+}
 
 PAYSOFF_COLUMNS = (
     "mode",
     "concurrency",
     "arrival_rate",
+    "deployment",
+    "model",
+    "device",
+    "tensor_parallel_size",
+    "proposer",
+    "draft_model",
     "num_requests",
     "prompt_tokens",
     "output_tokens",
@@ -38,7 +59,7 @@ PAYSOFF_COLUMNS = (
     "num_speculative_tokens",
     "k_schedule",
     "attention",
-    "proposer",
+    "interpolation",
     "seed",
     "workload_seed",
     "ttft_p50_s",
@@ -94,8 +115,18 @@ class PaysoffOutput:
     schedules: dict
 
 
-def closed_loop_workload(spec: PaysoffSpec, concurrency: int) -> ClosedLoopWorkload:
+def _trace_lengths(spec: PaysoffSpec, model: str, n: int, seed) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    from simulator.catalog import model_config
+    from simulator.workloads import draw_lengths, read_trace
+
+    return draw_lengths(read_trace(spec.trace, model_config(model).max_model_len), n, seed)
+
+
+def closed_loop_workload(spec: PaysoffSpec, concurrency: int, model: Optional[str] = None) -> ClosedLoopWorkload:
     n = max(spec.min_requests, spec.requests_per_slot * concurrency)
+    if spec.trace:
+        prompts, outputs = _trace_lengths(spec, model or spec.profiles[0].model, n, spec.workload_seed + concurrency)
+        return ClosedLoopWorkload(concurrency, prompts, outputs)
     rng = np.random.default_rng([spec.workload_seed, concurrency])
 
     def lengths(mean: int) -> tuple[int, ...]:
@@ -107,23 +138,39 @@ def closed_loop_workload(spec: PaysoffSpec, concurrency: int) -> ClosedLoopWorkl
     return ClosedLoopWorkload(concurrency, prompts, outputs)
 
 
-def _speculation(profile: AcceptanceProfile, attention: str, k: int = 0, schedule=None) -> SpeculationConfig:
+def poisson_workload(spec: PaysoffSpec, rate: float, model: Optional[str] = None):
+    if spec.trace:
+        from simulator.config import ExplicitWorkload
+        from simulator.workloads import poisson_arrivals
+
+        prompts, outputs = _trace_lengths(spec, model or spec.profiles[0].model, spec.poisson_requests, spec.workload_seed)
+        return ExplicitWorkload(poisson_arrivals(spec.poisson_requests, rate, spec.workload_seed), prompts, outputs)
+    return PoissonWorkload(spec.poisson_requests, spec.prompt_tokens, spec.output_tokens, rate, spec.workload_seed)
+
+
+def speculation(spec: PaysoffSpec, profile: AcceptanceProfile, attention: str, k: int = 0, schedule=None) -> SpeculationConfig:
+    """The deployment's proposer, costed as ``python -m simulator`` costs it, at one k or schedule."""
     return SpeculationConfig(
         num_speculative_tokens=k,
         k_schedule=schedule,
         acceptance_rate=profile.rate,
         acceptance_per_position=profile.per_position,
-        proposer="ngram",
+        proposer=profile.proposer,
+        draft_model=profile.draft_model,
         attention=attention,
+        interpolation=spec.interpolation,
     )
 
 
-def _config(spec: PaysoffSpec, workload, speculation: SpeculationConfig, profile_dir: Optional[str]) -> RunConfig:
+def run_config(spec: PaysoffSpec, system: tuple[str, str, int], workload, speculation_config: SpeculationConfig, profile_dir: Optional[str] = None) -> RunConfig:
+    """One run of the sweep: what ``python -m simulator`` would run with the same flags."""
+    model, device, tp = system
     return RunConfig(
         workload=workload,
-        speculation=speculation,
-        model=spec.model,
-        device=spec.device,
+        speculation=speculation_config,
+        model=model,
+        device=device,
+        tensor_parallel_size=tp,
         profile_dir=profile_dir,
         seed=spec.seed,
         batch_size_cap=spec.batch_size_cap,
@@ -131,178 +178,224 @@ def _config(spec: PaysoffSpec, workload, speculation: SpeculationConfig, profile
     )
 
 
-def _workloads(spec: PaysoffSpec) -> list[tuple[str, float, object]]:
-    out: list[tuple[str, float, object]] = [("closed_loop", c, closed_loop_workload(spec, c)) for c in spec.concurrency]
-    out += [
-        ("poisson", rate, PoissonWorkload(spec.poisson_requests, spec.prompt_tokens, spec.output_tokens, rate, spec.workload_seed))
-        for rate in spec.arrival_rates
-    ]
+def _workloads(spec: PaysoffSpec, system, poisson: bool) -> list[tuple[str, float, object]]:
+    model = system[0]
+    out: list[tuple[str, float, object]] = [("closed_loop", c, closed_loop_workload(spec, c, model)) for c in spec.concurrency]
+    if poisson:
+        out += [("poisson", rate, poisson_workload(spec, rate, model)) for rate in spec.arrival_rates]
     return out
 
 
 def fixed_k_jobs(spec: PaysoffSpec, profile_dir: Optional[str] = None) -> list[Job]:
-    """Phase 1: a baseline per workload, every fixed k of every profile and bound."""
-    too_big = [c for c in spec.concurrency if c > spec.batch_size_cap]
-    if too_big:
-        raise ConfigError(f"pays-off spec: [closed_loop] concurrency {too_big} exceeds [run] batch_size_cap = {spec.batch_size_cap}")
+    """Phase 1: a baseline per system and workload, every fixed k of every deployment under every verify setting."""
     jobs = []
-    for mode, x, workload in _workloads(spec):
-        jobs.append(Job(_config(spec, workload, SpeculationConfig(), profile_dir), mode, x, None))
-        ks = spec.speculative_tokens if mode == "closed_loop" else spec.poisson_k
-        for profile in spec.profiles:
-            for attention in spec.attention_modes:
-                for k in ks:
-                    jobs.append(Job(_config(spec, workload, _speculation(profile, attention, k), profile_dir), mode, x, profile))
+    for system in spec.systems:
+        profiles = [p for p in spec.profiles if p.system == system]
+        any_poisson = any(p.poisson for p in profiles)
+        for mode, x, workload in _workloads(spec, system, any_poisson):
+            jobs.append(Job(run_config(spec, system, workload, SpeculationConfig(), profile_dir), mode, x, None))
+            ks = spec.speculative_tokens if mode == "closed_loop" else spec.poisson_k
+            for profile in profiles:
+                if mode == "poisson" and not profile.poisson:
+                    continue
+                for attention in spec.attention_modes:
+                    for k in ks:
+                        jobs.append(Job(run_config(spec, system, workload, speculation(spec, profile, attention, k), profile_dir), mode, x, profile))
     return jobs
 
 
-def schedule_jobs(spec: PaysoffSpec, schedules: dict[tuple[str, str], tuple], profile_dir: Optional[str] = None) -> list[Job]:
-    """Phase 2: each recommended schedule at every concurrency and load (a schedule whose k
-    is 0 everywhere is no speculation: its rows are the baselines)."""
+def schedule_jobs(spec: PaysoffSpec, schedules: dict[str, Schedule], profile_dir: Optional[str] = None) -> list[Job]:
+    """Phase 2: each deployment's recommended schedule at every concurrency and load, under the primary
+    setting and both bounds (a schedule whose k is 0 everywhere is no speculation: its rows are the baselines)."""
     jobs = []
-    by_name = {p.name: p for p in spec.profiles}
-    for (name, attention), schedule in schedules.items():
+    for profile in spec.profiles:
+        schedule = schedules[profile.name]
         if max_k(schedule) == 0:
             continue
-        for mode, x, workload in _workloads(spec):
-            speculation = _speculation(by_name[name], attention, schedule=schedule)
-            jobs.append(Job(_config(spec, workload, speculation, profile_dir), mode, x, by_name[name]))
+        for mode, x, workload in _workloads(spec, profile.system, profile.poisson):
+            for attention in spec.attention_modes:
+                config = run_config(spec, profile.system, workload, speculation(spec, profile, attention, schedule=schedule), profile_dir)
+                jobs.append(Job(config, mode, x, profile))
     return jobs
 
 
 def _row(job: Job, record: dict) -> dict:
-    s, w = job.config.speculation, job.config.workload
+    s, w, c = job.config.speculation, job.config.workload, job.config
     row = {
         "mode": job.mode,
         "concurrency": job.x if job.mode == "closed_loop" else None,
         "arrival_rate": job.x if job.mode == "poisson" else None,
+        "deployment": job.profile.deployment if job.profile else "",
+        "model": c.model,
+        "device": c.device,
+        "tensor_parallel_size": c.tensor_parallel_size,
+        "proposer": s.proposer if s.enabled else "",
+        "draft_model": (s.draft_model or "") if s.enabled else "",
         "num_requests": record["num_requests"],
-        "prompt_tokens": None,
-        "output_tokens": None,
         "acceptance": job.profile.name if job.profile else "",
         "acceptance_rate": s.acceptance_rate if s.enabled else None,
         "num_speculative_tokens": s.num_speculative_tokens,
         "k_schedule": json.dumps(to_vllm(s.k_schedule), separators=(",", ":")) if s.k_schedule else "",
         "attention": s.attention if s.enabled else "",
-        "proposer": s.proposer if s.enabled else "",
-        "seed": job.config.seed,
+        "interpolation": s.interpolation if s.enabled and s.attention == "interpolated" else None,
+        "seed": c.seed,
     }
-    if isinstance(w, ClosedLoopWorkload):
-        row.update(prompt_tokens=float(np.mean(w.prompt_tokens)), output_tokens=float(np.mean(w.output_tokens)), workload_seed=None)
-    else:
+    if isinstance(w, PoissonWorkload):
         row.update(prompt_tokens=w.prompt_tokens, output_tokens=w.output_tokens, workload_seed=w.seed)
+    else:
+        row.update(prompt_tokens=float(np.mean(w.prompt_tokens)), output_tokens=float(np.mean(w.output_tokens)), workload_seed=None)
     for key in PAYSOFF_COLUMNS:
         if key not in row and key in record:
             row[key] = record[key]
     return row
 
 
-def _with_speedups(rows: list[dict]) -> list[dict]:
-    baselines = {(r["mode"], x_of(r)): r for r in rows if r["num_speculative_tokens"] == 0}
+def _system_key(row: dict) -> tuple:
+    return (row["mode"], x_of(row), row["model"], row["device"], row["tensor_parallel_size"])
+
+
+def _with_speedups(rows: list[dict], baselines: Sequence[dict]) -> list[dict]:
+    by_key = {_system_key(r): r for r in baselines}
     for r in rows:
-        base = baselines[(r["mode"], x_of(r))]
+        base = by_key[_system_key(r)]
         r["tpot_speedup"] = base["tpot_p50_s"] / r["tpot_p50_s"]
         r["throughput_speedup"] = r["throughput_tok_s"] / base["throughput_tok_s"]
     return rows
 
 
 def _order(row: dict) -> tuple:
-    return (row["mode"], x_of(row), row["acceptance"], row["attention"], row["k_schedule"] != "", row["num_speculative_tokens"])
+    return (row["mode"], x_of(row), row["model"], row["device"], row["tensor_parallel_size"], row["acceptance"], row["attention"],
+            row["k_schedule"] != "", row["num_speculative_tokens"])
+
+
+def _simulate(jobs: Sequence[Job], executor, run) -> list[dict]:
+    return [_row(job, rec) for job, rec in zip(jobs, simulate_all([j.config for j in jobs], executor, run))]
 
 
 def run_paysoff(spec: PaysoffSpec, executor, profile_dir: Optional[str] = None, run=None) -> PaysoffOutput:
-    jobs = fixed_k_jobs(spec, profile_dir)
-    rows = _with_speedups([_row(job, rec) for job, rec in zip(jobs, simulate_all([j.config for j in jobs], executor, run))])
-    best = best_k(rows)
-    schedules = {
-        (p.name, attention): recommended_schedule(best, p.name, attention, spec.batch_size_cap)
-        for p in spec.profiles
-        for attention in spec.attention_modes
-    }
-    jobs2 = schedule_jobs(spec, schedules, profile_dir)
-    records2 = simulate_all([j.config for j in jobs2], executor, run)
+    rows = _simulate(fixed_k_jobs(spec, profile_dir), executor, run)
     baselines = [r for r in rows if r["num_speculative_tokens"] == 0]
-    rows2 = _with_speedups(baselines + [_row(job, rec) for job, rec in zip(jobs2, records2)])[len(baselines) :]
+    rows = _with_speedups(rows, baselines)
+    best = best_k(rows)
+    schedules = {p.name: recommended_schedule(best, p.name, spec.attention, spec.batch_size_cap) for p in spec.profiles}
+    rows2 = _with_speedups(_simulate(schedule_jobs(spec, schedules, profile_dir), executor, run), baselines)
     for r in rows:
-        if r["acceptance"]:
-            r["best_k"] = best[(r["mode"], r["acceptance"], r["attention"], x_of(r))][0] == r["num_speculative_tokens"]
-        else:
-            r["best_k"] = None
+        r["best_k"] = best[(r["mode"], r["acceptance"], r["attention"], x_of(r))][0] == r["num_speculative_tokens"] if r["acceptance"] else None
     for r in rows2:
         r["best_k"] = None
     all_rows = sorted(rows + rows2, key=_order)
     return PaysoffOutput(all_rows, crossover_rows(rows), schedule_document(spec, schedules, best, all_rows))
 
 
+def speculative_config(profile: AcceptanceProfile, schedule: Schedule) -> Optional[dict]:
+    """vLLM's ``--speculative-config`` for the schedule (None: do not speculate)."""
+    k_max = max_k(schedule)
+    if not k_max:
+        return None
+    config = {"method": profile.method}
+    if profile.draft_model:
+        config["model"] = profile.draft_model
+    if profile.proposer == "ngram":
+        config["prompt_lookup_max"] = NGRAM_LOOKUP_MAX
+    config["num_speculative_tokens"] = k_max
+    config["num_speculative_tokens_per_batch_size"] = to_vllm(schedule)
+    return config
+
+
+def serve_command(spec: PaysoffSpec, profile: AcceptanceProfile, config: Optional[dict]) -> str:
+    parts = [f"vllm serve {profile.model}"]
+    if profile.tensor_parallel_size > 1:
+        parts.append(f"--tensor-parallel-size {profile.tensor_parallel_size}")
+    parts.append(f"--max-num-seqs {spec.batch_size_cap} --max-num-batched-tokens {spec.chunk_size}")
+    if config:
+        parts.append(f"--speculative-config '{json.dumps(config, separators=(',', ':'))}'")
+    return " ".join(parts)
+
+
+def stops_paying(best: dict, profile: AcceptanceProfile, attention: str, up_to: int) -> Optional[int]:
+    """The smallest concurrency from which the (monotone) recommended schedule runs k = 0; None: pays throughout."""
+    schedule = recommended_schedule(best, profile.name, attention, up_to)
+    return next((start for start, _, k in schedule if k == 0), None)
+
+
 def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequence[dict]) -> dict:
-    """``data/recommended_schedules.json``: per profile and bound, the schedule in vLLM's format,
-    the exact ``--speculative-config``, and the comparison at every concurrency and load."""
+    """``data/recommended_schedules.json``: per deployment, the schedule in vLLM's format, the exact
+    ``--speculative-config`` and ``vllm serve`` command, and the schedule simulated at every
+    concurrency and load under the primary verify setting, with both bounds as its band."""
     provenance = next((r for r in rows), {})
+    attention, interpolation, why = verify_settings()
+    if (attention, interpolation) != (spec.attention, spec.interpolation):  # a spec built with another setting says so
+        why = f"set for this run (attention = '{spec.attention}')"
+    bounds = [m for m in spec.attention_modes if m != spec.attention]
     entries = []
-    by_name = {p.name: p for p in spec.profiles}
-    for (name, attention), schedule in schedules.items():
-        profile = by_name[name]
-        k_max = max_k(schedule)
-        config = {"method": profile.method}
-        if profile.draft_model:
-            config["model"] = profile.draft_model
-        config["num_speculative_tokens"] = k_max
-        config["num_speculative_tokens_per_batch_size"] = to_vllm(schedule)
+    for profile in spec.profiles:
+        schedule = schedules[profile.name]
+        config = speculative_config(profile, schedule)
+        scheduled = {(r["mode"], x_of(r), r["attention"]): r for r in rows if r["acceptance"] == profile.name and r["k_schedule"]}
         compared = []
-        for r in rows:
-            if r["acceptance"] != name or r["attention"] != attention or not r["k_schedule"]:
+        for (mode, name, att, x), (k, s) in sorted(best.items(), key=lambda item: (item[0][0], item[0][3])):
+            if name != profile.name or att != spec.attention:
                 continue
-            x = x_of(r)
-            k, s = best[(r["mode"], name, attention, x)]
-            compared.append(
-                {
-                    "mode": r["mode"],
-                    "x": x,
-                    "schedule_tpot_speedup": round(r["tpot_speedup"], 4),
-                    "schedule_mean_k": round(r["mean_scheduled_k"], 3),
-                    "best_fixed_k": k,
-                    "best_fixed_tpot_speedup": round(s, 4),
-                    "no_speculation_tpot_speedup": 1.0,
-                }
-            )
-        serve_model = profile.target_model or spec.model
-        caveat = ""
-        if profile.method != "ngram":
-            caveat = (
-                f"Simulated on {spec.model} with this acceptance profile and the n-gram proposer's cost (the {profile.method} "
-                f"passes are not costed here): a starting point for {serve_model} with {profile.draft_model}, to be checked there."
-            )
+            row = scheduled.get((mode, x, spec.attention))
+            entry = {
+                "mode": mode,
+                "x": x,
+                "schedule_tpot_speedup": round(row["tpot_speedup"], 4) if row else 1.0,
+                "schedule_mean_k": round(row["mean_scheduled_k"], 3) if row else 0.0,
+                "best_fixed_k": k,
+                "best_fixed_tpot_speedup": round(s, 4),
+                "no_speculation_tpot_speedup": 1.0,
+            }
+            band = [scheduled[(mode, x, b)]["tpot_speedup"] if (mode, x, b) in scheduled else 1.0 for b in bounds]
+            entry["band"] = {b: round(v, 4) for b, v in zip(bounds, band)}
+            entry["band_low"], entry["band_high"] = round(min(band + [entry["schedule_tpot_speedup"]]), 4), round(max(band + [entry["schedule_tpot_speedup"]]), 4)
+            entry["best_k_under_bounds"] = {b: best[(mode, name, b, x)][0] for b in bounds if (mode, name, b, x) in best}
+            compared.append(entry)
+        off = {m: stops_paying(best, profile, m, spec.batch_size_cap) for m in spec.attention_modes}
         entries.append(
             {
-                "acceptance": name,
+                "acceptance": profile.name,
                 "label": profile.label,
-                "acceptance_source": profile.source or f"i.i.d. acceptance rate {profile.rate:g} per proposed token",
-                "attention": attention,
+                "deployment": profile.deployment,
+                "deployment_label": profile.deployment_label,
+                "model": profile.model,
+                "device": profile.device,
+                "tensor_parallel_size": profile.tensor_parallel_size,
+                "proposer": profile.proposer,
+                "draft_model": profile.draft_model,
+                "acceptance_source": profile.source,
+                "acceptance_derivation": profile.derivation,
+                "acceptance_rate": profile.rate,
+                "acceptance_per_position": list(profile.per_position[: max(spec.speculative_tokens)]) if profile.per_position else None,
+                "acceptance_length_at_k": {str(k): round(profile_length(profile, k), 4) for k in spec.speculative_tokens},
+                "attention": spec.attention,
+                "interpolation": spec.interpolation if spec.attention == "interpolated" else None,
                 "num_speculative_tokens_per_batch_size": to_vllm(schedule),
-                "speculative_config": config if k_max else None,
-                "speculative_config_json": json.dumps(config, separators=(",", ":")) if k_max else None,
-                "serve_command": f"vllm serve {serve_model} --max-num-seqs {spec.batch_size_cap} --max-num-batched-tokens {spec.chunk_size} "
-                f"--speculative-config '{json.dumps(config, separators=(',', ':'))}'"
-                if k_max
-                else None,
-                "caveat": caveat,
-                "note": "" if k_max else "speculation never pays in this range: run without --speculative-config",
+                "speculative_config": config,
+                "speculative_config_json": json.dumps(config, separators=(",", ":")) if config else None,
+                "serve_command": serve_command(spec, profile, config),
+                "note": "" if config else "speculation never pays in this range: run without --speculative-config",
+                "stops_paying_from": off[spec.attention],
+                "stops_paying_band": {b: off[b] for b in bounds},
                 "comparison": compared,
             }
         )
     return {
-        "description": "Recommended num_speculative_tokens_per_batch_size per acceptance profile and verify-attention bound, "
-        "from simulated closed-loop runs (best k per concurrency); each schedule re-simulated at every concurrency and load.",
-        "model": spec.model,
-        "device": spec.device,
+        "description": "Recommended num_speculative_tokens_per_batch_size per deployment, from simulated closed-loop runs (best k per "
+        "concurrency under the primary verify-cost setting); each schedule re-simulated at every concurrency and load under the primary "
+        "setting and both bounds (the band).",
         "batch_size_cap": spec.batch_size_cap,
         "chunk_size": spec.chunk_size,
         "workload": {
             "prompt_tokens": spec.prompt_tokens,
             "output_tokens": spec.output_tokens,
             "closed_loop_length_spread": spec.length_spread,
+            "trace": spec.trace,
         },
-        "tie_tolerance": 0.005,
+        "verify_cost": {"attention": spec.attention, "interpolation": spec.interpolation if spec.attention == "interpolated" else None, "why": why, "bounds": bounds},
+        "tie_rule": f"speedups within {TIE:.1%} count as equal and the smaller k wins: it risks less when acceptance is lower than assumed",
+        "tie_tolerance": TIE,
+        "vllm": VLLM_DYNAMIC_SD,
         "vidur_version": provenance.get("vidur_version"),
         "simulator_source_hash": provenance.get("simulator_source_hash"),
         "schedules": entries,

@@ -1,4 +1,19 @@
-"""The pays-off spec (``data/paysoff.toml``): where speculation stops paying, and which k to run.
+"""The pays-off spec (``data/paysoff.toml``): for each deployment, where speculation stops paying and which k to run.
+
+A deployment is what a serving engineer runs: a target model on a GPU at a tensor-parallel size,
+a proposer (n-gram, a draft model, an EAGLE or EAGLE-3 head) and one or more acceptance inputs
+for it.  Every deployment shares the workload, the concurrency grid and the k range, so the site
+compares like with like.  ``python -m simulator.paysoff`` builds the same :class:`PaysoffSpec`
+from its flags (:func:`single_deployment`), so the command and the build run one implementation.
+
+Acceptance comes as the user has it: an i.i.d. ``rate``, per-position conditional rates, vLLM's
+mean acceptance length at one k (converted to the i.i.d. rate that reproduces it), or mean
+lengths at consecutive k (converted to per-position rates): :func:`acceptance_profile`, with the
+conversions of :mod:`simulator.speculative.acceptance_convert`; the profile records how.
+
+The verify-attention cost is not a spec key: the primary answer uses the simulator's default
+(:class:`simulator.config.SpeculationConfig`), and the two bounds are always simulated as the
+answer's uncertainty band (:func:`verify_settings`).
 
 Strict like the seed sweep's spec: unknown sections or keys, wrong types, repeated values and
 acceptance profiles too short for the largest k are :class:`ConfigError` naming the key.
@@ -6,48 +21,107 @@ acceptance profiles too short for the largest k are :class:`ConfigError` naming 
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional, Sequence
 
-from simulator.config import ATTENTION_MODES, PROPOSERS
+from simulator.config import MODEL_PROPOSERS, PROPOSERS, SpeculationConfig
 from simulator.errors import ConfigError
-from simulator.inputs import check_table, distinct_values, non_empty_str, non_negative_int, parse_toml, positive_int, positive_number, probability, read_text
+from simulator.inputs import (
+    check_table,
+    distinct_values,
+    non_empty_str,
+    non_negative_int,
+    parse_toml,
+    positive_int,
+    positive_number,
+    probability,
+    read_text,
+)
+from simulator.speculative.acceptance_convert import acceptance_length, conditional_from_lengths, iid_rate_from_length
+
+BOUNDS = ("kv_once", "per_token")  # the verify-attention cost's lower and upper bound: the band
+# vLLM's speculative_config "method" for each proposer
+VLLM_METHOD = {"ngram": "ngram", "draft": "draft_model", "eagle": "eagle", "eagle3": "eagle3"}
+NGRAM_LOOKUP_MAX = 4  # prompt_lookup_max in the recommended n-gram config (vLLM requires one; its docs' example uses 4)
 
 _SECTIONS = {
-    "run": ({"model": str, "device": str, "seed": int, "batch_size_cap": int, "chunk_size": int}, None),
+    "run": ({"seed": int, "max_num_seqs": int, "max_num_batched_tokens": int}, None),
     "workload": ({"prompt_tokens": int, "output_tokens": int, "length_spread": float, "seed": int}, None),
     "closed_loop": ({"concurrency": list, "requests_per_slot": int, "min_requests": int}, None),
-    "poisson": ({"arrival_rate": list, "num_requests": int, "num_speculative_tokens": list}, None),
-    "grid": ({"num_speculative_tokens": list, "attention": list, "proposer": str}, None),
-    "acceptance": ({"iid": list, "profile": list}, ("iid",)),
+    "poisson": ({"arrival_rate": list, "num_requests": int, "num_speculative_tokens": list}, ()),
+    "grid": ({"num_speculative_tokens": list}, None),
 }
-_PROFILE_FIELDS = {"name": str, "label": str, "per_position": list, "source": str, "method": str, "draft_model": str, "target_model": str}
-_PROFILE_REQUIRED = ("name", "label", "per_position", "source")
+_DEPLOYMENT_FIELDS = {
+    "name": str,
+    "label": str,
+    "model": str,
+    "device": str,
+    "tensor_parallel_size": int,
+    "proposer": str,
+    "draft_model": str,
+    "poisson": bool,
+    "acceptance": list,
+}
+_DEPLOYMENT_REQUIRED = ("name", "label", "model", "device", "proposer", "acceptance")
+_ACCEPTANCE_FIELDS = {
+    "name": str,
+    "label": str,
+    "source": str,
+    "note": str,
+    "rate": float,
+    "per_position": list,
+    "acceptance_length": float,
+    "at_k": int,
+    "acceptance_lengths": list,
+    "from_k": int,
+}
+_ACCEPTANCE_REQUIRED = ("name", "label", "source")
 _NAME = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 
 
 @dataclass(frozen=True)
 class AcceptanceProfile:
-    """One acceptance input: i.i.d. ``rate`` or a published ``per_position`` profile."""
+    """One deployment with one acceptance input: the unit the sweep recommends a schedule for.
 
-    name: str  # CSV key, e.g. "iid-0.7" or "eagle3-llama3.1-8b"
+    ``name`` is the CSV key (unique in a spec); ``rate`` or ``per_position`` is what the
+    simulator runs with, ``derivation`` says how it came from the user's figure.
+    """
+
+    name: str
     label: str
-    rate: float | None = None
-    per_position: tuple[float, ...] | None = None
+    rate: Optional[float] = None
+    per_position: Optional[tuple[float, ...]] = None
     source: str = ""
-    method: str = "ngram"  # vLLM's speculative_config method for the recommendation
-    draft_model: str | None = None
-    target_model: str | None = None  # the model a draft or head serves (None: the sweep's model)
+    derivation: str = ""
+    # the deployment
+    deployment: str = ""
+    deployment_label: str = ""
+    model: str = "meta-llama/Llama-2-7b-hf"
+    device: str = "a100"
+    tensor_parallel_size: int = 1
+    proposer: str = "ngram"
+    draft_model: Optional[str] = None
+    poisson: bool = True  # also run the open-loop (Poisson) grid
+
+    @property
+    def method(self) -> str:
+        """vLLM's speculative_config method."""
+        return VLLM_METHOD[self.proposer]
+
+    @property
+    def system(self) -> tuple[str, str, int]:
+        """What the no-speculation baseline depends on."""
+        return (self.model, self.device, self.tensor_parallel_size)
 
 
 @dataclass(frozen=True)
 class PaysoffSpec:
-    model: str
-    device: str
     seed: int
-    batch_size_cap: int
-    chunk_size: int  # Sarathi's token budget per step (vLLM's max_num_batched_tokens)
+    batch_size_cap: int  # vLLM's max_num_seqs
+    chunk_size: int  # vLLM's max_num_batched_tokens (Sarathi's token budget per step)
     prompt_tokens: int
     output_tokens: int
     length_spread: float  # closed-loop lengths uniform in [(1 - s) x, (1 + s) x]
@@ -59,9 +133,135 @@ class PaysoffSpec:
     poisson_requests: int
     poisson_k: tuple[int, ...]
     speculative_tokens: tuple[int, ...]
-    attention_modes: tuple[str, ...]
-    proposer: str
     profiles: tuple[AcceptanceProfile, ...]
+    trace: Optional[str] = None  # draw request lengths from this Vidur trace instead of the means
+    attention: str = dataclasses.field(default_factory=lambda: SpeculationConfig().attention)
+    interpolation: float = dataclasses.field(default_factory=lambda: SpeculationConfig().interpolation)
+
+    @property
+    def attention_modes(self) -> tuple[str, ...]:
+        """The primary verify-cost setting first, then the bounds that make its band."""
+        return (self.attention,) + tuple(b for b in BOUNDS if b != self.attention)
+
+    @property
+    def systems(self) -> tuple[tuple[str, str, int], ...]:
+        return tuple(dict.fromkeys(p.system for p in self.profiles))
+
+
+def verify_settings() -> tuple[str, float, str]:
+    """(attention, interpolation, why): the primary verify-cost setting, read from the simulator's default."""
+    default = SpeculationConfig()
+    why = (
+        f"the simulator's default (simulator.config.SpeculationConfig.attention = '{default.attention}'"
+        + (f", interpolation = {default.interpolation:g}" if default.attention == "interpolated" else "")
+        + "); the bounds kv_once (each request's KV read once per verify step) and per_token (read once per verified token) are simulated as the band"
+    )
+    return default.attention, default.interpolation, why
+
+
+def acceptance_profile(name: str, label: str, source: str, *, rate=None, per_position=None, length=None, at_k=None, lengths=None, from_k=None,
+                       where: str = "acceptance", flags: Optional[dict] = None, **deployment) -> AcceptanceProfile:
+    """One acceptance input, converted to what the simulator runs with.
+
+    Exactly one of ``rate``, ``per_position``, ``length`` (with ``at_k``) or ``lengths`` (with
+    ``from_k``).  ``flags`` maps the argument names to how the user spelled them (CLI flags or
+    spec keys), so a refusal names the input the user gave.
+    """
+    spell = {"rate": "rate", "per_position": "per_position", "length": "acceptance_length", "at_k": "at_k", "lengths": "acceptance_lengths", "from_k": "from_k"}
+    spell.update(flags or {})
+    given = [key for key, value in (("rate", rate), ("per_position", per_position), ("length", length), ("lengths", lengths)) if value is not None]
+    if len(given) != 1:
+        names = " / ".join(spell[k] for k in ("rate", "per_position", "length", "lengths"))
+        raise ConfigError(f"{where}: give exactly one of {names} (got {', '.join(spell[k] for k in given) or 'none'})")
+    if rate is not None:
+        if not probability(rate):
+            raise ConfigError(f"{where}: {spell['rate']} = {rate!r} must be a probability in [0, 1] (accepted / proposed tokens)")
+        return AcceptanceProfile(name, label, rate=float(rate), source=source, derivation=f"i.i.d. acceptance rate {rate:g} per proposed token, as given", **deployment)
+    if per_position is not None:
+        values = list(per_position)
+        if not values:
+            raise ConfigError(f"{where}: {spell['per_position']} is empty; give P(position i accepted | earlier accepted) for i = 1..k")
+        for j, p in enumerate(values):
+            if not probability(p):
+                raise ConfigError(f"{where}: {spell['per_position']}[{j}] = {p!r} must be a probability in [0, 1]")
+        return AcceptanceProfile(
+            name, label, per_position=tuple(float(p) for p in values), source=source,
+            derivation="per-position conditional rates P(position i accepted | earlier accepted), as given", **deployment,
+        )
+    if length is not None:
+        if at_k is None or not positive_int(at_k):
+            raise ConfigError(f"{where}: {spell['length']} = {length!r} needs {spell['at_k']}, the k it was measured at (a positive integer), got {at_k!r}")
+        if not isinstance(length, (int, float)) or isinstance(length, bool) or not 1 <= length <= at_k + 1:
+            raise ConfigError(
+                f"{where}: {spell['length']} = {length!r} at {spell['at_k']} = {at_k} is outside [1, {at_k + 1}]; vLLM's mean acceptance "
+                f"length counts the bonus token, so it lies between 1 and k + 1: check the value or the k it was measured at"
+            )
+        alpha = iid_rate_from_length(float(length), at_k)
+        return AcceptanceProfile(
+            name, label, rate=alpha, source=source,
+            derivation=f"mean acceptance length {length:g} at k = {at_k} (vLLM's, bonus token included) -> i.i.d. rate {alpha:.4f}, the rate "
+            f"that reproduces it (1 + a + ... + a^k = L, solved by simulator.speculative.acceptance_convert.iid_rate_from_length)",
+            **deployment,
+        )
+    if from_k is None or not positive_int(from_k):
+        raise ConfigError(f"{where}: {spell['lengths']} needs {spell['from_k']}, the k of its first value (a positive integer), got {from_k!r}")
+    by_k = {}
+    for j, value in enumerate(lengths):
+        k = from_k + j
+        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 1 <= value <= k + 1:
+            raise ConfigError(f"{where}: {spell['lengths']}[{j}] = {value!r} (k = {k}) is outside [1, {k + 1}]")
+        by_k[k] = float(value)
+    if not by_k:
+        raise ConfigError(f"{where}: {spell['lengths']} is empty")
+    rates = conditional_from_lengths(by_k)
+    return AcceptanceProfile(
+        name, label, per_position=rates, source=source,
+        derivation=f"mean acceptance lengths {', '.join(f'{v:g}' for v in by_k.values())} at k = {min(by_k)}..{max(by_k)} -> per-position "
+        f"rates (L(k) - L(k-1) is P(first k accepted); positions below k = {min(by_k)} share the i.i.d. rate that reproduces L({min(by_k)}); "
+        "simulator.speculative.acceptance_convert.conditional_from_lengths)",
+        **deployment,
+    )
+
+
+def profile_length(profile: AcceptanceProfile, k: int) -> float:
+    """The mean acceptance length the profile gives at k (bonus included): what vLLM would log."""
+    rates = profile.per_position[:k] if profile.per_position is not None else (profile.rate,) * k
+    return acceptance_length(rates)
+
+
+def check_spec(spec: PaysoffSpec, where: str = "pays-off spec") -> PaysoffSpec:
+    """Cross-field rules shared by the file and the command."""
+    if not spec.concurrency and not spec.arrival_rates:
+        raise ConfigError(f"{where}: the grid is empty: give at least one concurrency or request rate")
+    if not spec.speculative_tokens:
+        raise ConfigError(f"{where}: the k range is empty: give at least one k >= 1")
+    too_big = [c for c in spec.concurrency if c > spec.batch_size_cap]
+    if too_big:
+        raise ConfigError(
+            f"{where}: concurrency {too_big} exceeds max_num_seqs = {spec.batch_size_cap}, so those requests would queue rather than run: "
+            f"raise max_num_seqs to {max(too_big)} or drop those concurrencies"
+        )
+    extra = [k for k in spec.poisson_k if k not in spec.speculative_tokens]
+    if extra:
+        raise ConfigError(f"{where}: Poisson k {extra} are not in the k range {list(spec.speculative_tokens)}")
+    names = [p.name for p in spec.profiles]
+    if not names:
+        raise ConfigError(f"{where}: no deployment with an acceptance input")
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{where}: acceptance names repeat: {names}; each must be unique in the spec")
+    for p in spec.profiles:
+        if p.proposer not in PROPOSERS:
+            raise ConfigError(f"{where}: deployment {p.deployment!r}: proposer = {p.proposer!r} must be one of {list(PROPOSERS)}")
+        if p.proposer in MODEL_PROPOSERS and not p.draft_model:
+            raise ConfigError(f"{where}: deployment {p.deployment!r}: proposer = {p.proposer!r} needs draft_model (the draft or EAGLE head vLLM loads)")
+        if p.per_position is not None and len(p.per_position) < max(spec.speculative_tokens):
+            raise ConfigError(
+                f"{where}: acceptance {p.name!r} has {len(p.per_position)} per-position rates; k up to {max(spec.speculative_tokens)} needs "
+                f"{max(spec.speculative_tokens)}: give more positions or lower the k range"
+            )
+        if p.proposer == "ngram" and p.draft_model:
+            raise ConfigError(f"{where}: deployment {p.deployment!r}: proposer = 'ngram' takes no draft_model ({p.draft_model!r})")
+    return spec
 
 
 def load_paysoff_spec(path) -> PaysoffSpec:
@@ -73,10 +273,12 @@ def parse_paysoff_spec(text: str, source: str = "<spec>") -> PaysoffSpec:
     doc = parse_toml(text, source, "pays-off spec")
     where = f"pays-off spec {source}"
     for section in doc:
-        if section not in _SECTIONS:
-            raise ConfigError(f"{where}: unknown section [{section}]; expected {sorted(_SECTIONS)}")
+        if section not in _SECTIONS and section != "deployment":
+            raise ConfigError(f"{where}: unknown section [{section}]; expected {sorted(list(_SECTIONS) + ['deployment'])}")
     for section, (fields, required) in _SECTIONS.items():
         if section not in doc:
+            if required == ():
+                continue
             raise ConfigError(f"{where}: missing section [{section}]")
         check_table(doc[section], fields, f"{where}: [{section}]", required)
 
@@ -90,62 +292,81 @@ def parse_paysoff_spec(text: str, source: str = "<spec>") -> PaysoffSpec:
         return distinct_values(doc[section][key], f"{where}: [{section}] {key}", check, what, convert)
 
     ks = values("grid", "num_speculative_tokens", positive_int, "is not a positive integer (k = 0 runs are the baselines)")
-    poisson_k = values("poisson", "num_speculative_tokens", positive_int, "is not a positive integer")
-    extra = [k for k in poisson_k if k not in ks]
-    if extra:
-        raise ConfigError(f"{where}: [poisson] num_speculative_tokens has {extra}, which [grid] num_speculative_tokens does not")
-    spread = float(scalar("workload", "length_spread", lambda v: 0 <= v < 1, "must be in [0, 1)"))
-    profiles = [
-        AcceptanceProfile(name=f"iid-{alpha:g}", label=f"i.i.d. {alpha:g}", rate=alpha)
-        for alpha in values("acceptance", "iid", probability, "is not a probability in [0, 1]", float)
-    ]
-    for i, table in enumerate(doc["acceptance"].get("profile", [])):
-        at = f"{where}: [[acceptance.profile]] {i}"
-        check_table(table, _PROFILE_FIELDS, at, _PROFILE_REQUIRED)
+    poisson = doc.get("poisson", {})
+    if poisson and set(poisson) != set(_SECTIONS["poisson"][0]):
+        raise ConfigError(f"{where}: [poisson] needs arrival_rate, num_requests and num_speculative_tokens (or leave the section out)")
+    rates = values("poisson", "arrival_rate", positive_number, "is not a positive number of requests per second", float) if poisson else ()
+    poisson_k = values("poisson", "num_speculative_tokens", positive_int, "is not a positive integer") if poisson else ()
+    deployments = doc.get("deployment")
+    if not isinstance(deployments, list) or not deployments:
+        raise ConfigError(f"{where}: no [[deployment]]; add at least one (model, device, proposer and its acceptance)")
+    profiles = []
+    for i, table in enumerate(deployments):
+        at = f"{where}: [[deployment]] {i}"
+        check_table(table, _DEPLOYMENT_FIELDS, at, _DEPLOYMENT_REQUIRED)
         name = table["name"]
-        if not _NAME.match(name) or name.startswith("iid-"):
-            raise ConfigError(f"{at}: name = {name!r} must be lower-case letters, digits, '.' and '-', not starting with 'iid-'")
-        rates = table["per_position"]
-        for j, p in enumerate(rates):
-            if not probability(p):
-                raise ConfigError(f"{at}: per_position[{j}] = {p!r} is not a probability in [0, 1]")
-        if len(rates) < max(ks):
-            raise ConfigError(f"{at}: per_position has {len(rates)} entries; k up to {max(ks)} needs {max(ks)}")
-        method = table.get("method", "ngram")
-        if method not in PROPOSERS:
-            raise ConfigError(f"{at}: method = {method!r} must be one of {list(PROPOSERS)}")
-        for key in ("label", "source"):
+        if not _NAME.match(name):
+            raise ConfigError(f"{at}: name = {name!r} must be lower-case letters, digits, '.' and '-'")
+        tp = table.get("tensor_parallel_size", 1)
+        if not positive_int(tp):
+            raise ConfigError(f"{at}: tensor_parallel_size = {tp!r} must be a positive integer")
+        for key in ("label", "model", "device"):
             if not non_empty_str(table[key]):
                 raise ConfigError(f"{at}: {key} must be a non-empty string")
-        if method != "ngram" and not table.get("draft_model"):
-            raise ConfigError(f"{at}: method = {method!r} needs draft_model (the draft or EAGLE head vLLM loads)")
-        profiles.append(
-            AcceptanceProfile(
-                name, table["label"], None, tuple(float(p) for p in rates), table["source"], method, table.get("draft_model"), table.get("target_model")
-            )
+        deployment = dict(
+            deployment=name, deployment_label=table["label"], model=table["model"], device=table["device"], tensor_parallel_size=tp,
+            proposer=table["proposer"], draft_model=table.get("draft_model"), poisson=table.get("poisson", True),
         )
-    names = [p.name for p in profiles]
-    if len(set(names)) != len(names):
-        raise ConfigError(f"{where}: [acceptance] profile names repeat: {names}")
-    proposer = scalar("grid", "proposer", lambda v: v == "ngram", "must be 'ngram' (the sweep costs proposals as n-gram lookups)")
-    return PaysoffSpec(
-        model=scalar("run", "model", non_empty_str, "must be a non-empty string"),
-        device=scalar("run", "device", non_empty_str, "must be a non-empty string"),
+        if not table["acceptance"]:
+            raise ConfigError(f"{at}: acceptance is empty; give at least one [[deployment.acceptance]]")
+        for j, acc in enumerate(table["acceptance"]):
+            where_acc = f"{at} acceptance {j}"
+            check_table(acc, _ACCEPTANCE_FIELDS, where_acc, _ACCEPTANCE_REQUIRED)
+            if not _NAME.match(acc["name"]):
+                raise ConfigError(f"{where_acc}: name = {acc['name']!r} must be lower-case letters, digits, '.' and '-'")
+            for key in ("label", "source"):
+                if not non_empty_str(acc[key]):
+                    raise ConfigError(f"{where_acc}: {key} must be a non-empty string")
+            profile = acceptance_profile(
+                acc["name"], acc["label"], acc["source"], rate=acc.get("rate"), per_position=acc.get("per_position"),
+                length=acc.get("acceptance_length"), at_k=acc.get("at_k"), lengths=acc.get("acceptance_lengths"), from_k=acc.get("from_k"),
+                where=where_acc, **deployment,
+            )
+            if acc.get("note"):
+                profile = dataclasses.replace(profile, derivation=profile.derivation + "; " + acc["note"])
+            profiles.append(profile)
+    spec = PaysoffSpec(
         seed=scalar("run", "seed", non_negative_int, "must be an integer >= 0"),
-        batch_size_cap=scalar("run", "batch_size_cap", positive_int, "must be a positive integer"),
-        chunk_size=scalar("run", "chunk_size", positive_int, "must be a positive integer"),
+        batch_size_cap=scalar("run", "max_num_seqs", positive_int, "must be a positive integer"),
+        chunk_size=scalar("run", "max_num_batched_tokens", positive_int, "must be a positive integer"),
         prompt_tokens=scalar("workload", "prompt_tokens", positive_int, "must be a positive integer"),
         output_tokens=scalar("workload", "output_tokens", lambda v: positive_int(v) and v > 1, "must be an integer > 1"),
-        length_spread=spread,
+        length_spread=float(scalar("workload", "length_spread", lambda v: 0 <= v < 1, "must be in [0, 1)")),
         workload_seed=scalar("workload", "seed", non_negative_int, "must be an integer >= 0"),
         concurrency=values("closed_loop", "concurrency", positive_int, "is not a positive integer"),
         requests_per_slot=scalar("closed_loop", "requests_per_slot", positive_int, "must be a positive integer"),
         min_requests=scalar("closed_loop", "min_requests", positive_int, "must be a positive integer"),
-        arrival_rates=values("poisson", "arrival_rate", positive_number, "is not a positive number of requests per second", float),
-        poisson_requests=scalar("poisson", "num_requests", positive_int, "must be a positive integer"),
+        arrival_rates=rates,
+        poisson_requests=poisson.get("num_requests", 1) if poisson else 1,
         poisson_k=poisson_k,
         speculative_tokens=ks,
-        attention_modes=values("grid", "attention", lambda v: v in ATTENTION_MODES, f"is not one of {list(ATTENTION_MODES)}"),
-        proposer=proposer,
         profiles=tuple(profiles),
     )
+    if poisson and not positive_int(spec.poisson_requests):
+        raise ConfigError(f"{where}: [poisson] num_requests = {spec.poisson_requests!r} must be a positive integer")
+    return check_spec(spec, where)
+
+
+def single_deployment(profile: AcceptanceProfile, *, ks: Sequence[int], concurrency: Sequence[int], arrival_rates: Sequence[float] = (),
+                      max_num_seqs: int, max_num_batched_tokens: int, prompt_tokens: int, output_tokens: int, length_spread: float,
+                      requests_per_slot: int = 2, min_requests: int = 8, poisson_requests: int = 64, seed: int = 0, workload_seed: int = 42,
+                      trace: Optional[str] = None, where: str = "pays-off") -> PaysoffSpec:
+    """The spec of one deployment, as ``python -m simulator.paysoff`` builds it from its flags."""
+    ks = tuple(sorted(set(ks)))
+    spec = PaysoffSpec(
+        seed=seed, batch_size_cap=max_num_seqs, chunk_size=max_num_batched_tokens, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
+        length_spread=length_spread, workload_seed=workload_seed, concurrency=tuple(sorted(set(concurrency))), requests_per_slot=requests_per_slot,
+        min_requests=min_requests, arrival_rates=tuple(sorted(set(arrival_rates))), poisson_requests=poisson_requests, poisson_k=ks if arrival_rates else (),
+        speculative_tokens=ks, profiles=(profile,), trace=trace,
+    )
+    return check_spec(spec, where)
