@@ -4,18 +4,27 @@ Vidur finds model configs by walking ``BaseModelConfig`` subclasses for ``get_na
 devices by walking ``BaseDeviceSKUConfig`` subclasses for ``str(get_type())``, so defining
 the subclasses is the registration.  Enum values start at 100 so they can never collide
 with Vidur's own (its IntEnums compare equal across types).
+
+Models are data, not classes: the catalog's own entries are Hugging Face ``config.json`` files
+shipped with the package (:mod:`simulator.models`), and a local path to a directory holding a
+``config.json`` (or to the file) works wherever a model name does.  Each is turned into a
+``BaseModelConfig`` subclass here, once per name, so Vidur finds it like its own models.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+import sys
+from dataclasses import dataclass, make_dataclass
 from typing import Optional
 
 from vidur.config.device_sku_config import BaseDeviceSKUConfig
-from vidur.config.model_config import BaseModelConfig, Llama2ModelConfig, Llama38BModelConfig, Llama370BModelConfig
+from vidur.config.model_config import BaseModelConfig, Llama2ModelConfig
 from vidur.types import BaseIntEnum
 
 from simulator.errors import ConfigError
+from simulator.models.files import catalog_specs, config_file, read_spec
+from simulator.models.spec import ModelSpec
 from simulator.shapes import ModelShape
 
 
@@ -45,133 +54,11 @@ class A10040GBDeviceSKUConfig(BaseDeviceSKUConfig):
 
 
 @dataclass
-class TinyLlama11BModelConfig(Llama2ModelConfig):
-    """TinyLlama-1.1B: Llama-2 architecture and tokenizer, grouped-query attention (4 KV heads)."""
-
-    num_layers: int = 22
-    num_q_heads: int = 32
-    num_kv_heads: int = 4
-    embedding_dim: int = 2048
-    mlp_hidden_dim: int = 5632
-    max_model_len: int = 2048
-    vocab_size: int = 32000
-
-    @staticmethod
-    def get_name():
-        return "TinyLlama/TinyLlama-1.1B-Chat-v1.0"
-
-
-@dataclass
-class Llama68MModelConfig(Llama2ModelConfig):
-    """JackFram/llama-68m: a 2-layer Llama draft model sharing Llama-2's tokenizer."""
-
-    num_layers: int = 2
-    num_q_heads: int = 12
-    num_kv_heads: int = 12
-    embedding_dim: int = 768
-    mlp_hidden_dim: int = 3072
-    max_model_len: int = 2048
-    vocab_size: int = 32000
-
-    @staticmethod
-    def get_name():
-        return "JackFram/llama-68m"
-
-
-@dataclass
-class Llama31_8BInstructModelConfig(Llama38BModelConfig):
-    """Llama-3.1-8B-Instruct: Llama-3-8B's shapes and 128,256-token vocabulary.
-
-    Its real context is 131,072 tokens; the simulator's tables stop at 8,192 (the built-in
-    profile grows with the context), so longer requests are refused with a clear error.
-    """
-
-    max_model_len: int = 8192
-
-    @staticmethod
-    def get_name():
-        return "meta-llama/Llama-3.1-8B-Instruct"
-
-
-@dataclass
-class Llama3_8BInstructModelConfig(Llama38BModelConfig):
-    max_model_len: int = 8192
-
-    @staticmethod
-    def get_name():
-        return "meta-llama/Meta-Llama-3-8B-Instruct"
-
-
-@dataclass
-class Llama3_70BInstructModelConfig(Llama370BModelConfig):
-    @staticmethod
-    def get_name():
-        return "meta-llama/Meta-Llama-3-70B-Instruct"
-
-
-@dataclass
-class Llama33_70BInstructModelConfig(Llama370BModelConfig):
-    """Llama-3.3-70B-Instruct: Llama-3-70B's shapes (context capped at 8,192 as above)."""
-
-    @staticmethod
-    def get_name():
-        return "meta-llama/Llama-3.3-70B-Instruct"
-
-
-@dataclass
-class Llama2_7BChatModelConfig(Llama2ModelConfig):
-    """Llama-2-7b-chat-hf: the shapes of Vidur's Llama-2-7B."""
-
-    num_layers: int = 32
-    num_q_heads: int = 32
-    num_kv_heads: int = 32
-    embedding_dim: int = 4096
-    mlp_hidden_dim: int = 11008
-    max_model_len: int = 4096
-    vocab_size: int = 32000
-
-    @staticmethod
-    def get_name():
-        return "meta-llama/Llama-2-7b-chat-hf"
-
-
-@dataclass
-class QwamaHalfBModelConfig(Llama2ModelConfig):
-    """turboderp/Qwama-0.5B-Instruct: Qwen2-0.5B's shapes with Llama-3's vocabulary, the draft of
-    vLLM's 70B speculative-decoding blog (its QKV biases are ignored)."""
-
-    num_layers: int = 24
-    num_q_heads: int = 14
-    num_kv_heads: int = 2
-    embedding_dim: int = 896
-    mlp_hidden_dim: int = 4864
-    max_model_len: int = 8192
-    vocab_size: int = 128256
-
-    @staticmethod
-    def get_name():
-        return "turboderp/Qwama-0.5B-Instruct"
-
-
-@dataclass
-class Llama32_1BInstructModelConfig(Llama38BModelConfig):
-    """Llama-3.2-1B-Instruct, a draft for Llama-3 70B targets (context capped at 8,192 as above)."""
-
-    num_layers: int = 16
-    num_q_heads: int = 32
-    num_kv_heads: int = 8
-    embedding_dim: int = 2048
-    mlp_hidden_dim: int = 8192
-    max_model_len: int = 8192
-
-    @staticmethod
-    def get_name():
-        return "meta-llama/Llama-3.2-1B-Instruct"
-
-
-@dataclass
 class EagleHeadConfig(Llama2ModelConfig):
     """An EAGLE draft head: one decoder layer at its target's width.
+
+    Its context is its targets' (it runs over the target's sequence, at the target's positions),
+    not the ``max_position_embeddings`` it was trained with.
 
     ``fc_inputs`` hidden states are projected to one by an fc layer before the decoder layer
     (EAGLE-1: the token embedding and the target's last hidden state, 2; EAGLE-3: three of the
@@ -180,7 +67,7 @@ class EagleHeadConfig(Llama2ModelConfig):
     """
 
     num_layers: int = 1
-    num_q_heads: int = 0  # each head below sets its shapes
+    num_q_heads: int = 0  # each head's config sets its shapes
     num_kv_heads: int = 0
     embedding_dim: int = 0
     mlp_hidden_dim: int = 0
@@ -190,81 +77,68 @@ class EagleHeadConfig(Llama2ModelConfig):
     targets: tuple = ()  # the targets it was trained for (the only ones it can serve)
 
 
-@dataclass
-class EagleLlama31_8BConfig(EagleHeadConfig):
-    targets: tuple = ("meta-llama/Llama-3.1-8B-Instruct",)
-    num_q_heads: int = 32
-    num_kv_heads: int = 8
-    embedding_dim: int = 4096
-    mlp_hidden_dim: int = 14336
-    max_model_len: int = 8192
-    vocab_size: int = 128256
-
-    @staticmethod
-    def get_name():
-        return "yuhuili/EAGLE-LLaMA3.1-Instruct-8B"
+# name -> the class registered for it from a config file (the catalog's or a user's path)
+_REGISTERED: dict[str, type] = {}
+_FROM_PATHS: set[str] = set()  # the names above that are local paths
 
 
-@dataclass
-class Eagle3Llama31_8BConfig(EagleLlama31_8BConfig):
-    targets: tuple = ("meta-llama/Llama-3.1-8B-Instruct",)
-    fc_inputs: int = 3
-    method: str = "eagle3"
-    vocab_size: int = 32000  # draft_vocab_size
-
-    @staticmethod
-    def get_name():
-        return "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+def _class_name(name: str) -> str:
+    return "HF_" + re.sub(r"\W", "_", name) + "_ModelConfig"
 
 
-@dataclass
-class EagleLlama3_8BConfig(EagleLlama31_8BConfig):
-    targets: tuple = ("meta-llama/Meta-Llama-3-8B-Instruct",)
-    @staticmethod
-    def get_name():
-        return "lmsys/sglang-EAGLE-LLaMA3-Instruct-8B"
+def _register(spec: ModelSpec) -> type:
+    """A ``BaseModelConfig`` subclass with ``spec``'s numbers as its defaults, named ``spec.name``.
+
+    Registered once per name: Vidur returns the first subclass whose ``get_name()`` matches, so a
+    second class for one name would never be seen.  The class is also set on this module under
+    its class name, so configs pickle by reference like the hand-written classes they replace.
+    """
+    if spec.name in _REGISTERED:
+        return _REGISTERED[spec.name]
+    fields = {
+        "num_layers": spec.num_layers,
+        "num_q_heads": spec.num_q_heads,
+        "num_kv_heads": spec.num_kv_heads,
+        "embedding_dim": spec.embedding_dim,
+        "mlp_hidden_dim": spec.mlp_hidden_dim,
+        "max_model_len": spec.max_model_len,
+        "vocab_size": spec.vocab_size,
+        "rope_theta": spec.rope_theta,
+        "use_qkv_bias": spec.use_qkv_bias,
+        "tie_word_embeddings": spec.tie_word_embeddings,
+    }
+    base = Llama2ModelConfig
+    if spec.eagle is not None:
+        base = EagleHeadConfig
+        targets = spec.eagle.targets
+        fields.update(fc_inputs=spec.eagle.fc_inputs, method=spec.eagle.method, targets=targets)
+        try:
+            fields["max_model_len"] = max(model_config(t).max_model_len for t in targets)
+        except ConfigError as exc:
+            raise ConfigError(f"{spec.source}: field 'eagle_targets': {exc}") from None
+    types = {"targets": tuple, "method": str, "rope_theta": Optional[float], "use_qkv_bias": bool, "tie_word_embeddings": bool}
+    name, module = spec.name, sys.modules[__name__]
+    class_name = _class_name(name)
+    while hasattr(module, class_name):  # two names that read alike ("a/b", "a_b") get two classes
+        class_name += "_"
+    cls = make_dataclass(
+        class_name,
+        [(key, types.get(key, int), value) for key, value in fields.items()],
+        bases=(base,),
+        namespace={"get_name": staticmethod(lambda: name), "__doc__": f"{name}, from {spec.source}."},
+    )
+    cls.__module__ = __name__
+    setattr(module, class_name, cls)
+    _REGISTERED[name] = cls
+    return cls
 
 
-@dataclass
-class EagleLlama3_70BConfig(EagleHeadConfig):
-    targets: tuple = ("meta-llama/Meta-Llama-3-70B-Instruct",)
-    num_q_heads: int = 64
-    num_kv_heads: int = 8
-    embedding_dim: int = 8192
-    mlp_hidden_dim: int = 28672
-    max_model_len: int = 8192
-    vocab_size: int = 128256
+def _register_catalog() -> None:
+    """The catalog's files: ordinary models first, so each head can take its target's context."""
+    specs = catalog_specs()
+    for spec in sorted(specs, key=lambda s: s.eagle is not None):
+        _register(spec)
 
-    @staticmethod
-    def get_name():
-        return "yuhuili/EAGLE-LLaMA3-Instruct-70B"
-
-
-@dataclass
-class Eagle3Llama33_70BConfig(EagleLlama3_70BConfig):
-    targets: tuple = ("meta-llama/Llama-3.3-70B-Instruct",)
-    fc_inputs: int = 3
-    method: str = "eagle3"
-    vocab_size: int = 32000
-
-    @staticmethod
-    def get_name():
-        return "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B"
-
-
-@dataclass
-class EagleLlama2Chat7BConfig(EagleHeadConfig):
-    targets: tuple = ("meta-llama/Llama-2-7b-chat-hf",)
-    num_q_heads: int = 32
-    num_kv_heads: int = 32
-    embedding_dim: int = 4096
-    mlp_hidden_dim: int = 11008
-    max_model_len: int = 4096
-    vocab_size: int = 32000
-
-    @staticmethod
-    def get_name():
-        return "lmzheng/sglang-EAGLE-llama2-chat-7B"
 
 
 def eagle_head(name: str) -> Optional[EagleHeadConfig]:
@@ -286,14 +160,25 @@ def _named_configs() -> dict[str, type]:
 
 
 def known_models() -> list[str]:
-    return sorted(n for n in _named_configs() if "Config" not in n)
+    """Every model known by name: Vidur's and the catalog's (not paths read in this process)."""
+    return sorted(n for n in _named_configs() if "Config" not in n and n not in _FROM_PATHS)
 
 
 def model_config(name: str) -> BaseModelConfig:
+    """The config of the model ``name``: a catalog name (Vidur's or ours), or a local path to a
+    directory holding ``config.json`` or to the file, read once per process."""
     configs = _named_configs()
-    if name not in configs or "Config" in name:
-        raise ConfigError(f"unknown model '{name}'; known models: {', '.join(known_models())}")
-    return configs[name]()
+    if name in configs and "Config" not in name:
+        return configs[name]()
+    path = config_file(name)
+    if path is None:
+        raise ConfigError(
+            f"unknown model '{name}'; known models: {', '.join(known_models())}; "
+            "or give a local path to a Hugging Face config.json (or its directory)"
+        )
+    cls = _register(read_spec(name, path))
+    _FROM_PATHS.add(name)
+    return cls()
 
 
 def model_shape(name: str) -> ModelShape:
@@ -306,3 +191,6 @@ def model_shape(name: str) -> ModelShape:
         vocab_size=cfg.vocab_size,
         use_gated_mlp=cfg.use_gated_mlp,
     )
+
+
+_register_catalog()

@@ -37,13 +37,14 @@ MODEL_SOURCES = (
     "config.py",
     "shapes.py",
     "catalog.py",
+    "models",
     "results.py",
     "workloads.py",
     "sweep/metrics.py",
     "sweep/crossover.py",
     "published/plan.py",
 )
-MODEL_DATA = ("profiles/devices.toml",)
+MODEL_DATA = ("profiles/devices.toml", "models/data/*.json")  # a pattern stands for its files, sorted
 
 
 def vidur_version() -> str:
@@ -80,9 +81,10 @@ def _model_files(package_dir: Path) -> list[Path]:
 
 
 def _normalized_data(path: Path) -> str:
-    from simulator.inputs import read_toml
+    from simulator.inputs import read_json, read_toml
 
-    return json.dumps(read_toml(path, "model data"), sort_keys=True)
+    read = read_json if path.suffix == ".json" else read_toml
+    return json.dumps(read(path, "model data"), sort_keys=True)
 
 
 def model_hash(package_dir: Path = PACKAGE_DIR) -> str:
@@ -91,9 +93,10 @@ def model_hash(package_dir: Path = PACKAGE_DIR) -> str:
     for path in _model_files(package_dir):
         digest.update(path.relative_to(package_dir).as_posix().encode() + b"\0")
         digest.update(normalized_source(path.read_text(encoding="utf-8")).encode() + b"\0")
-    for entry in MODEL_DATA:
-        path = package_dir / entry
-        digest.update(entry.encode() + b"\0" + _normalized_data(path).encode() + b"\0")
+    for pattern in MODEL_DATA:
+        for path in sorted(package_dir.glob(pattern)):
+            entry = path.relative_to(package_dir).as_posix()
+            digest.update(entry.encode() + b"\0" + _normalized_data(path).encode() + b"\0")
     return digest.hexdigest()[:16]
 
 

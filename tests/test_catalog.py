@@ -1,0 +1,269 @@
+"""Models as data: the catalog's config files, a user's config.json path, and what is refused.
+
+The expected numbers below are copied from the models' public Hugging Face configs (model cards),
+not from the code, so the catalog's files are checked against their source.
+"""
+
+import json
+import pickle
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import simulator
+from simulator import ClosedLoopWorkload, RunConfig, SpeculationConfig
+from simulator.catalog import eagle_head, known_models, model_config, model_shape
+from simulator.errors import ConfigError
+from simulator.models.context import TABLE_FLOOR, table_tokens
+from simulator.models.spec import parse_config
+
+from repo import REPO_ROOT as ROOT
+
+HF = ROOT / "tests" / "data" / "hf_configs"
+
+# name: (layers, q heads, kv heads, hidden, intermediate, vocabulary scored, context), from each model's config.json
+CARDS = {
+    "TinyLlama/TinyLlama-1.1B-Chat-v1.0": (22, 32, 4, 2048, 5632, 32000, 2048),
+    "JackFram/llama-68m": (2, 12, 12, 768, 3072, 32000, 2048),
+    "meta-llama/Llama-2-7b-chat-hf": (32, 32, 32, 4096, 11008, 32000, 4096),
+    "meta-llama/Meta-Llama-3-8B-Instruct": (32, 32, 8, 4096, 14336, 128256, 8192),
+    "meta-llama/Llama-3.1-8B-Instruct": (32, 32, 8, 4096, 14336, 128256, 131072),
+    "meta-llama/Llama-3.2-1B-Instruct": (16, 32, 8, 2048, 8192, 128256, 131072),
+    "meta-llama/Meta-Llama-3-70B-Instruct": (80, 64, 8, 8192, 28672, 128256, 8192),
+    "meta-llama/Llama-3.3-70B-Instruct": (80, 64, 8, 8192, 28672, 128256, 131072),
+    "turboderp/Qwama-0.5B-Instruct": (24, 14, 2, 896, 4864, 128256, 32768),
+}
+# EAGLE heads: one layer at the target's width; EAGLE-3 scores its 32,000-token draft vocabulary.
+# Context: the target's.  (name: shapes as above, method, fc inputs, target)
+HEADS = {
+    "yuhuili/EAGLE-LLaMA3.1-Instruct-8B": ((1, 32, 8, 4096, 14336, 128256, 131072), "eagle", 2, "meta-llama/Llama-3.1-8B-Instruct"),
+    "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B": ((1, 32, 8, 4096, 14336, 32000, 131072), "eagle3", 3, "meta-llama/Llama-3.1-8B-Instruct"),
+    "lmsys/sglang-EAGLE-LLaMA3-Instruct-8B": ((1, 32, 8, 4096, 14336, 128256, 8192), "eagle", 2, "meta-llama/Meta-Llama-3-8B-Instruct"),
+    "yuhuili/EAGLE-LLaMA3-Instruct-70B": ((1, 64, 8, 8192, 28672, 128256, 8192), "eagle", 2, "meta-llama/Meta-Llama-3-70B-Instruct"),
+    "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B": ((1, 64, 8, 8192, 28672, 32000, 131072), "eagle3", 3, "meta-llama/Llama-3.3-70B-Instruct"),
+    "lmzheng/sglang-EAGLE-llama2-chat-7B": ((1, 32, 32, 4096, 11008, 32000, 4096), "eagle", 2, "meta-llama/Llama-2-7b-chat-hf"),
+}
+# the contexts the catalog capped at 8,192 before they came from the configs
+CAPPED = {"meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.2-1B-Instruct", "meta-llama/Llama-3.3-70B-Instruct"}
+
+
+def _numbers(cfg):
+    return (cfg.num_layers, cfg.num_q_heads, cfg.num_kv_heads, cfg.embedding_dim, cfg.mlp_hidden_dim, cfg.vocab_size, cfg.max_model_len)
+
+
+@pytest.mark.parametrize("name", sorted(CARDS))
+def test_catalog_models_match_their_model_cards(name):
+    cfg = model_config(name)
+    assert _numbers(cfg) == CARDS[name]
+    assert cfg.use_gated_mlp and eagle_head(name) is None
+    shape = model_shape(name)
+    assert (shape.num_q_heads, shape.num_kv_heads, shape.embedding_dim, shape.mlp_hidden_dim, shape.vocab_size) == CARDS[name][1:6]
+
+
+@pytest.mark.parametrize("name", sorted(HEADS))
+def test_catalog_eagle_heads_match_their_configs(name):
+    numbers, method, fc_inputs, target = HEADS[name]
+    head = eagle_head(name)
+    assert head is not None and _numbers(head) == numbers
+    assert (head.method, head.fc_inputs, head.targets) == (method, fc_inputs, (target,))
+    assert head.max_model_len == model_config(target).max_model_len
+
+
+def test_every_catalog_entry_is_checked_here_and_names_are_unchanged():
+    ours = {n for n in known_models() if model_config(n).__class__.__module__ == "simulator.catalog"}
+    assert ours == set(CARDS) | set(HEADS)
+    assert "meta-llama/Llama-2-7b-hf" in known_models()  # Vidur's own models stay known
+
+
+def test_context_comes_from_the_config_not_a_cap():
+    for name in CAPPED:
+        assert model_config(name).max_model_len > 8192
+
+
+def test_catalog_configs_pickle_by_reference():
+    cfg = model_config("meta-llama/Llama-3.1-8B-Instruct")
+    assert pickle.loads(pickle.dumps(cfg)) == cfg
+
+
+# --- a user's config.json ---------------------------------------------------------------------
+# path: (layers, q heads, kv heads, hidden, intermediate, vocabulary, context, tied embeddings)
+USER = {
+    "Qwen2.5-7B-Instruct": (28, 28, 4, 3584, 18944, 152064, 32768, False),
+    "Qwen2.5-0.5B-Instruct": (24, 14, 2, 896, 4864, 151936, 32768, True),
+    "Qwen3-8B": (36, 32, 8, 4096, 12288, 151936, 40960, False),
+    "Mistral-7B-Instruct-v0.3/config.json": (32, 32, 8, 4096, 14336, 32768, 32768, False),
+}
+
+
+@pytest.mark.parametrize("path", sorted(USER))
+def test_user_configs_load_from_a_directory_or_the_file(path):
+    cfg = model_config(str(HF / path))
+    assert _numbers(cfg) + (cfg.tie_word_embeddings,) == USER[path]
+    assert model_shape(str(HF / path)).vocab_size == USER[path][5]
+    assert str(HF / path) not in known_models()
+
+
+def test_a_llama_config_from_a_path_equals_the_catalog_entry(tmp_path):
+    from importlib import resources
+
+    text = (resources.files("simulator.models") / "data" / "meta-llama--Llama-3.1-8B-Instruct.json").read_text()
+    (tmp_path / "config.json").write_text(text)
+    assert _numbers(model_config(str(tmp_path))) == CARDS["meta-llama/Llama-3.1-8B-Instruct"]
+    assert model_shape(str(tmp_path)) == model_shape("meta-llama/Llama-3.1-8B-Instruct")
+
+
+def _tiny_run(model, device="h100", **speculation):
+    workload = ClosedLoopWorkload.fixed(2, 4, 200, 24)
+    spec = SpeculationConfig(**speculation) if speculation else SpeculationConfig()
+    return simulator.run(RunConfig(workload=workload, model=model, device=device, speculation=spec))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", ["Qwen2.5-7B-Instruct", "Qwen3-8B", "Mistral-7B-Instruct-v0.3/config.json"])
+def test_each_architecture_simulates(path):
+    result = _tiny_run(str(HF / path))
+    assert result.summary["num_requests"] == 4 and result.summary["tpot_p50_s"] > 0
+
+
+@pytest.mark.slow
+def test_bigger_models_decode_slower():
+    # a memory-bound decode step reads the weights: 7.6B parameters take longer than 0.5B
+    big, small = _tiny_run(str(HF / "Qwen2.5-7B-Instruct")), _tiny_run(str(HF / "Qwen2.5-0.5B-Instruct"))
+    assert big.summary["tpot_p50_s"] > 2 * small.summary["tpot_p50_s"]
+
+
+@pytest.mark.slow
+def test_a_draft_model_and_an_eagle3_head_from_paths_simulate():
+    draft = _tiny_run(
+        str(HF / "Qwen2.5-7B-Instruct"), num_speculative_tokens=2, acceptance_rate=0.6, proposer="draft",
+        draft_model=str(HF / "Qwen2.5-0.5B-Instruct"),
+    )
+    assert draft.summary["proposed_tokens"] > 0
+    head = eagle_head(str(HF / "EAGLE3-LLaMA3.1-Instruct-8B"))
+    assert (head.method, head.fc_inputs, head.vocab_size, head.max_model_len) == ("eagle3", 3, 32000, 131072)
+    eagle3 = _tiny_run(
+        "meta-llama/Llama-3.1-8B-Instruct", num_speculative_tokens=2, acceptance_rate=0.6, proposer="eagle3",
+        draft_model=str(HF / "EAGLE3-LLaMA3.1-Instruct-8B"),
+    )
+    same = _tiny_run(
+        "meta-llama/Llama-3.1-8B-Instruct", num_speculative_tokens=2, acceptance_rate=0.6, proposer="eagle3",
+        draft_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+    )
+    # the same head from a path and from the catalog costs the same
+    assert eagle3.summary["tpot_p50_s"] == pytest.approx(same.summary["tpot_p50_s"], rel=1e-9)
+
+
+# --- the context limit and the tables ------------------------------------------------------------
+def test_tables_cover_the_run_not_the_context():
+    assert table_tokens(4096, 1100) == 4096  # a context under the floor: its tables, as before the cap went
+    assert table_tokens(8192, 8192) == 8192
+    assert table_tokens(131072, 2000) == TABLE_FLOOR == 8192  # Llama-3.1-8B, a normal run: as when capped
+    assert table_tokens(131072, 8193) == 16384
+    assert table_tokens(131072, 100_000) == 131072
+    assert table_tokens(40960, 40000) == 40960  # never past the context
+
+
+@pytest.mark.slow
+def test_a_request_past_the_old_cap_runs_on_llama_31():
+    workload = ClosedLoopWorkload.fixed(1, 1, 12000, 8)
+    result = simulator.run(RunConfig(workload=workload, model="meta-llama/Llama-3.1-8B-Instruct", device="h100"))
+    assert result.summary["num_requests"] == 1
+
+
+def test_a_request_past_the_real_context_is_refused():
+    workload = ClosedLoopWorkload.fixed(1, 1, 32768, 8)
+    with pytest.raises(ConfigError, match="exceeds .*Qwen2.5-7B-Instruct's context of 32768"):
+        simulator.run(RunConfig(workload=workload, model=str(HF / "Qwen2.5-7B-Instruct"), device="h100"))
+
+
+# --- refusals ------------------------------------------------------------------------------------
+def _cli(*args, cwd=None):
+    return subprocess.run([sys.executable, "-m", "simulator", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+@pytest.mark.parametrize(
+    "path, field",
+    [
+        ("Mixtral-8x7B-v0.1", "num_local_experts"),
+        ("Mistral-7B-v0.1", "sliding_window"),
+        ("Qwen3-0.6B", "head_dim"),
+    ],
+)
+def test_unsupported_models_exit_2_naming_the_field_and_file(path, field, tmp_path):
+    out = tmp_path / "out.json"
+    proc = _cli("--model", str(HF / path), "--json", str(out))
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"'{field}'" in lines[0] and str(HF / path / "config.json") in lines[0]
+    assert not out.exists()
+
+
+BASE = json.loads((HF / "Qwen3-8B" / "config.json").read_text())
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"architectures": ["GPT2LMHeadModel"]}, "architectures"),
+        ({"architectures": "Qwen3ForCausalLM"}, "architectures"),
+        ({"hidden_size": None}, "hidden_size"),
+        ({"num_attention_heads": "32"}, "num_attention_heads"),
+        ({"num_hidden_layers": 36.0}, "num_hidden_layers"),
+        ({"vocab_size": 0}, "vocab_size"),
+        ({"num_key_value_heads": 5}, "num_key_value_heads"),
+        ({"tie_word_embeddings": "no"}, "tie_word_embeddings"),
+        ({"num_experts": 128, "architectures": ["Qwen3MoeForCausalLM"]}, "num_experts"),
+        ({"use_sliding_window": True, "sliding_window": 4096}, "use_sliding_window"),
+        ({"layer_types": ["sliding_attention", "full_attention"]}, "layer_types"),
+        ({"quantization_config": {"quant_method": "awq"}}, "quantization_config"),
+        ({"hidden_act": "gelu"}, "hidden_act"),
+        ({"eagle_targets": ["meta-llama/Llama-3.1-8B-Instruct"]}, "eagle_targets"),
+    ],
+)
+def test_bad_configs_are_refused_naming_the_field(change, field, tmp_path):
+    config = {k: v for k, v in {**BASE, **change}.items() if v is not None}
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError) as error:
+        model_config(str(tmp_path))
+    message = str(error.value)
+    assert f"'{field}'" in message and str(tmp_path / "config.json") in message and "\n" not in message
+
+
+def test_a_window_no_shorter_than_the_context_is_full_attention():
+    # Qwen2.5 ships sliding_window 131072 with use_sliding_window false; Qwama ships 32768 = its context
+    assert parse_config({**BASE, "sliding_window": 40960}, "x", "x").max_model_len == 40960
+    assert parse_config({**BASE, "sliding_window": 4096, "use_sliding_window": False}, "x", "x").max_model_len == 40960
+
+
+def test_an_eagle_head_must_name_its_targets(tmp_path):
+    config = json.loads((HF / "EAGLE3-LLaMA3.1-Instruct-8B" / "config.json").read_text())
+    del config["eagle_targets"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="missing field 'eagle_targets'"):
+        eagle_head(str(tmp_path))
+    config["eagle_targets"] = ["nobody/Model-7B"]
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ConfigError, match="field 'eagle_targets': unknown model 'nobody/Model-7B'"):
+        eagle_head(str(tmp_path / "other"))
+
+
+def test_unknown_names_and_missing_paths_say_what_to_give(tmp_path):
+    with pytest.raises(ConfigError, match="unknown model 'Qwen/Qwen2.5-7B'.*local path to a Hugging Face config.json"):
+        model_config("Qwen/Qwen2.5-7B")
+    with pytest.raises(ConfigError, match="no config.json at"):
+        model_config(str(tmp_path))
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(ConfigError, match="not valid JSON"):
+        model_config(str(tmp_path))
+
+
+def test_a_head_for_another_target_is_refused_from_a_path():
+    with pytest.raises(ConfigError, match="trained for"):
+        _tiny_run(
+            "meta-llama/Meta-Llama-3-8B-Instruct", num_speculative_tokens=2, acceptance_rate=0.6, proposer="eagle3",
+            draft_model=str(HF / "EAGLE3-LLaMA3.1-Instruct-8B"),
+        )
+
