@@ -84,3 +84,33 @@ def test_unknown_device_and_model():
         get_device("b200")
     with pytest.raises(ConfigError, match="unknown model 'meta-llama/Llama-9'"):
         model_shape("meta-llama/Llama-9")
+
+
+def test_kernel_shapes_default_to_what_the_a100_was_fitted_with_and_hopper_sets_its_own():
+    from dataclasses import replace
+
+    from simulator.profiles.hardware import KernelShapes
+
+    assert A100.kernels == KernelShapes()  # 64x64 tiles, two CTAs per SM, width-independent norms
+    h100 = get_device("h100")
+    assert (h100.kernels.gemm_tile_m, h100.kernels.gemm_tile_n, h100.kernels.gemm_ctas_per_sm) == (128, 256, 1)
+    # compute-bound sizes: 128-row Hopper tiles give 1,025-1,152 tokens one cost and step at 1,153;
+    # 64-row tiles step at 1,089 already.
+    m = np.array([1025, 1152, 1153])
+    hopper = roofline.gemm_ms(m, 4096 * 8, 4096, replace(h100, constants=replace(h100.constants, gemm_tail_exponent=1.0)))
+    ampere = roofline.gemm_ms(m, 4096 * 8, 4096, replace(h100, kernels=KernelShapes(), constants=replace(h100.constants, gemm_tail_exponent=1.0)))
+    assert hopper[1] == pytest.approx(hopper[0], rel=1e-3) and hopper[2] > 1.05 * hopper[1]
+    assert ampere[1] > 1.03 * ampere[0]
+    # norm waves: width-independent on the A100, proportional to the row's bytes on the H100
+    assert roofline.rmsnorm_ms(1, 8192, A100) == roofline.rmsnorm_ms(1, 4096, A100)
+    assert roofline.rmsnorm_ms(1, 8192, h100) > roofline.rmsnorm_ms(1, 4096, h100)
+
+
+def test_malformed_kernels_table_is_named(tmp_path):
+    from simulator.profiles.hardware import DEVICES_FILE, load_devices
+
+    text = DEVICES_FILE.read_text().replace("gemm_tile_m = 128", "gemm_tile_rows = 128")
+    path = tmp_path / "devices.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"device 'h100' has a malformed \[kernels\] table"):
+        load_devices(path)

@@ -72,6 +72,7 @@ def _cmd_fit_pooled(args) -> int:
     if args.mlp:
         raise ConfigError("give either --mlp (one model's TP 1 rows) or --mlp-tp MODEL=PATH (pooled), not both")
     dev = _start(args)
+    attention_base = get_device(args.attention_device or args.device)  # an unknown name is refused before any fitting
     shards = []
     for item in args.mlp_tp:
         model, sep, path = item.partition("=")
@@ -83,7 +84,7 @@ def _cmd_fit_pooled(args) -> int:
     constants = calibrate.fit_mlp_side(holdout.fit_parts(shards, hold), dev)
     attention_dev, meas, shape = None, None, model_shape(args.model)
     if args.attention:
-        attention_dev = replace(get_device(args.attention_device or args.device), constants=constants, kernels=dev.kernels)
+        attention_dev = replace(attention_base, constants=constants)
         meas = read_measurements(None, args.attention, shape)
         constants = calibrate.fit(meas, shape, attention_dev)
     constants = calibrate.rounded(constants)
