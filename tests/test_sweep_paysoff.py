@@ -26,11 +26,9 @@ _spec.loader.exec_module(build)
 
 SMALL = """
 [run]
-model = "meta-llama/Llama-2-7b-hf"
-device = "a100"
 seed = 0
-batch_size_cap = 16
-chunk_size = 512
+max_num_seqs = 16
+max_num_batched_tokens = 512
 
 [workload]
 prompt_tokens = 128
@@ -49,34 +47,68 @@ num_requests = 12
 num_speculative_tokens = [2]
 
 [grid]
-num_speculative_tokens = [1, 2, 6]
-attention = ["per_token"]
+num_speculative_tokens = [1, 2, 4]
+
+[[deployment]]
+name = "seed-ngram"
+label = "Llama-2-7B, n-gram"
+model = "meta-llama/Llama-2-7b-hf"
+device = "a100"
 proposer = "ngram"
+acceptance = [
+  { name = "iid-0.3", label = "i.i.d. 0.3", rate = 0.3, source = "made up for the test" },
+  { name = "iid-0.8", label = "i.i.d. 0.8", rate = 0.8, source = "made up for the test" },
+]
 
-[acceptance]
-iid = [0.3, 0.8]
-
-[[acceptance.profile]]
-name = "decaying"
-label = "a decaying profile"
-per_position = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]
-source = "made up for the test"
-method = "eagle3"
+[[deployment]]
+name = "llama8b-eagle3"
+label = "Llama-3.1-8B, EAGLE-3"
+model = "meta-llama/Llama-3.1-8B-Instruct"
+device = "h100"
+proposer = "eagle3"
 draft_model = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
-target_model = "meta-llama/Llama-3.1-8B-Instruct"
+poisson = false
+acceptance = [
+  { name = "decaying", label = "a decaying profile", acceptance_lengths = [2.36, 2.79, 3.08], from_k = 2, source = "made up for the test" },
+]
+
+[[deployment]]
+name = "llama8b-draft"
+label = "Llama-3.1-8B, draft model"
+model = "meta-llama/Llama-3.1-8B-Instruct"
+device = "h100"
+proposer = "draft"
+draft_model = "meta-llama/Llama-3.2-1B-Instruct"
+poisson = false
+acceptance = [
+  { name = "draft-len", label = "draft at L = 2.2", acceptance_length = 2.2, at_k = 3, source = "made up for the test" },
+]
 """
 
 
 def test_the_committed_spec_parses_and_covers_the_issue():
     spec = load_paysoff_spec(DATA_DIR / "paysoff.toml")
     assert spec.concurrency[0] == 1 and spec.concurrency[-1] == 128
-    assert spec.speculative_tokens == tuple(range(1, 9))
-    assert {"kv_once", "per_token"} <= set(spec.attention_modes)
-    rates = [p.rate for p in spec.profiles if p.rate is not None]
-    assert min(rates) == 0.5 and max(rates) == 0.9
-    decaying = [p for p in spec.profiles if p.per_position]
-    assert decaying and all(len(p.per_position) >= 8 for p in decaying)
+    assert spec.speculative_tokens == tuple(range(1, 6))
+    assert {"kv_once", "per_token"} <= set(spec.attention_modes) and spec.attention_modes[0] == spec.attention
+    deployments = {(p.model, p.device, p.tensor_parallel_size, p.proposer) for p in spec.profiles}
+    for proposer in ("eagle", "eagle3", "ngram"):
+        assert ("meta-llama/Llama-3.1-8B-Instruct", "h100", 1, proposer) in deployments
+    for proposer in ("draft", "eagle"):
+        assert ("meta-llama/Meta-Llama-3-70B-Instruct", "h100", 4, proposer) in deployments
+    assert ("meta-llama/Llama-2-7b-hf", "a100", 1, "ngram") in deployments
+    for p in spec.profiles:  # every acceptance names its source and how it was converted
+        assert p.source and p.derivation
     assert max(spec.arrival_rates) > 6.0  # past the seed sweep's baseline saturation (overloaded at 6 req/s)
+
+
+def test_the_committed_spec_run_count_stays_modest():
+    from simulator.sweep.paysoff import fixed_k_jobs
+
+    spec = load_paysoff_spec(DATA_DIR / "paysoff.toml")
+    phase1 = len(fixed_k_jobs(spec))
+    phase2 = sum(len(spec.concurrency) + (len(spec.arrival_rates) if p.poisson else 0) for p in spec.profiles) * len(spec.attention_modes)
+    assert phase1 + phase2 <= 1000, (phase1, phase2)
 
 
 @pytest.mark.parametrize(
@@ -85,12 +117,17 @@ def test_the_committed_spec_parses_and_covers_the_issue():
         (("[grid]", "[grid]\ntypo = 1"), "\\[grid\\]: unknown key 'typo'"),
         (("[run]", "[runs]"), "unknown section \\[runs\\]"),
         (("length_spread = 0.5", "length_spread = 1.5"), "length_spread = 1.5 must be in \\[0, 1\\)"),
-        (("num_speculative_tokens = [2]", "num_speculative_tokens = [3]"), "\\[poisson\\] num_speculative_tokens has \\[3\\]"),
-        (("per_position = [0.9, 0.8, 0.7, 0.6, 0.5, 0.4]", "per_position = [0.9, 0.8]"), "per_position has 2 entries; k up to 6 needs 6"),
-        (('source = "made up for the test"', 'source = "x"\ncolour = "red"'), "\\[\\[acceptance.profile\\]\\] 0: unknown key 'colour'"),
-        (("iid = [0.3, 0.8]", "iid = [0.3, 1.8]"), "iid has 1.8"),
-        (('draft_model = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"\n', ""), "method = 'eagle3' needs draft_model"),
-        (('proposer = "ngram"', 'proposer = "draft"'), "proposer = 'draft' must be 'ngram'"),
+        (("num_speculative_tokens = [2]", "num_speculative_tokens = [3]"), "Poisson k \\[3\\] are not in the k range"),
+        (("acceptance_lengths = [2.36, 2.79, 3.08]", "acceptance_lengths = [2.36]"), "'decaying' has 2 per-position rates; k up to 4 needs 4"),
+        (("acceptance_length = 2.2, at_k = 3", "acceptance_length = 4.5, at_k = 3"), "acceptance_length = 4.5 at at_k = 3 is outside \\[1, 4\\]"),
+        (("acceptance_length = 2.2, at_k = 3", "acceptance_length = 2.2"), "acceptance_length = 2.2 needs at_k"),
+        (('source = "made up for the test" },\n  { name = "iid-0.8"', 'source = "x", colour = "red" },\n  { name = "iid-0.8"'), "acceptance 0: unknown key 'colour'"),
+        (("rate = 0.3,", "rate = 1.3,"), "rate = 1.3 must be a probability"),
+        (('draft_model = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"\n', ""), "proposer = 'eagle3' needs draft_model"),
+        (('proposer = "ngram"', 'proposer = "medusa"'), "proposer = 'medusa' must be one of"),
+        (('name = "iid-0.8"', 'name = "iid-0.3"'), "acceptance names repeat"),
+        (("concurrency = [1, 4, 16]", "concurrency = [1, 4, 32]"), "concurrency \\[32\\] exceeds max_num_seqs = 16"),
+        (("concurrency = [1, 4, 16]", "concurrency = []"), "concurrency is empty"),
     ],
 )
 def test_bad_specs_name_the_key(change, message):
@@ -98,6 +135,20 @@ def test_bad_specs_name_the_key(change, message):
     assert old in SMALL
     with pytest.raises(ConfigError, match=message):
         parse_paysoff_spec(SMALL.replace(old, new, 1))
+
+
+def test_acceptance_as_vllm_reports_it_is_converted_and_says_how():
+    from simulator.speculative.acceptance_convert import acceptance_length
+
+    spec = parse_paysoff_spec(SMALL)
+    by = {p.name: p for p in spec.profiles}
+    draft = by["draft-len"]
+    assert acceptance_length((draft.rate,) * 3) == pytest.approx(2.2)
+    assert "mean acceptance length 2.2 at k = 3" in draft.derivation and f"{draft.rate:.4f}" in draft.derivation
+    decaying = by["decaying"]
+    assert len(decaying.per_position) == 4
+    for k, length in ((2, 2.36), (3, 2.79), (4, 3.08)):
+        assert acceptance_length(decaying.per_position[:k]) == pytest.approx(length)
 
 
 def test_build_with_a_bad_paysoff_spec_exits_2_and_writes_nothing(tmp_path, capsys):
@@ -161,7 +212,7 @@ def test_recommended_schedules_never_raise_k_with_the_batch():
 
 def test_closed_loop_lengths_are_seeded_and_spread():
     spec = parse_paysoff_spec(SMALL)
-    a, b = closed_loop_workload(spec, 4), closed_loop_workload(spec, 4)
+    a, b = closed_loop_workload(spec, 4), closed_loop_workload(spec, 4, "meta-llama/Llama-3.1-8B-Instruct")
     assert a == b and a.num_requests == 8
     assert min(a.output_tokens) >= 24 and max(a.output_tokens) <= 72 and len(set(a.output_tokens)) > 1
 
@@ -174,54 +225,100 @@ def small_run():
     return run_paysoff(parse_paysoff_spec(SMALL), LocalExecutor(jobs=2, progress=False))
 
 
+def _frame(small_run) -> pd.DataFrame:
+    return pd.read_csv(io.StringIO(csv_texts(small_run)[0]), keep_default_na=False, na_values=[""])
+
+
 def test_rows_speedups_and_the_recommended_schedules(small_run):
-    frame = pd.read_csv(io.StringIO(csv_texts(small_run)[0]), keep_default_na=False, na_values=[""])
+    frame = _frame(small_run)
     assert list(frame.columns) == list(PAYSOFF_COLUMNS)
     baselines = frame[frame["num_speculative_tokens"] == 0]
-    assert len(baselines) == 5 and (baselines["tpot_speedup"] == 1).all()
+    # one baseline per system and workload: Llama-2-7B/A100 (3 concurrencies + 2 loads), Llama-3.1-8B/H100 (3 concurrencies)
+    assert len(baselines) == 8 and (baselines["tpot_speedup"] == 1).all()
     fixed = frame[(frame["num_speculative_tokens"] > 0) & frame["k_schedule"].isna()]
-    assert len(fixed) == 3 * 3 * 3 + 2 * 3  # closed loop: 3 concurrencies x 3 k x 3 profiles; Poisson: 2 loads x 1 k x 3
-    # every speedup divides the same workload's baseline
+    # closed loop: 3 concurrencies x 3 k x 4 profiles x 2 verify settings; Poisson: 2 loads x 1 k x 2 seed profiles x 2 settings
+    assert len(fixed) == 3 * 3 * 4 * 2 + 2 * 1 * 2 * 2
+    assert set(fixed["attention"]) == {"kv_once", "per_token"}
+    # every speedup divides the same system's and workload's baseline
     for _, r in fixed.iterrows():
         key = "concurrency" if r["mode"] == "closed_loop" else "arrival_rate"
-        base = baselines[(baselines["mode"] == r["mode"]) & (baselines[key] == r[key])].iloc[0]
-        assert r["tpot_speedup"] == pytest.approx(base["tpot_p50_s"] / r["tpot_p50_s"], rel=1e-5)
-    # one best k per (profile, x), flagged
-    flagged = fixed[fixed["best_k"].astype(str) == "True"].groupby(["mode", "acceptance", "concurrency", "arrival_rate"], dropna=False).size()
+        base = baselines[(baselines["mode"] == r["mode"]) & (baselines[key] == r[key]) & (baselines["model"] == r["model"])]
+        assert len(base) == 1
+        assert r["tpot_speedup"] == pytest.approx(base.iloc[0]["tpot_p50_s"] / r["tpot_p50_s"], rel=1e-5)
+    # each deployment's proposer is what ran
+    assert set(fixed[fixed["acceptance"] == "decaying"]["proposer"]) == {"eagle3"}
+    assert set(fixed[fixed["acceptance"] == "draft-len"]["draft_model"]) == {"meta-llama/Llama-3.2-1B-Instruct"}
+    # one best k per (profile, setting, x), flagged
+    flagged = fixed[fixed["best_k"].astype(str) == "True"].groupby(["mode", "acceptance", "attention", "concurrency", "arrival_rate"], dropna=False).size()
     assert (flagged <= 1).all()
     document = json.loads(schedules_json_text(small_run.schedules))
     entries = {e["acceptance"]: e for e in document["schedules"]}
-    assert set(entries) == {"iid-0.3", "iid-0.8", "decaying"}
+    assert set(entries) == {"iid-0.3", "iid-0.8", "decaying", "draft-len"}
+    assert document["verify_cost"]["attention"] == "kv_once" or document["verify_cost"]["attention"] in document["verify_cost"]["why"]
+    assert "0.24.0" in document["vllm"]["text"] and document["vllm"]["sources"][0].startswith("https://github.com/vllm-project/vllm/pull/")
     for entry in entries.values():
         schedule = check_schedule(entry["num_speculative_tokens_per_batch_size"])
         assert schedule[-1][1] == 16
+        assert entry["model"] and entry["device"] and entry["acceptance_source"] and entry["acceptance_derivation"]
         if entry["speculative_config"]:
             config = json.loads(entry["speculative_config_json"])
             assert config["num_speculative_tokens"] == max(k for _, _, k in schedule)
             assert config["num_speculative_tokens_per_batch_size"] == entry["num_speculative_tokens_per_batch_size"]
-            # compared at every concurrency and load with the best fixed k and no speculation
-            assert len(entry["comparison"]) == 5
-    decaying = entries["decaying"]
-    if decaying["speculative_config"]:
-        assert decaying["speculative_config"]["method"] == "eagle3" and decaying["speculative_config"]["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
-        assert decaying["serve_command"].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct ") and "not costed" in decaying["caveat"]
+            n = 3 + (2 if entry["model"] == "meta-llama/Llama-2-7b-hf" else 0)
+            assert len(entry["comparison"]) == n
+            for c in entry["comparison"]:  # the band holds the answer and the bounds' speedups of the same schedule
+                assert c["band_low"] <= c["schedule_tpot_speedup"] <= c["band_high"]
+                assert set(c["band"]) == {"per_token"} or set(c["band"]) == {"kv_once", "per_token"}
+    eagle3 = entries["decaying"]
+    if eagle3["speculative_config"]:
+        assert eagle3["speculative_config"]["method"] == "eagle3" and eagle3["speculative_config"]["model"] == "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+        assert eagle3["serve_command"].startswith("vllm serve meta-llama/Llama-3.1-8B-Instruct --max-num-seqs 16 ")
+    if entries["draft-len"]["speculative_config"]:
+        assert entries["draft-len"]["speculative_config"]["method"] == "draft_model"
     assert entries["iid-0.8"]["serve_command"].startswith("vllm serve meta-llama/Llama-2-7b-hf --max-num-seqs 16 --max-num-batched-tokens 512 ")
+    assert entries["iid-0.8"]["speculative_config"]["prompt_lookup_max"] >= 1  # vLLM requires it for n-gram
     # the high-acceptance profile speculates at batch 1
     assert entries["iid-0.8"]["num_speculative_tokens_per_batch_size"][0][2] > 0
     scheduled = frame[frame["k_schedule"].notna()]
-    assert len(scheduled) == 5 * sum(1 for e in entries.values() if e["speculative_config"])
-    # at a batch of c running requests the schedule picks the best k measured at concurrency c
+    expected = sum((3 + (2 if e["model"] == "meta-llama/Llama-2-7b-hf" else 0)) * 2 for e in entries.values() if e["speculative_config"])
+    assert len(scheduled) == expected
+    # at a batch of c running requests the schedule picks the best k measured at concurrency c (primary setting)
+    primary = document["verify_cost"]["attention"]
     for name, entry in entries.items():
         schedule = check_schedule(entry["num_speculative_tokens_per_batch_size"])
         ceiling = None
         for c in (1, 4, 16):
-            at = fixed[(fixed["mode"] == "closed_loop") & (fixed["acceptance"] == name) & (fixed["concurrency"] == c)]
+            at = fixed[(fixed["mode"] == "closed_loop") & (fixed["acceptance"] == name) & (fixed["concurrency"] == c) & (fixed["attention"] == primary)]
             top = at[at["best_k"].astype(str) == "True"]
             best = int(top["num_speculative_tokens"].iloc[0]) if len(top) else 0
             if best == 0:
                 assert (at["tpot_speedup"] < 1).all()
             ceiling = best if ceiling is None else min(ceiling, best)
             assert k_for_batch(schedule, c) == ceiling
+
+
+@pytest.mark.parametrize("acceptance", ["iid-0.8", "decaying", "draft-len"])
+def test_a_paysoff_row_equals_the_single_run_with_the_same_settings(small_run, acceptance):
+    """Costed exactly as `python -m simulator` costs it: simulator.run with the same settings gives the same numbers."""
+    from simulator import run
+    from simulator.config import RunConfig, SpeculationConfig
+
+    frame = _frame(small_run)
+    row = frame[(frame["mode"] == "closed_loop") & (frame["acceptance"] == acceptance) & (frame["concurrency"] == 4)
+                & (frame["num_speculative_tokens"] == 2) & frame["k_schedule"].isna() & (frame["attention"] == "per_token")].iloc[0]
+    profile = {p.name: p for p in parse_paysoff_spec(SMALL).profiles}[acceptance]
+    config = RunConfig(
+        workload=closed_loop_workload(parse_paysoff_spec(SMALL), 4, profile.model),
+        speculation=SpeculationConfig(
+            num_speculative_tokens=2, acceptance_rate=profile.rate, acceptance_per_position=profile.per_position, proposer=row["proposer"],
+            draft_model=row["draft_model"] or None, attention="per_token",
+        ),
+        model=row["model"], device=row["device"], tensor_parallel_size=int(row["tensor_parallel_size"]), chunk_size=512, batch_size_cap=16, seed=0,
+    )
+    summary = run(config).summary
+    assert row["tpot_p50_s"] == pytest.approx(summary["tpot_p50_s"], rel=1e-5)
+    assert row["throughput_tok_s"] == pytest.approx(summary["throughput_tok_s"], rel=1e-5)
+    assert row["mean_acceptance_length"] == pytest.approx(summary["mean_acceptance_length"], rel=1e-5)
 
 
 def test_a_rerun_is_byte_identical(small_run):
