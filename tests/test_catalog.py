@@ -267,3 +267,19 @@ def test_a_head_for_another_target_is_refused_from_a_path():
             draft_model=str(HF / "EAGLE3-LLaMA3.1-Instruct-8B"),
         )
 
+
+
+def test_the_catalogs_files_are_part_of_the_model_hash(tmp_path):
+    import shutil
+
+    from simulator import versions
+
+    package = tmp_path / "simulator"
+    shutil.copytree(versions.PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__"))
+    before = versions.model_hash(package)
+    path = package / "models" / "data" / "meta-llama--Llama-3.1-8B-Instruct.json"
+    config = json.loads(path.read_text())
+    path.write_text(json.dumps(config))  # layout only
+    assert versions.model_hash(package) == before
+    path.write_text(json.dumps({**config, "intermediate_size": 14337}))
+    assert versions.model_hash(package) != before
