@@ -145,21 +145,46 @@ def test_a_bad_calibration_file_is_named_in_the_error(tmp_path, text, message):
         read_calibration(tmp_path / "missing.json")
 
 
-def test_proposal_probability_is_drafts_per_decode_chunk_over_the_sessions_used():
+def record(chunks, status="ok", tokens=1, session=1):
+    """A replay record with one prefill chunk and ``chunks - 1`` decode chunks of ``tokens`` each."""
+    return {"session": session, "status": status, "length_mismatch": False, "expected_output_tokens": 1 + (chunks - 1) * tokens, "chunks": [[0.1 * i, 1 if i == 0 else tokens] for i in range(chunks)]}
+
+
+def test_proposal_probability_is_drafts_per_decode_chunk():
     from simulator.validation.calibrate import proposal_probability
 
-    def record(session, chunks):
-        return {"session": session, "chunks": [[0.1 * i, 1] for i in range(chunks)]}
-
-    # 2 requests of session 1 saw 1 prefill chunk + 50 decode chunks each; session 0 is not used
-    history = [record(0, 500), record(1, 51), record(1, 51), {"session": 1, "chunks": []}]
+    # 2 complete requests of 1 prefill chunk + 50 decode chunks each, and one that never streamed
+    records = [record(51), record(51), {"session": 1, "status": "http_error", "length_mismatch": None, "expected_output_tokens": 10, "chunks": []}]
     notes = []
-    ratio, probability = proposal_probability(Snapshot(drafts=60), history, [1], 3, notes)
+    ratio, probability, how = proposal_probability(Snapshot(drafts=60, generation_tokens=102), records, 3, notes)
     assert ratio == probability == pytest.approx(0.6)
-    assert "drafted at 0.600" in notes[0]
+    assert "drafted at 0.600" in notes[0] and "V1 drafts" in how
     # merged chunks (more drafts than chunks) cap at 1; k = 0 or no drafts counter: unknown
-    assert proposal_probability(Snapshot(drafts=120), history, [1], 3, []) == (pytest.approx(1.2), 1.0)
-    assert proposal_probability(Snapshot(drafts=60), history, [1], 0, []) == (None, None)
+    assert proposal_probability(Snapshot(drafts=120, generation_tokens=102), records, 3, [])[:2] == (pytest.approx(1.2), 1.0)
+    assert proposal_probability(Snapshot(drafts=60), records, 0, []) == (None, None, None)
     notes = []
-    assert proposal_probability(Snapshot(), history, [1], 3, notes) == (None, None)
+    assert proposal_probability(Snapshot(), records, 3, notes) == (None, None, None)
     assert "simulated as a draft at every step" in notes[0]
+
+
+def test_v0_counters_give_the_proposal_probability_as_draft_tokens_over_k():
+    """Defect 2: no drafts counter in V0, but draft tokens / k are the drafts."""
+    from simulator.validation.calibrate import proposal_probability
+
+    records = [record(51), record(51)]
+    ratio, probability, how = proposal_probability(Snapshot(draft_tokens=4 * 73, emitted_tokens=150, generation_tokens=102), records, 4, [])
+    assert probability == pytest.approx(0.73) and "V0 draft tokens / k = 4" in how
+
+
+def test_failed_requests_drafts_are_weighed_out_by_their_share_of_generated_tokens():
+    """Defect 4: a timed-out request's drafts are in the counters but the client saw one chunk
+    of it; the drafts are scaled by the complete requests' share of generated decode tokens."""
+    from simulator.validation.calibrate import proposal_probability
+
+    # 2 complete requests (100 decode chunks, 100 decode tokens) and one that timed out after its
+    # first chunk while the server generated 100 more decode tokens with it; a draft at 70% of steps
+    records = [record(51), record(51), record(2, status="timeout")]
+    generated = 3 + 100 + 100  # first tokens + complete decode tokens + the timed-out one's
+    _, probability, _ = proposal_probability(Snapshot(drafts=0.7 * 200, generation_tokens=generated), records, 3, [])
+    assert probability == pytest.approx(0.7)
+    # counting every chunk (the old estimate) would have said 140 / 101

@@ -42,11 +42,11 @@ def test_help_names_each_step(capsys):
 
 
 def test_steps_that_need_the_validation_extra_say_so(tmp_path):
-    assert main(["generate", "--out", str(tmp_path / "w.jsonl"), "--num-requests", "3", "--rate", "100", "--prompt-tokens", "8", "--output-tokens", "4"]) == 0
+    assert main(["generate", "--out", str(tmp_path / "w.jsonl"), "--num-prompts", "3", "--request-rate", "100", "--prompt-tokens", "8", "--output-tokens", "4"]) == 0
     with FakeServer(FakeServerConfig(**FAST)) as server:
-        assert main(["replay", "--workload", str(tmp_path / "w.jsonl"), "--url", server.url, "--out", str(tmp_path / "r"), "--no-progress"]) == 0
+        assert main(["replay", "--workload", str(tmp_path / "w.jsonl"), "--base-url", server.url, "--out", str(tmp_path / "r"), "--no-progress"]) == 0
 
-    replay = run_without_extra("replay", "--workload", str(tmp_path / "w.jsonl"), "--url", "http://127.0.0.1:9", "--out", str(tmp_path / "r2"), cwd=tmp_path)
+    replay = run_without_extra("replay", "--workload", str(tmp_path / "w.jsonl"), "--base-url", "http://127.0.0.1:9", "--out", str(tmp_path / "r2"), cwd=tmp_path)
     assert replay.returncode == 2, replay.stderr
     assert "validation extra" in replay.stderr and "pip install 'vidur-specdec[validation]'" in replay.stderr
     assert "Traceback" not in replay.stderr
@@ -54,7 +54,7 @@ def test_steps_that_need_the_validation_extra_say_so(tmp_path):
     assert calibrate.returncode == 2 and "prometheus-client" in calibrate.stderr, calibrate.stderr
     assert not (tmp_path / "c.json").exists()
     # a step that needs none of it still runs
-    generate = run_without_extra("generate", "--out", str(tmp_path / "w2.jsonl"), "--num-requests", "2", "--prompt-tokens", "4", "--output-tokens", "2", cwd=tmp_path)
+    generate = run_without_extra("generate", "--out", str(tmp_path / "w2.jsonl"), "--num-prompts", "2", "--prompt-tokens", "4", "--output-tokens", "2", cwd=tmp_path)
     assert generate.returncode == 0, generate.stderr
 
 

@@ -18,14 +18,19 @@ WORKLOAD = generate(WorkloadSpec(num_requests=4, arrival="fixed", rate=1.0, prom
 
 
 def record(rid, ttft, e2e, status="ok", mismatch=False):
+    """11 tokens in 6 chunks: the first, then 5 decode chunks of 2 tokens evenly spaced."""
+    chunks = [[ttft + i * (e2e - ttft) / 5, 1 if i == 0 else 2] for i in range(6)] if status == "ok" else []
     return {
         "request_id": rid,
+        "session": 0,
         "status": status,
         "length_mismatch": mismatch,
+        "expected_output_tokens": 11,
+        "completion_tokens": 11 if status == "ok" else None,
         "ttft_s": ttft if status == "ok" else None,
         "e2e_s": e2e if status == "ok" else None,
         "tpot_s": (e2e - ttft) / 10 if status == "ok" else None,
-        "chunks": [],
+        "chunks": chunks,
         "error": None if status == "ok" else "boom",
     }
 
@@ -34,7 +39,10 @@ RECORDS = {0: record(0, 0.10, 1.10), 1: record(1, 0.20, 2.20), 2: record(2, 0.10
 SIMULATED = pd.DataFrame(
     {
         "request_id": [0, 1, 2, 3],
+        "arrival_s": [0.0, 1.0, 2.0, 3.0],
+        "prompt_tokens": [8] * 4,
         "output_tokens": [11] * 4,
+        "accepted_tokens": [5, 5, 5, 0],  # 5 decode steps of 2 tokens, or 10 of 1
         "ttft_s": [0.12, 0.18, 0.5, 0.5],
         "tpot_s": [0.1, 0.2, 0.5, 0.5],
         "e2e_s": [1.12, 2.18, 5.5, 5.5],
@@ -52,14 +60,36 @@ def test_signed_and_absolute_errors_per_request():
     assert frame[["ttft_err_pct"]].iloc[2:].isna().all().all()
 
 
-def test_medians_and_mape_use_compared_requests_only():
-    summary = error_summary(join(measured_frame(WORKLOAD, RECORDS), SIMULATED))
+def test_mean_median_and_percentiles_use_compared_requests_only():
+    summary = error_summary(join(measured_frame(WORKLOAD, RECORDS), SIMULATED), percentiles=(90.0, 99.0))
     ttft = summary["ttft"]
-    assert ttft["requests"] == 2
-    assert ttft["measured_p50_s"] == pytest.approx(0.15) and ttft["simulated_p50_s"] == pytest.approx(0.15)
-    assert ttft["p50_err_pct"] == pytest.approx(0.0)
+    assert ttft["label"] == "TTFT" and ttft["requests"] == 2
+    assert ttft["measured"]["mean_ms"] == pytest.approx(150.0) and ttft["simulated"]["mean_ms"] == pytest.approx(150.0)
+    assert ttft["measured"]["median_ms"] == pytest.approx(150.0)
+    assert ttft["measured"]["p99_ms"] == pytest.approx(100 + 0.99 * 100) and ttft["simulated"]["p90_ms"] == pytest.approx(120 + 0.9 * 60)
+    assert ttft["error_pct"]["mean"] == pytest.approx(0.0)
     assert ttft["mape_pct"] == pytest.approx(15.0) and ttft["median_signed_err_pct"] == pytest.approx(5.0)
-    assert summary["e2e"]["mape_pct"] == pytest.approx((0.02 / 1.1 + 0.02 / 2.2) / 2 * 100)
+    assert summary["e2el"]["label"] == "E2EL" and summary["e2el"]["mape_pct"] == pytest.approx((0.02 / 1.1 + 0.02 / 2.2) / 2 * 100)
+    # ITL: measured = mean gap between content chunks, simulated = (E2E - TTFT) / decode steps
+    itl = summary["itl"]
+    assert itl["measured"]["mean_ms"] == pytest.approx((200 + 400) / 2)
+    assert itl["simulated"]["mean_ms"] == pytest.approx((1000 / 5 + 2000 / 5) / 2)
+    assert set(summary) == {"ttft", "tpot", "itl", "e2el"}
+
+
+def test_percentiles_only_for_the_chosen_metrics_and_bad_choices_refused():
+    from simulator.validation.compare import parse_percentile_metrics, parse_percentiles
+
+    summary = error_summary(join(measured_frame(WORKLOAD, RECORDS), SIMULATED), percentiles=(50.0, 99.9), percentile_metrics=("ttft",))
+    assert set(summary["ttft"]["measured"]) == {"mean_ms", "median_ms", "p50_ms", "p99.9_ms"}
+    assert set(summary["tpot"]["measured"]) == {"mean_ms", "median_ms"}
+    assert parse_percentiles("99,50") == (50.0, 99.0)
+    for bad in ("0", "100", "x", "50,,90"):
+        with pytest.raises(ConfigError, match="--metric-percentiles"):
+            parse_percentiles(bad)
+    assert parse_percentile_metrics("TTFT,e2el") == ("ttft", "e2el")
+    with pytest.raises(ConfigError, match="--percentile-metrics 'e2e'"):
+        parse_percentile_metrics("e2e")
 
 
 def test_never_replayed_requests_are_listed_but_not_compared():
@@ -87,7 +117,7 @@ def write_inputs(root, workload=WORKLOAD, simulated_hash=None):
     for rid in sorted(RECORDS):
         appender.append(RECORDS[rid])
     appender.close()
-    calibration = {"schema": "vidur-specdec/validation-calibration", "schema_version": 1, "workload_hash": workload.workload_hash, "engine": "v1", "num_speculative_tokens": 2, "acceptance_rate": 0.6, "mean_acceptance_length": 2.1, "notes": []}
+    calibration = {"schema": "vidur-specdec/validation-calibration", "schema_version": 1, "workload_hash": workload.workload_hash, "engine": "v1", "num_speculative_tokens": 2, "acceptance_per_position": [0.6, 0.5], "acceptance_rate": 0.6, "mean_acceptance_length": 2.1, "notes": []}
     atomic_write_json(root / "calibration.json", calibration)
     simulated = {"schema": "vidur-specdec/validation-simulated", "schema_version": 1, "workload_hash": simulated_hash or workload.workload_hash, "config": {"model": "m", "device": "a100"}, "summary": {"acceptance_rate": 0.58, "mean_acceptance_length": 2.05}, "provenance": {"seed": 0}}
     atomic_write_json(root / "sim" / "simulated.json", simulated)
@@ -112,10 +142,31 @@ def test_report_files_are_complete_and_byte_identical_on_rerun(tmp_path, capsys)
     html = (tmp_path / "a" / "scatter.html").read_text()
     assert 'src="plotly.min.js"' in html and "validation-scatter" in html
     figure = json.loads((tmp_path / "a" / "scatter.json").read_text())
-    assert [len(trace["x"]) for trace in figure["data"] if trace["mode"] == "markers"] == [2, 2, 2]
+    assert [len(trace["x"]) for trace in figure["data"] if trace["mode"] == "markers"] == [2, 2, 2, 2]
+
+
+def test_report_has_vllm_metrics_throughput_and_one_unit_policy(tmp_path, capsys):
+    write_inputs(tmp_path)
+    assert main(compare_args(tmp_path, tmp_path / "a") + ["--metric-percentiles", "50,99"]) == 0
+    report = json.loads((tmp_path / "a" / "report.json").read_text())
+    assert set(report["metrics"]["ttft"]["measured"]) == {"mean_ms", "median_ms", "p50_ms", "p99_ms"}
+    assert "milliseconds" in report["units"] and "seconds" in report["units"]
+    throughput = report["throughput"]
+    # simulated: 4 requests of 11 output and 8 prompt tokens from arrival 0 to the last finish at 3 + 5.5 s
+    assert throughput["simulated"]["request_throughput"] == pytest.approx(4 / 8.5)
+    assert throughput["simulated"]["output_throughput"] == pytest.approx(44 / 8.5)
+    assert throughput["simulated"]["total_token_throughput"] == pytest.approx(76 / 8.5)
+    assert throughput["measured"]["duration_s"] is None  # these inputs have no replay summary
+    markdown = (tmp_path / "a" / "report.md").read_text()
+    assert "| TTFT | mean | 150.00 | 150.00 | +0.0% |" in markdown
+    assert "| E2EL | p99 |" in markdown and "| ITL | median |" in markdown
+    assert "request throughput (req/s)" in markdown and "Latencies in milliseconds" in markdown
+    out = capsys.readouterr().out
+    assert "TTFT: 2 requests, mean 150.0 ms measured" in out
 
 
 def test_markdown_shows_the_numbers():
+    stats = {"mean_ms": 150.0, "median_ms": 150.0, "p99_ms": 199.0}
     write = render_markdown(
         {
             "workload_hash": "abcdef0123456789",
@@ -123,12 +174,13 @@ def test_markdown_shows_the_numbers():
             "simulated_model": "m",
             "simulated_device": "a100",
             "requests": {"total": 4, "compared": 2, "length_mismatch": 1, "by_status": {"ok": 3, "timeout": 1}},
-            "metrics": {m: {"requests": 2, "measured_p50_s": 0.15, "simulated_p50_s": 0.165, "p50_err_pct": 10.0, "median_signed_err_pct": 5.0, "mape_pct": 15.0, "p90_abs_err_pct": 19.0} for m in ("ttft", "tpot", "e2e")},
+            "metrics": {m: {"requests": 2, "measured": stats, "simulated": {k: v * 1.1 for k, v in stats.items()}, "error_pct": {"mean": 10.0, "median": 10.0, "p99": 10.0}, "median_signed_err_pct": 5.0, "mape_pct": 15.0, "p90_abs_err_pct": 19.0} for m in ("ttft", "tpot", "itl", "e2el")},
             "acceptance": {"measured": {"acceptance_rate": 0.6, "mean_acceptance_length": 2.1}, "simulated": {"acceptance_rate": None, "mean_acceptance_length": None}, "num_speculative_tokens": 2, "engine": "v1"},
             "calibration": {"notes": ["a note"]},
         }
     )
-    assert "| TTFT | 2 | 150.0 ms | 165.0 ms | +10.0% | +5.0% | 15.0% | 19.0% |" in write
+    assert "| TTFT | p99 | 199.00 | 218.90 | +10.0% |" in write
+    assert "| E2EL | 2 | +5.0% | 15.0% | 19.0% |" in write
     assert "| simulated | n/a | n/a |" in write and "- a note" in write
 
 

@@ -20,10 +20,10 @@ FAST = dict(step_base_s=0.001, step_per_token_s=0.00001)
 def measured(tmp_path_factory):
     """Workload, replay and calibration against a fake server with k = 3 and acceptance 0.7."""
     root = tmp_path_factory.mktemp("e2e")
-    assert main(["generate", "--out", str(root / "w.jsonl"), "--num-requests", "40", "--rate", "80", "--prompt-range", "32", "96", "--output-range", "40", "80", "--repeat-fraction", "0.3", "--seed", "11"]) == 0
+    assert main(["generate", "--out", str(root / "w.jsonl"), "--num-prompts", "40", "--request-rate", "80", "--prompt-range", "32", "96", "--output-range", "40", "80", "--repeat-fraction", "0.3", "--workload-seed", "11"]) == 0
     config = FakeServerConfig(num_speculative_tokens=K, acceptance_rate=ALPHA, fault_http_500=0.05, fault_drop=0.05, **FAST)
     with FakeServer(config) as server:
-        assert main(["replay", "--workload", str(root / "w.jsonl"), "--url", server.url, "--out", str(root / "replay"), "--no-progress"]) == EXIT_REQUESTS_FAILED
+        assert main(["replay", "--workload", str(root / "w.jsonl"), "--base-url", server.url, "--out", str(root / "replay"), "--no-progress"]) == EXIT_REQUESTS_FAILED
     assert main(["calibrate", "--replay", str(root / "replay"), "--num-speculative-tokens", str(K)]) == 0
     return root
 
@@ -75,10 +75,10 @@ def test_simulate_and_compare(measured, capsys):
 
 
 def test_missing_counter_stops_calibration_with_a_clear_message(tmp_path, capsys):
-    assert main(["generate", "--out", str(tmp_path / "w.jsonl"), "--num-requests", "5", "--rate", "100", "--prompt-tokens", "16", "--output-tokens", "8"]) == 0
+    assert main(["generate", "--out", str(tmp_path / "w.jsonl"), "--num-prompts", "5", "--request-rate", "100", "--prompt-tokens", "16", "--output-tokens", "8"]) == 0
     config = FakeServerConfig(metrics_missing=("vllm:spec_decode_num_drafts",), **FAST)
     with FakeServer(config) as server:
-        assert main(["replay", "--workload", str(tmp_path / "w.jsonl"), "--url", server.url, "--out", str(tmp_path / "r"), "--no-progress"]) == 0
+        assert main(["replay", "--workload", str(tmp_path / "w.jsonl"), "--base-url", server.url, "--out", str(tmp_path / "r"), "--no-progress"]) == 0
     capsys.readouterr()
     assert main(["calibrate", "--replay", str(tmp_path / "r"), "--num-speculative-tokens", "3"]) == 2
     assert "missing vllm:spec_decode_num_drafts_total" in capsys.readouterr().err
@@ -86,9 +86,9 @@ def test_missing_counter_stops_calibration_with_a_clear_message(tmp_path, capsys
 
 
 def test_speculation_expected_but_the_server_has_none(tmp_path, capsys):
-    assert main(["generate", "--out", str(tmp_path / "w.jsonl"), "--num-requests", "3", "--rate", "100", "--prompt-tokens", "16", "--output-tokens", "4"]) == 0
+    assert main(["generate", "--out", str(tmp_path / "w.jsonl"), "--num-prompts", "3", "--request-rate", "100", "--prompt-tokens", "16", "--output-tokens", "4"]) == 0
     with FakeServer(FakeServerConfig(num_speculative_tokens=0, **FAST)) as server:
-        assert main(["replay", "--workload", str(tmp_path / "w.jsonl"), "--url", server.url, "--out", str(tmp_path / "r"), "--no-progress"]) == 0
+        assert main(["replay", "--workload", str(tmp_path / "w.jsonl"), "--base-url", server.url, "--out", str(tmp_path / "r"), "--no-progress"]) == 0
     capsys.readouterr()
     assert main(["calibrate", "--replay", str(tmp_path / "r"), "--num-speculative-tokens", "2"]) == 2
     assert "--speculative-config" in capsys.readouterr().err
@@ -97,8 +97,8 @@ def test_speculation_expected_but_the_server_has_none(tmp_path, capsys):
 
 
 def test_unreachable_url_exits_2_naming_it(tmp_path, capsys):
-    assert main(["generate", "--out", str(tmp_path / "w.jsonl"), "--num-requests", "2", "--prompt-tokens", "4", "--output-tokens", "2"]) == 0
-    assert main(["replay", "--workload", str(tmp_path / "w.jsonl"), "--url", "http://127.0.0.1:9", "--out", str(tmp_path / "r")]) == 2
+    assert main(["generate", "--out", str(tmp_path / "w.jsonl"), "--num-prompts", "2", "--prompt-tokens", "4", "--output-tokens", "2"]) == 0
+    assert main(["replay", "--workload", str(tmp_path / "w.jsonl"), "--base-url", "http://127.0.0.1:9", "--out", str(tmp_path / "r")]) == 2
     assert "http://127.0.0.1:9" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
 
@@ -108,10 +108,13 @@ def test_speculation_without_counters_is_not_taken_for_speculation_off(tmp_path,
     tokens per chunk, so calibrate without k stops and says what to do."""
     from fake_vllm import SPEC_COUNTERS
 
-    assert main(["generate", "--out", str(tmp_path / "w.jsonl"), "--num-requests", "6", "--rate", "100", "--prompt-tokens", "16", "--output-tokens", "24"]) == 0
+    assert main(["generate", "--out", str(tmp_path / "w.jsonl"), "--num-prompts", "6", "--request-rate", "100", "--prompt-tokens", "16", "--output-tokens", "24"]) == 0
     with FakeServer(FakeServerConfig(num_speculative_tokens=3, metrics_missing=SPEC_COUNTERS, **FAST)) as server:
-        assert main(["replay", "--workload", str(tmp_path / "w.jsonl"), "--url", server.url, "--out", str(tmp_path / "r"), "--no-progress"]) == 0
-    capsys.readouterr()
+        # detected at replay already: a warning before sending, an error (exit 2) once chunks show speculation
+        assert main(["replay", "--workload", str(tmp_path / "w.jsonl"), "--base-url", server.url, "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 2 and err.startswith("warning: ") and "exports no spec-decode counters" in err
+    assert "so it speculates: acceptance cannot be calibrated from this server" in err and "new --out" in err
     assert main(["calibrate", "--replay", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
     assert "tokens per decode chunk" in err and "no spec-decode counters" in err
@@ -127,9 +130,9 @@ def test_ngram_misses_are_measured_and_simulated(tmp_path, capsys):
     """The fake proposer drafts at 60% of decode steps: calibrate measures it, simulate runs
     with it (the simulated share of steps with a draft matches), and report.md shows it."""
     root = tmp_path
-    assert main(["generate", "--out", str(root / "w.jsonl"), "--num-requests", "30", "--rate", "60", "--prompt-range", "32", "64", "--output-range", "48", "80", "--seed", "5"]) == 0
+    assert main(["generate", "--out", str(root / "w.jsonl"), "--num-prompts", "30", "--request-rate", "60", "--prompt-range", "32", "64", "--output-range", "48", "80", "--workload-seed", "5"]) == 0
     with FakeServer(FakeServerConfig(num_speculative_tokens=K, acceptance_rate=ALPHA, proposal_probability=0.6, **FAST)) as server:
-        assert main(["replay", "--workload", str(root / "w.jsonl"), "--url", server.url, "--out", str(root / "replay"), "--no-progress"]) == 0
+        assert main(["replay", "--workload", str(root / "w.jsonl"), "--base-url", server.url, "--out", str(root / "replay"), "--no-progress"]) == 0
     assert main(["calibrate", "--replay", str(root / "replay")]) == 0
     calibration = json.loads((root / "replay" / "calibration.json").read_text())
     # about 1000 decode steps: a binomial standard error of 0.016; 0.06 is almost 4 of them

@@ -24,13 +24,15 @@ def inputs(tmp_path):
     calibration = {"schema": "vidur-specdec/validation-calibration", "schema_version": 1, "workload_hash": workload.workload_hash, "num_speculative_tokens": 0, "acceptance_per_position": [], "kv_cache": {}}
     (tmp_path / "calibration.json").write_text(json.dumps(calibration))
     (tmp_path / "replay").mkdir()
+    header = {"schema": "vidur-specdec/validation-replay", "schema_version": 1, "workload_hash": workload.workload_hash, "num_requests": 3, "model": "m"}
+    (tmp_path / "replay" / "replay.jsonl").write_text(json.dumps(header) + "\n")
     return tmp_path
 
 
 def step_args(step, root, out):
     return {
-        "generate": ["generate", "--out", str(out), "--num-requests", "2", "--prompt-tokens", "4", "--output-tokens", "2"],
-        "replay": ["replay", "--workload", str(root / "w.jsonl"), "--url", UNREACHABLE, "--out", str(out)],
+        "generate": ["generate", "--out", str(out), "--num-prompts", "2", "--prompt-tokens", "4", "--output-tokens", "2"],
+        "replay": ["replay", "--workload", str(root / "w.jsonl"), "--base-url", UNREACHABLE, "--out", str(out)],
         "calibrate": ["calibrate", "--replay", str(root / "replay"), "--out", str(out)],
         "simulate": ["simulate", "--workload", str(root / "w.jsonl"), "--calibration", str(root / "calibration.json"), "--out", str(out)],
         "compare": ["compare", "--workload", str(root / "w.jsonl"), "--replay", str(root / "replay"), "--calibration", str(root / "calibration.json"), "--simulated", str(root / "sim"), "--out", str(out)],

@@ -138,7 +138,7 @@ def test_resume_after_the_replay_process_is_killed(tmp_path):
     write_workload(path, workload)
     config = FakeServerConfig(fault_http_500=0.1, fault_drop=0.1, hold_after_requests=served, **FAST)
     with FakeServer(config) as server:
-        command = [sys.executable, "-m", "simulator.validation", "replay", "--workload", str(path), "--url", server.url, "--out", str(tmp_path / "killed"), "--no-progress"]
+        command = [sys.executable, "-m", "simulator.validation", "replay", "--workload", str(path), "--base-url", server.url, "--out", str(tmp_path / "killed"), "--no-progress"]
         process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         log = results_path(tmp_path / "killed")
         deadline = time.monotonic() + 120  # a bound for a loaded machine, not a timing assumption
@@ -256,7 +256,7 @@ def test_a_metrics_endpoint_that_is_not_vllms_stops_the_replay_before_it_starts(
     workload = tmp_path / "w.jsonl"
     write_workload(workload, small_workload(5))
     with FakeServer(config) as server:
-        assert main(["replay", "--workload", str(workload), "--url", server.url, "--out", str(tmp_path / "r"), "--no-progress"]) == 2
+        assert main(["replay", "--workload", str(workload), "--base-url", server.url, "--out", str(tmp_path / "r"), "--no-progress"]) == 2
         assert server.requests_received == 0  # nothing was sent
     err = capsys.readouterr().err
     assert re.search(message, err), err

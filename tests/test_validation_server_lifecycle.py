@@ -17,12 +17,12 @@ N = 30
 @pytest.fixture
 def workload(tmp_path):
     path = tmp_path / "w.jsonl"
-    assert main(["generate", "--out", str(path), "--num-requests", str(N), "--arrival", "fixed", "--rate", "200", "--prompt-range", "16", "48", "--output-range", "16", "40", "--seed", "3"]) == 0
+    assert main(["generate", "--out", str(path), "--num-prompts", str(N), "--arrival", "fixed", "--request-rate", "200", "--prompt-range", "16", "48", "--output-range", "16", "40", "--workload-seed", "3"]) == 0
     return path
 
 
 def replay(workload, url, out, *extra):
-    return main(["replay", "--workload", str(workload), "--url", url, "--out", str(out), "--no-progress", *extra])
+    return main(["replay", "--workload", str(workload), "--base-url", url, "--out", str(out), "--no-progress", *extra])
 
 
 def session_delta(out, session):
@@ -39,7 +39,7 @@ def test_failed_requests_exit_3_and_every_record_is_kept(tmp_path, workload, cap
     records = read_results(tmp_path / "r").records
     failed = sum(r["status"] != "ok" for r in records.values())
     assert len(records) == N and failed > 0
-    assert f"{failed} of {N} requests failed" in err and "--retry-failed" in err
+    assert f"{failed} of {N} requests have no successful record" in err and "--retry-failed" in err
 
 
 def test_a_server_that_dies_mid_replay_exits_4_keeping_every_record(tmp_path, workload, capsys):
@@ -49,7 +49,7 @@ def test_a_server_that_dies_mid_replay_exits_4_keeping_every_record(tmp_path, wo
     with FakeServer(FakeServerConfig(die_after_requests=10, **FAST)) as server:
         assert replay(workload, server.url, out) == EXIT_CLOSING_SCRAPE_FAILED
         err = capsys.readouterr().err
-        assert "closing /metrics scrape failed" in err and "requests failed" in err
+        assert "closing /metrics scrape failed" in err and "requests have no successful record" in err
         records = read_results(out).records
         assert len(records) == N  # a record for every request, failed or not
         assert sum(r["status"] != "ok" for r in records.values()) >= N - 10  # at least the requests after the death

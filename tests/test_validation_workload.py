@@ -143,7 +143,7 @@ def test_unsorted_arrivals_are_refused(tmp_path):
 
 def test_generate_cli_writes_a_readable_file(tmp_path, capsys):
     out = tmp_path / "w.jsonl"
-    assert main(["generate", "--out", str(out), "--num-requests", "4", "--prompt-tokens", "8", "--output-tokens", "2"]) == 0
+    assert main(["generate", "--out", str(out), "--num-prompts", "4", "--prompt-tokens", "8", "--output-tokens", "2"]) == 0
     assert len(read_workload(out)) == 4
     assert out.name in capsys.readouterr().out
 

@@ -1,4 +1,12 @@
-"""``python -m simulator.validation <step>``: one command per step, each reading and writing files."""
+"""``python -m simulator.validation <step>``: one command per step, each reading and writing files.
+
+Flags follow ``vllm bench serve`` where it has them (``--base-url``, ``--endpoint``,
+``--num-prompts``, ``--request-rate``, ``--max-concurrency``, ``--metric-percentiles``,
+``--percentile-metrics``), and seeds say what they seed (``--workload-seed`` for arrivals,
+lengths and prompts; ``--acceptance-seed`` for the simulator's acceptance draws, spelt
+``--seed`` by ``python -m simulator``).  The flags this harness used before are kept for one
+release as deprecated aliases (:data:`DEPRECATED`) that print a warning.
+"""
 
 from __future__ import annotations
 
@@ -7,24 +15,78 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from simulator.config import MODEL_PROPOSERS, PROPOSERS
 from simulator.errors import ConfigError
 
 # Exit codes, also listed in --help and docs/validation.md.
 EXIT_OK = 0
 EXIT_BAD_INPUT = 2  # a ConfigError: bad input, unreachable or non-vLLM server, unusable output path
-EXIT_REQUESTS_FAILED = 3  # replay: some requests failed; every record is kept
+EXIT_REQUESTS_FAILED = 3  # replay: some requests have no successful record; every record is kept
 EXIT_CLOSING_SCRAPE_FAILED = 4  # replay: the closing /metrics scrape failed (server down?); records kept
 EXIT_INTERRUPTED = 130
 EXIT_CODES = f"""exit codes:
-  {EXIT_OK}    done
+  {EXIT_OK}    done (replay: every request of the workload has a successful record)
   1    an unexpected error (a bug: please report it with the traceback)
   {EXIT_BAD_INPUT}    bad input: a file, an option, an output path, a server that cannot be reached or
        whose /metrics is not vLLM's; the message names it, and nothing was written
-  {EXIT_REQUESTS_FAILED}    replay: some requests failed; every record is kept (rerun with --retry-failed)
+  {EXIT_REQUESTS_FAILED}    replay: some requests of the workload have no successful record, from this run or
+       an earlier one; every record is kept (rerun with --retry-failed)
   {EXIT_CLOSING_SCRAPE_FAILED}    replay: the closing /metrics scrape failed (the server died?); every record is
        kept, and rerunning replay once the server is back closes the session (4 wins over 3)
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); rerun the same command to resume
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); nothing is half-written: rerun the same command to resume
 """
+# old flag -> its replacement; accepted for one release with a warning on stderr
+DEPRECATED = {
+    "--num-requests": "--num-prompts",
+    "--rate": "--request-rate",
+    "--seed": "--workload-seed",  # generate only; simulate's --seed is --acceptance-seed, as in python -m simulator
+    "--url": "--base-url",
+    "--concurrency": "--max-concurrency",
+}
+PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line naming the option and where help is."""
+
+    def error(self, message):
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+class _DeprecatedAlias(argparse.Action):
+    """An old flag kept for one release: stores into its replacement's dest and warns."""
+
+    def __init__(self, option_strings, dest, replacement: str = "", **kwargs):
+        self.replacement = replacement
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"warning: {option_string} is deprecated and will be removed in the next release; use {self.replacement}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def _alias(group, old: str, dest: str, type=str, metavar=None) -> None:
+    group.add_argument(old, dest=dest, type=type, metavar=metavar, action=_DeprecatedAlias, replacement=DEPRECATED[old], help=f"deprecated: use {DEPRECATED[old]}", default=argparse.SUPPRESS)
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 0 (the k the server ran with; 0 = speculation off)")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be a positive integer")
+    return value
 
 
 def _generate(args) -> None:
@@ -40,9 +102,9 @@ def _generate(args) -> None:
             raise ConfigError("--lengths trace needs --trace FILE")
         trace_rows = read_length_trace(Path(args.trace), args.max_total_tokens)
     spec = WorkloadSpec(
-        num_requests=args.num_requests,
+        num_requests=args.num_prompts,
         arrival=args.arrival,
-        rate=args.rate,
+        rate=args.request_rate,
         lengths=lengths,
         prompt_tokens=args.prompt_tokens,
         output_tokens=args.output_tokens,
@@ -54,7 +116,7 @@ def _generate(args) -> None:
         min_token_id=args.min_token_id,
         repeat_fraction=args.repeat_fraction,
         repeat_span=args.repeat_span,
-        seed=args.seed,
+        seed=args.workload_seed,
     )
     workload = generate(spec)
     write_workload(Path(args.out), workload)
@@ -63,14 +125,15 @@ def _generate(args) -> None:
 
 def _replay(args) -> int:
     from simulator.validation.replay import ReplayOptions, replay
-    from simulator.validation.replay_files import read_results
+    from simulator.validation.replay_files import read_results, unfinished_requests
     from simulator.validation.workload import read_workload
 
     workload = read_workload(Path(args.workload))
     options = ReplayOptions(
-        base_url=args.url,
+        base_url=args.base_url,
+        endpoint=args.endpoint,
         model=args.model,
-        concurrency=args.concurrency,
+        concurrency=args.max_concurrency,
         timeout_s=args.timeout,
         temperature=args.temperature,
         retry_failed=args.retry_failed,
@@ -84,40 +147,55 @@ def _replay(args) -> int:
         saved = len(results.records) if results else 0
         print(f"interrupted: {saved} request records are saved in {args.out}; rerun the same command to resume", file=sys.stderr)
         return EXIT_INTERRUPTED
+    for warning in summary.get("warnings", []):
+        print(f"warning: {warning}", file=sys.stderr)
+    code = EXIT_OK
     if summary.get("session") is None:
         print(summary["note"])
-        return EXIT_OK
-    print(f"session {summary['session']}: sent {summary['sent']} requests in {summary['wall_s']:.1f} s; " + ", ".join(f"{k} {v}" for k, v in summary["statuses"].items()) + f"; length mismatches {summary['length_mismatches']}")
-    overhead = summary["client_overhead"]
-    print(f"client overhead: send lag p99 {overhead['send_lag_s']['p99'] * 1000:.2f} ms, event-loop lag p99 {overhead['event_loop_lag_s']['p99'] * 1000:.2f} ms, {overhead['chunk_handling_s_mean'] * 1e6:.1f} us per chunk")
-    failed = sum(count for status, count in summary["statuses"].items() if status != "ok")
-    code = EXIT_OK
-    if failed:
-        print(f"error: {failed} of {summary['sent']} requests failed; every record is kept in {args.out}; rerun with --retry-failed to resend them (exit {EXIT_REQUESTS_FAILED})", file=sys.stderr)
+    else:
+        print(f"session {summary['session']}: sent {summary['sent']} requests in {summary['wall_s']:.1f} s; " + ", ".join(f"{k} {v}" for k, v in summary["statuses"].items()) + f"; length mismatches {summary['length_mismatches']}")
+        overhead = summary["client_overhead"]
+        print(f"client overhead: send lag p99 {overhead['send_lag_s']['p99'] * 1000:.2f} ms, event-loop lag p99 {overhead['event_loop_lag_s']['p99'] * 1000:.2f} ms, {overhead['chunk_handling_s_mean'] * 1e6:.1f} us per chunk")
+    # The exit code describes the replay directory, not only this session: a rerun that sent
+    # nothing, or a resume after a kill, still fails while earlier failures remain.
+    unfinished = unfinished_requests(workload, read_results(Path(args.out), workload.workload_hash))
+    if unfinished:
+        print(
+            f"error: {len(unfinished)} of {len(workload)} requests have no successful record (e.g. request {unfinished[0]}); "
+            f"every record is kept in {args.out}; rerun with --retry-failed to resend them (exit {EXIT_REQUESTS_FAILED})",
+            file=sys.stderr,
+        )
         code = EXIT_REQUESTS_FAILED
-    if not summary["after_scrape"]:
+    if summary.get("session") is not None and not summary["after_scrape"]:
         print(
             f"error: the closing /metrics scrape failed: {summary['after_scrape_error']}; every record is kept in {args.out}; "
             f"rerun replay once the server is back: its opening scrape closes this session, unless the server restarted (exit {EXIT_CLOSING_SCRAPE_FAILED})",
             file=sys.stderr,
         )
         code = EXIT_CLOSING_SCRAPE_FAILED
+    if summary.get("unreported_speculation"):
+        print(f"error: {summary['unreported_speculation']}", file=sys.stderr)
+        code = EXIT_BAD_INPUT
     return code
 
 
 def _calibrate(args) -> None:
     from simulator.validation.calibrate import calibrate
     from simulator.validation.files import atomic_write_json, check_output_file
+    from simulator.validation.replay_files import check_replay_dir
 
-    out = check_output_file(Path(args.out) if args.out else Path(args.replay) / "calibration.json", "calibration file")
-    record = calibrate(Path(args.replay), args.num_speculative_tokens)
+    replay_dir = check_replay_dir(Path(args.replay), "--replay")  # names the input before any output is checked
+    out = check_output_file(Path(args.out) if args.out else replay_dir / "calibration.json", "calibration file")
+    record = calibrate(replay_dir, args.num_speculative_tokens, force=args.force)
     atomic_write_json(out, record)
     for dropped in record["sessions_dropped"]:
         print(f"warning: replay session {dropped['session']} left out of the calibration: {dropped['reason']}", file=sys.stderr)
+    for warning in record.get("warnings", []):
+        print(f"warning: {warning}", file=sys.stderr)
     if record["num_speculative_tokens"]:
         print(f"k = {record['num_speculative_tokens']} ({record['engine']}): acceptance rate {record['acceptance_rate']:.4f}, mean acceptance length {record['mean_acceptance_length']:.4f}")
         if record["proposal_probability"] is not None:
-            print(f"a draft at {record['proposal_probability']:.4f} of decode steps (drafts per decode chunk {record['drafts_per_decode_chunk']:.4f}); simulate passes it on as proposal_probability")
+            print(f"a draft at {record['proposal_probability']:.4f} of decode steps ({record['proposal_probability_method']}); simulate passes it on as proposal_probability")
     else:
         print(record["method"])
     print(f"KV cache: {record['kv_cache']['num_gpu_blocks']} blocks of {record['kv_cache']['block_size']} tokens; wrote {out}")
@@ -126,42 +204,49 @@ def _calibrate(args) -> None:
 def _simulate(args) -> None:
     from simulator.profiles.hardware import get_device
     from simulator.validation.calibrate import read_calibration
+    from simulator.validation.compare import summary_line
     from simulator.validation.simulate import build_run_config, simulate
     from simulator.validation.workload import read_workload
 
+    if args.proposer in MODEL_PROPOSERS and not args.draft_model:
+        raise ConfigError(f"--proposer {args.proposer} needs --draft-model (the draft model or EAGLE head the server ran, e.g. yuhuili/EAGLE-LLaMA3.1-Instruct-8B)")
     get_device(args.device)  # an unknown SKU stops here, naming the known ones
     workload = read_workload(Path(args.workload))
     calibration = read_calibration(Path(args.calibration))
-    config = build_run_config(workload, calibration, model=args.model, device=args.device, profile_dir=args.profile_dir, proposer=args.proposer, draft_model=args.draft_model, seed=args.seed)
+    config = build_run_config(workload, calibration, model=args.model, device=args.device, profile_dir=args.profile_dir, proposer=args.proposer, draft_model=args.draft_model, seed=args.acceptance_seed)
     record = simulate(config, workload, calibration, Path(args.out))
-    summary = record["summary"]
-    print(f"simulated {summary.get('num_requests')} requests: TTFT p50 {summary.get('ttft_p50_s')}, E2E p50 {summary.get('e2e_p50_s')}; wrote {args.out}")
+    print(f"simulated {record['summary'].get('num_requests')} requests: {summary_line(record['metrics'])}; wrote {args.out}")
 
 
 def _compare(args) -> None:
+    from simulator.validation.compare import parse_percentiles, parse_percentile_metrics
     from simulator.validation.report import compare_files
 
-    report = compare_files(Path(args.workload), Path(args.replay), Path(args.calibration), Path(args.simulated), Path(args.out))
+    percentiles = parse_percentiles(args.metric_percentiles)
+    metrics = parse_percentile_metrics(args.percentile_metrics)
+    report = compare_files(Path(args.workload), Path(args.replay), Path(args.calibration), Path(args.simulated), Path(args.out), percentiles=percentiles, percentile_metrics=metrics)
     for metric, values in report["metrics"].items():
         mape = values["mape_pct"]
-        print(f"{metric}: {values['requests']} requests, MAPE {'n/a' if mape is None else f'{mape:.1f}%'}")
+        print(f"{values['label']}: {values['requests']} requests, mean {values['measured']['mean_ms']} ms measured vs {values['simulated']['mean_ms']} ms simulated, MAPE {'n/a' if mape is None else f'{mape:.1f}%'}")
     print(f"wrote the report to {args.out}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="python -m simulator.validation",
         description="Validate the simulator against a vLLM server, request by request: generate -> replay -> calibrate -> simulate -> compare.",
-        epilog=EXIT_CODES,
+        epilog=EXIT_CODES + "\ndeprecated flags (kept for one release, each prints a warning): " + ", ".join(f"{old} -> {new}" for old, new in DEPRECATED.items()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     steps = parser.add_subparsers(dest="step", required=True)
 
     g = steps.add_parser("generate", help="write a seeded workload file (exact lengths, prompts as token ids)")
     g.add_argument("--out", required=True, help="workload file to write (JSONL)")
-    g.add_argument("--num-requests", type=int, default=100)
+    g.add_argument("--num-prompts", type=int, default=100, help="requests in the workload (as vllm bench serve's --num-prompts)")
+    _alias(g, "--num-requests", "num_prompts", type=int)
     g.add_argument("--arrival", choices=("poisson", "fixed"), default="poisson")
-    g.add_argument("--rate", type=float, default=2.0, help="requests per second")
+    g.add_argument("--request-rate", type=float, default=2.0, help="arrivals per second (Poisson, or evenly spaced with --arrival fixed)")
+    _alias(g, "--rate", "request_rate", type=float)
     g.add_argument("--lengths", choices=("fixed", "uniform", "trace"), help="default: trace with --trace, uniform with ranges, else fixed")
     g.add_argument("--prompt-tokens", type=int, default=512)
     g.add_argument("--output-tokens", type=int, default=128)
@@ -173,23 +258,29 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--min-token-id", type=int, default=1000)
     g.add_argument("--repeat-fraction", type=float, default=0.0, help="share of prompt spans copied from earlier in the prompt")
     g.add_argument("--repeat-span", type=int, default=16)
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--workload-seed", type=int, default=0, help="seeds arrivals, lengths and prompt tokens (as python -m simulator's --workload-seed)")
+    _alias(g, "--seed", "workload_seed", type=int)
 
-    r = steps.add_parser("replay", help="replay a workload open-loop against /v1/completions (resumes)", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    r = steps.add_parser("replay", help="replay a workload open-loop against a vLLM server's completions endpoint (resumes)", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("--workload", required=True)
-    r.add_argument("--url", required=True, help="server root, e.g. http://127.0.0.1:8000")
+    url = r.add_mutually_exclusive_group(required=True)
+    url.add_argument("--base-url", help="server root, e.g. http://127.0.0.1:8000 (the path goes in --endpoint)")
+    _alias(url, "--url", "base_url")
+    r.add_argument("--endpoint", default="/v1/completions", help="the OpenAI-compatible completions path (default: /v1/completions)")
     r.add_argument("--out", required=True, help="replay directory (created; reused to resume)")
-    r.add_argument("--model", help="served model name (default: the first in /v1/models)")
-    r.add_argument("--concurrency", type=int, default=256, help="requests in flight at most")
-    r.add_argument("--timeout", type=float, default=300.0, help="seconds without data before a request is a timeout")
+    r.add_argument("--model", help="served model name, checked against /v1/models (default: the first it lists)")
+    r.add_argument("--max-concurrency", type=_positive_int, default=256, help="requests in flight at most; a request that waits for a slot is sent late")
+    _alias(r, "--concurrency", "max_concurrency", type=_positive_int)
+    r.add_argument("--timeout", type=float, default=300.0, help="seconds of silence (no data at all) on a stream before the request is recorded as a timeout; not a limit on a request's total time")
     r.add_argument("--temperature", type=float, default=0.0)
     r.add_argument("--retry-failed", action="store_true", help="also resend requests recorded as failed")
     r.add_argument("--no-token-ids", action="store_true", help="do not ask for return_token_ids (servers older than vLLM 0.10.2)")
     r.add_argument("--no-progress", action="store_true")
 
     c = steps.add_parser("calibrate", help="acceptance and KV budget from the replay's /metrics scrapes")
-    c.add_argument("--replay", required=True, help="replay directory")
-    c.add_argument("--num-speculative-tokens", type=int, help="k the server ran with; > 0 requires spec-decode counters, 0 = off")
+    c.add_argument("--replay", required=True, help="replay directory (the --out of replay)")
+    c.add_argument("--num-speculative-tokens", type=_non_negative_int, help="k the server ran with; > 0 requires spec-decode counters, 0 = off; checked against the chunks the client saw")
+    c.add_argument("--force", action="store_true", help="calibrate even where k disagrees with the chunks or counters (a server that merges steps into one chunk, say)")
     c.add_argument("--out", help="calibration file (default: REPLAY/calibration.json)")
 
     s = steps.add_parser("simulate", help="simulate the same workload with the calibration")
@@ -199,9 +290,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", default="meta-llama/Llama-2-7b-hf")
     s.add_argument("--device", default="a100", help="GPU SKU the server ran on: a100, h100 or h200 (default: a100)")
     s.add_argument("--profile-dir", help="a Vidur-format profile directory measured on that GPU (default: the built-in profile)")
-    s.add_argument("--proposer", choices=("ngram", "draft"), default="ngram")
-    s.add_argument("--draft-model")
-    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--proposer", choices=PROPOSERS, default="ngram", help="the server's speculative method: ngram, draft (draft_model), eagle or eagle3 (the last three need --draft-model)")
+    s.add_argument("--draft-model", help="the draft model or EAGLE head the server ran, e.g. JackFram/llama-68m or yuhuili/EAGLE-LLaMA3.1-Instruct-8B")
+    s.add_argument("--acceptance-seed", "--seed", dest="acceptance_seed", type=int, default=0, help="seeds the simulator's acceptance draws (python -m simulator spells it --seed)")
 
     m = steps.add_parser("compare", help="join measured and simulated per request; write the report")
     m.add_argument("--workload", required=True)
@@ -209,6 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--calibration", required=True)
     m.add_argument("--simulated", required=True, help="the simulate step's output directory")
     m.add_argument("--out", required=True, help="report directory")
+    m.add_argument("--metric-percentiles", default="99", help="comma-separated percentiles to report besides mean and median, as vllm bench serve (default: 99)")
+    m.add_argument("--percentile-metrics", default=",".join(PERCENTILE_METRICS), help=f"comma-separated metrics that get those percentiles (default: {','.join(PERCENTILE_METRICS)})")
 
     return parser
 
@@ -227,6 +320,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        # Outputs are written atomically once the work is done, so nothing is half-written.
+        print(f"interrupted: {args.step} stopped before writing its outputs; rerun the same command", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except ModuleNotFoundError as err:
         root = (err.name or "").split(".")[0]
         if root not in EXTRA_MODULES:

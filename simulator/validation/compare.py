@@ -1,5 +1,15 @@
 """Measured vs simulated, request by request (pure pandas; :mod:`report` writes the files).
 
+Metrics are ``vllm bench serve``'s: TTFT, TPOT, ITL and E2EL, each summarised by its mean,
+median and the percentiles of ``--metric-percentiles`` (default p99), plus request, output
+and total-token throughput.  ITL is compared per request as the mean gap between content
+chunks (measured) or between decode steps (simulated): with speculative decoding a chunk is
+an engine step carrying 1 + accepted tokens.
+
+Units, one policy as vLLM's: per-request values (``replay.jsonl``, ``simulated.csv``,
+``comparison.csv``) are seconds, named ``*_s``; summaries (``report.json``, ``report.md``,
+the printed lines) are milliseconds, named ``*_ms`` as in vLLM's result JSON.
+
 Errors are signed ``(simulated - measured) / measured`` in percent, so a positive error
 means the simulator predicts slower than the server was.
 """
@@ -14,7 +24,93 @@ import pandas as pd
 from simulator.errors import ConfigError
 from simulator.validation.workload import Workload
 
-METRICS = ("ttft", "tpot", "e2e")
+METRICS = ("ttft", "tpot", "itl", "e2el")
+LABELS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
+DEFAULT_PERCENTILES = (99.0,)
+
+
+def parse_percentiles(text: str) -> tuple[float, ...]:
+    """``--metric-percentiles``: comma-separated numbers in (0, 100), as vllm bench serve."""
+    try:
+        values = tuple(float(part) for part in str(text).split(","))
+    except ValueError:
+        raise ConfigError(f"--metric-percentiles {text!r}: expected comma-separated numbers such as 50,90,99") from None
+    bad = [v for v in values if not 0 < v < 100]
+    if bad:
+        raise ConfigError(f"--metric-percentiles {text!r}: {bad[0]:g} is not a percentile strictly between 0 and 100")
+    return tuple(sorted(set(values)))
+
+
+def parse_percentile_metrics(text: str) -> tuple[str, ...]:
+    """``--percentile-metrics``: which of ttft, tpot, itl, e2el get the percentiles."""
+    names = tuple(part.strip().lower() for part in str(text).split(",") if part.strip())
+    unknown = [n for n in names if n not in METRICS]
+    if unknown or not names:
+        raise ConfigError(f"--percentile-metrics {text!r}: expected a comma-separated subset of {','.join(METRICS)}")
+    return names
+
+
+def percentile_name(p: float) -> str:
+    """vLLM's spelling: p99, p99.9."""
+    return f"p{int(p)}" if float(p).is_integer() else f"p{p:g}"
+
+
+def latency_stats(values_s, percentiles=DEFAULT_PERCENTILES) -> dict:
+    """Mean, median and percentiles in milliseconds (numpy's linear percentiles, as vLLM)."""
+    values = np.asarray([v for v in values_s if v is not None and np.isfinite(v)], dtype=float) * 1000.0
+    if not len(values):
+        return {"mean_ms": None, "median_ms": None, **{f"{percentile_name(p)}_ms": None for p in percentiles}}
+    stats = {"mean_ms": float(values.mean()), "median_ms": float(np.median(values))}
+    stats.update({f"{percentile_name(p)}_ms": float(np.percentile(values, p)) for p in percentiles})
+    return stats
+
+
+def simulated_itl_s(frame: pd.DataFrame) -> pd.Series:
+    """Per request, the mean time between decode steps: (E2E - TTFT) / steps, where the
+    steps number output tokens - 1 - accepted tokens (a step emits 1 + its accepted tokens)."""
+    if "accepted_tokens" not in frame.columns:
+        return pd.Series(np.nan, index=frame.index)
+    steps = frame["output_tokens"] - 1 - frame["accepted_tokens"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return ((frame["e2e_s"] - frame["ttft_s"]) / steps).where(steps > 0)
+
+
+def throughput(duration_s: Optional[float], completed: int, output_tokens: int, total_tokens: int) -> dict:
+    """vllm bench serve's throughputs over a run's duration (first send to last finish)."""
+    ok = duration_s is not None and duration_s > 0
+    return {
+        "duration_s": duration_s,
+        "completed": completed,
+        "request_throughput": completed / duration_s if ok else None,
+        "output_throughput": output_tokens / duration_s if ok else None,
+        "total_token_throughput": total_tokens / duration_s if ok else None,
+    }
+
+
+def simulated_metrics(frame: pd.DataFrame, percentiles=DEFAULT_PERCENTILES) -> dict:
+    """The simulated run summarised the way vllm bench serve summarises a measured one."""
+    columns = {"ttft": frame["ttft_s"], "tpot": frame["tpot_s"], "itl": simulated_itl_s(frame), "e2el": frame["e2e_s"]}
+    duration = float((frame["arrival_s"] + frame["e2e_s"]).max() - frame["arrival_s"].min()) if len(frame) else None
+    return {
+        "latency": {metric: latency_stats(columns[metric].tolist(), percentiles) for metric in METRICS},
+        "throughput": throughput(duration, int(len(frame)), int(frame["output_tokens"].sum()), int(frame["output_tokens"].sum() + frame["prompt_tokens"].sum())),
+    }
+
+
+def _ms(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:.2f} ms"
+
+
+def summary_line(metrics: dict) -> str:
+    """One printed line, in vllm bench serve's units (ms, req/s, tok/s)."""
+    parts = []
+    for metric in METRICS:
+        stats = metrics["latency"][metric]
+        parts.append(f"{LABELS[metric]} " + ", ".join(f"{key[:-3]} {_ms(value)}" for key, value in stats.items()))
+    t = metrics["throughput"]
+    if t["request_throughput"] is not None:
+        parts.append(f"request throughput {t['request_throughput']:.2f} req/s, output throughput {t['output_throughput']:.1f} tok/s, total token throughput {t['total_token_throughput']:.1f} tok/s")
+    return "; ".join(parts)
 
 
 def check_same_workload(hashes: dict) -> str:
@@ -41,20 +137,36 @@ def measured_frame(workload: Workload, records: dict) -> pd.DataFrame:
                 "length_mismatch": bool(record.get("length_mismatch")),
                 "measured_ttft_s": record.get("ttft_s"),
                 "measured_tpot_s": record.get("tpot_s"),
-                "measured_e2e_s": record.get("e2e_s"),
+                "measured_itl_s": _measured_itl(record),
+                "measured_e2el_s": record.get("e2e_s"),
             }
         )
     return pd.DataFrame(rows)
 
 
+def _measured_itl(record: dict) -> Optional[float]:
+    """Mean gap between successive content chunks (vLLM's ITL values, averaged per request)."""
+    chunks = record.get("chunks") or []
+    if record.get("status") != "ok" or len(chunks) < 2:
+        return None
+    return (chunks[-1][0] - chunks[0][0]) / (len(chunks) - 1)
+
+
 def join(measured: pd.DataFrame, simulated: pd.DataFrame) -> pd.DataFrame:
     """Per-request comparison; ``compared`` marks rows with a clean measurement."""
-    sim = simulated[["request_id", "output_tokens", "ttft_s", "tpot_s", "e2e_s"]].rename(
-        columns={"output_tokens": "simulated_output_tokens", **{f"{m}_s": f"simulated_{m}_s" for m in METRICS}}
+    sim = pd.DataFrame(
+        {
+            "request_id": simulated["request_id"],
+            "simulated_output_tokens": simulated["output_tokens"],
+            "simulated_ttft_s": simulated["ttft_s"],
+            "simulated_tpot_s": simulated["tpot_s"],
+            "simulated_itl_s": simulated_itl_s(simulated),
+            "simulated_e2el_s": simulated["e2e_s"],
+        }
     )
     frame = measured.merge(sim, on="request_id", how="left", validate="one_to_one")
-    if frame["simulated_e2e_s"].isna().any():
-        missing = frame.loc[frame["simulated_e2e_s"].isna(), "request_id"].tolist()[:5]
+    if frame["simulated_e2el_s"].isna().any():
+        missing = frame.loc[frame["simulated_e2el_s"].isna(), "request_id"].tolist()[:5]
         raise ConfigError(f"the simulated results lack request(s) {missing}...")
     if (frame["simulated_output_tokens"] != frame["output_tokens"]).any():
         raise ConfigError("the simulated output lengths differ from the workload's")
@@ -71,27 +183,47 @@ def join(measured: pd.DataFrame, simulated: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def error_summary(frame: pd.DataFrame) -> dict:
-    """Per metric: medians of measured and simulated, the error of the medians, the median
-    signed error and the mean absolute percentage error over compared requests."""
+def error_summary(frame: pd.DataFrame, percentiles=DEFAULT_PERCENTILES, percentile_metrics=METRICS) -> dict:
+    """Per metric over compared requests: measured and simulated mean, median and percentiles
+    (ms), the error of each statistic, the median signed error, the mean absolute percentage
+    error and the 90th percentile of the absolute error."""
     summary = {}
     compared = frame[frame["compared"]]
     for metric in METRICS:
         rows = compared.dropna(subset=[f"measured_{metric}_s", f"simulated_{metric}_s", f"{metric}_err_pct"])
-        measured, simulated = rows[f"measured_{metric}_s"], rows[f"simulated_{metric}_s"]
         n = len(rows)
-        m50 = float(measured.median()) if n else None
-        s50 = float(simulated.median()) if n else None
+        chosen = percentiles if metric in percentile_metrics else ()
+        measured = latency_stats(rows[f"measured_{metric}_s"].tolist(), chosen)
+        simulated = latency_stats(rows[f"simulated_{metric}_s"].tolist(), chosen)
         summary[metric] = {
+            "label": LABELS[metric],
             "requests": n,
-            "measured_p50_s": m50,
-            "simulated_p50_s": s50,
-            "p50_err_pct": (s50 - m50) / m50 * 100.0 if n and m50 > 0 else None,
+            "measured": measured,
+            "simulated": simulated,
+            "error_pct": {key[:-3]: ((simulated[key] - measured[key]) / measured[key] * 100.0 if n and measured[key] else None) for key in measured},
             "median_signed_err_pct": float(rows[f"{metric}_err_pct"].median()) if n else None,
             "mape_pct": float(rows[f"{metric}_abs_err_pct"].mean()) if n else None,
             "p90_abs_err_pct": float(rows[f"{metric}_abs_err_pct"].quantile(0.9)) if n else None,
         }
     return summary
+
+
+def measured_throughput(workload: Workload, records: dict, session_wall_s: list) -> dict:
+    """Throughput of the replay: successful requests and their tokens over the sessions' wall
+    time (first send to last finish, summed over sessions, as vllm bench serve's duration)."""
+    done = [r for r in records.values() if r.get("status") == "ok"]
+    prompts = {r.request_id: r.prompt_tokens for r in workload.requests}
+    output = sum(r["completion_tokens"] if r.get("completion_tokens") is not None else r["expected_output_tokens"] for r in done)
+    duration = float(sum(session_wall_s)) if session_wall_s else None
+    return throughput(duration, len(done), int(output), int(output + sum(prompts[r["request_id"]] for r in done)))
+
+
+def throughput_comparison(measured: dict, simulated: dict) -> dict:
+    error = {}
+    for key in ("request_throughput", "output_throughput", "total_token_throughput"):
+        m, s = measured.get(key), simulated.get(key)
+        error[key] = (s - m) / m * 100.0 if m and s is not None else None
+    return {"measured": measured, "simulated": simulated, "error_pct": error}
 
 
 def simulated_draft_probability(summary: dict, decode_tokens: int) -> Optional[float]:
@@ -114,7 +246,9 @@ def acceptance_summary(calibration: dict, simulated_summary: dict, decode_tokens
         "mean_acceptance_length": calibration.get("mean_acceptance_length"),
         "draft_probability": calibration.get("proposal_probability"),
     }
-    simulated = {key: simulated_summary.get(key) for key in ("acceptance_rate", "mean_acceptance_length")}
+    # the summary calls the realised rate realized_acceptance_rate (older simulated.json files: acceptance_rate)
+    realized = simulated_summary.get("realized_acceptance_rate", simulated_summary.get("acceptance_rate"))
+    simulated = {"acceptance_rate": realized, "mean_acceptance_length": simulated_summary.get("mean_acceptance_length")}
     simulated["draft_probability"] = simulated_draft_probability(simulated_summary, decode_tokens) if calibration.get("num_speculative_tokens") else None
     return {
         "measured": measured,

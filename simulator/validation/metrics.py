@@ -24,6 +24,8 @@ COUNTERS = {
     "generation_tokens": "vllm:generation_tokens_total",
 }
 PER_POSITION = "vllm:spec_decode_num_accepted_tokens_per_pos_total"
+# V0's gauges: rates since the server started, which cannot be differenced between scrapes.
+V0_GAUGES = ("vllm:spec_decode_draft_acceptance_rate", "vllm:spec_decode_efficiency")
 CACHE_INFO = "vllm:cache_config_info"
 # Exported by every Prometheus client library: a restarted server has a new value.
 START_TIME = "process_start_time_seconds"
@@ -45,6 +47,7 @@ class Snapshot:
     block_size: Optional[int] = None
     num_gpu_blocks: Optional[int] = None
     process_start_time: Optional[float] = None  # identifies the server process that was scraped
+    v0_gauges: tuple = ()  # names of V0's spec-decode gauges present (rates, not counts)
 
     @property
     def engine(self) -> Optional[str]:
@@ -67,6 +70,7 @@ def parse_metrics(text: str, source: str) -> Snapshot:
     per_pos: dict[int, float] = {}
     cache_labels: Optional[dict] = None
     start_time: Optional[float] = None
+    gauges: set = set()
     by_sample = {name: key for key, name in COUNTERS.items()}
     try:
         for family in text_string_to_metric_families(text):
@@ -81,13 +85,28 @@ def parse_metrics(text: str, source: str) -> Snapshot:
                     cache_labels = dict(sample.labels)
                 elif sample.name == START_TIME and start_time is None:
                     start_time = sample.value
-    except ValueError as err:
-        raise ConfigError(f"{source}: not valid Prometheus text ({err})") from None
+                elif sample.name in V0_GAUGES:
+                    gauges.add(sample.name)
+    except (ValueError, TypeError, IndexError, KeyError) as err:  # the parser's errors on garbage are not all ValueErrors
+        raise ConfigError(f"{source}: not valid Prometheus text ({type(err).__name__}: {str(err)[:120]})") from None
     block_size = num_blocks = None
     if cache_labels is not None:
         block_size = _optional_int(cache_labels.get("block_size"))
         num_blocks = _optional_int(cache_labels.get("num_gpu_blocks"))
-    return Snapshot(**totals, accepted_per_pos=per_pos, block_size=block_size, num_gpu_blocks=num_blocks, process_start_time=start_time)
+    return Snapshot(**totals, accepted_per_pos=per_pos, block_size=block_size, num_gpu_blocks=num_blocks, process_start_time=start_time, v0_gauges=tuple(sorted(gauges)))
+
+
+def spec_counter_problem(snapshot: Snapshot, source: str) -> Optional[str]:
+    """Why ``snapshot`` cannot give acceptance (no spec-decode counters of either engine), or None."""
+    if snapshot.engine is not None or snapshot.accepted_per_pos or snapshot.draft_tokens is not None:
+        return None
+    if snapshot.v0_gauges:
+        return (
+            f"{source} exports only V0's spec-decode gauges ({', '.join(snapshot.v0_gauges)}), rates since the server started that "
+            f"cannot be differenced between scrapes; calibration needs V0's counters ({COUNTERS['draft_tokens']}, {COUNTERS['emitted_tokens']}) "
+            "or a vLLM with the V1 engine"
+        )
+    return f"{source} exports no spec-decode counters ({COUNTERS['drafts']} for vLLM V1, {COUNTERS['emitted_tokens']} for V0)"
 
 
 def check_vllm_metrics(text: str, url: str) -> Snapshot:

@@ -16,6 +16,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional
+from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
@@ -24,7 +25,7 @@ from tqdm import tqdm
 
 from simulator.errors import ConfigError
 from simulator.validation.files import DurableAppender, atomic_write_json, atomic_write_text, check_output_dir
-from simulator.validation.metrics import check_vllm_metrics, scrape
+from simulator.validation.metrics import check_vllm_metrics, scrape, spec_counter_problem
 from simulator.validation.replay_files import (
     NOT_SENT,
     RESULTS_FILE,
@@ -45,22 +46,29 @@ LOOP_PROBE_S = 0.005  # how often the event-loop lag probe wakes
 
 @dataclass(frozen=True)
 class ReplayOptions:
-    base_url: str
-    model: Optional[str] = None  # None: the first model the server lists
-    concurrency: int = 256  # requests in flight at most; later ones wait (and say so)
-    timeout_s: float = 300.0  # longest silence on a connection before the request is a timeout
+    base_url: str  # the server root, as vllm bench serve's --base-url
+    model: Optional[str] = None  # None: the first model the server lists; else checked against /v1/models
+    concurrency: int = 256  # requests in flight at most (--max-concurrency); later ones wait (and say so)
+    timeout_s: float = 300.0  # longest silence on a connection before the request is a timeout (not a total time)
     temperature: float = 0.0
     retry_failed: bool = False  # also resend requests whose record is a failure
     request_token_ids: bool = True  # ask for token ids per chunk (vLLM >= 0.10.2: return_token_ids)
     progress: bool = False
+    endpoint: str = "/v1/completions"  # as vllm bench serve's --endpoint
 
     def __post_init__(self):
         if not (isinstance(self.concurrency, int) and self.concurrency > 0):
-            raise ConfigError(f"concurrency = {self.concurrency!r}: must be a positive integer")
+            raise ConfigError(f"--max-concurrency {self.concurrency!r}: must be a positive integer")
         if not (self.timeout_s > 0):
-            raise ConfigError(f"timeout_s = {self.timeout_s!r}: must be > 0 seconds")
+            raise ConfigError(f"--timeout {self.timeout_s!r}: must be > 0 seconds of silence")
         if not self.base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"url = {self.base_url!r}: must start with http:// or https://")
+            raise ConfigError(f"--base-url {self.base_url!r}: must start with http:// or https://, e.g. http://127.0.0.1:8000")
+        path = urlsplit(self.base_url).path.rstrip("/")
+        if path.endswith("/completions"):
+            root = self.base_url[: self.base_url.rstrip("/").rindex(path)]
+            raise ConfigError(f"--base-url {self.base_url!r} names an endpoint: pass the server root ({root}) as --base-url, and the path with --endpoint (default /v1/completions)")
+        if not (self.endpoint.startswith("/") and self.endpoint.rstrip("/").endswith("/completions") and not self.endpoint.rstrip("/").endswith("/chat/completions")):
+            raise ConfigError(f"--endpoint {self.endpoint!r}: must be an OpenAI completions path such as /v1/completions (the harness sends token-id prompts, which the chat API does not take)")
 
     @property
     def root_url(self) -> str:
@@ -128,13 +136,20 @@ async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, ex
     limits = httpx.Limits(max_connections=options.concurrency, max_keepalive_connections=options.concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) as client:
         before = await scrape(client, url)  # fails fast, before anything is written
-        check_vllm_metrics(before, f"{url}/metrics")  # an HTML page or another program's metrics: stop now, not at calibrate
-        served = [options.model] if options.model else await _served_models(client, url)
-        model = existing.header.get("model") if existing else served[0]
-        if model not in served:  # resuming against another model would mix two measurements
-            raise ConfigError(f"{results_path(out_dir)}: results were measured on model {model!r}, not {', '.join(map(repr, served))}")
+        opening = check_vllm_metrics(before, f"{url}/metrics")  # an HTML page or another program's metrics: stop now, not at calibrate
+        served = await _served_models(client, url)
+        if options.model is not None and options.model not in served:
+            raise ConfigError(f"--model {options.model!r} is not served by {url} (its /v1/models lists {', '.join(map(repr, served))}); pass one of those")
+        model = existing.header.get("model") if existing else (options.model or served[0])
+        if model not in served or (options.model is not None and options.model != model):  # resuming against another model would mix two measurements
+            now = repr(options.model) if options.model is not None else ", ".join(map(repr, served))
+            raise ConfigError(
+                f"{results_path(out_dir)}: results were measured on model {model!r}, not {now}; to measure another model, pass a new --out"
+            )
+        no_counters = spec_counter_problem(opening, f"{url}/metrics")
+        warnings = [no_counters + "; if the server speculates, calibrate cannot measure acceptance"] if no_counters else []
         if not pending:
-            return {"session": None, "sent": 0, "note": "every request already has a record; nothing to send"}
+            return {"session": None, "sent": 0, "note": "every request already has a record; nothing to send", "warnings": warnings}
         session = max(list_scrapes(out_dir), default=-1) + 1
         out_dir.mkdir(parents=True, exist_ok=True)
         appender = DurableAppender(results_path(out_dir))
@@ -153,7 +168,13 @@ async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, ex
         except ConfigError as err:
             stats["after_scrape"] = False
             stats["after_scrape_error"] = str(err)
-    summary = {"session": session, "model": model, "options": asdict(options) | {"base_url": url}, **stats}
+    summary = {"session": session, "model": model, "options": asdict(options) | {"base_url": url}, **stats, "warnings": warnings}
+    if no_counters and stats["largest_decode_chunk"] > 1:
+        summary["unreported_speculation"] = (
+            f"{no_counters}, yet the server streamed up to {stats['largest_decode_chunk']} tokens in one decode chunk, so it speculates: "
+            "acceptance cannot be calibrated from this server. Restart it with statistics logging on (no --disable-log-stats) on a vLLM "
+            f"that exports spec-decode counters, and replay into a new --out (the records are kept in {out_dir})"
+        )
     saved = read_summary(out_dir)
     saved.setdefault("sessions", []).append(summary)
     saved["workload_hash"] = workload.workload_hash
@@ -166,7 +187,7 @@ async def _served_models(client: httpx.AsyncClient, url: str) -> list[str]:
         response = await client.get("/v1/models")
         models = [str(entry["id"]) for entry in response.json()["data"]]
     except (httpx.HTTPError, ValueError, KeyError, TypeError) as err:
-        raise ConfigError(f"cannot list models at {url}/v1/models ({type(err).__name__}: {err}); pass --model") from None
+        raise ConfigError(f"cannot list models at {url}/v1/models ({type(err).__name__}: {err}); is {url} a vLLM server's root? --base-url takes the root, e.g. http://127.0.0.1:8000") from None
     if not models:
         raise ConfigError(f"{url}/v1/models lists no model")
     return models
@@ -189,7 +210,7 @@ async def _send_all(client, pending: list[Request], model: str, options: ReplayO
         scheduled = t0 + (request.arrival_s - origin)
         await asyncio.sleep(max(0.0, scheduled - clock()))
         async with gate:
-            record = await _stream_one(client, request, request_body(request, model, options), clock, scheduled - t0, t0)
+            record = await _stream_one(client, request, request_body(request, model, options), clock, scheduled - t0, t0, options.endpoint)
         record["session"] = session
         written.put_nowait(record)
         return record
@@ -219,7 +240,8 @@ async def _send_all(client, pending: list[Request], model: str, options: ReplayO
         await probe_task
         bar.close()
     wall = clock() - t0
-    return {"sent": len(pending), "wall_s": wall, **_tally(finished), "client_overhead": _overhead(finished, lags)}
+    largest = max((c[1] for r in finished if r["status"] == "ok" for c in r["chunks"][1:] if c[1] is not None), default=0)
+    return {"sent": len(pending), "wall_s": wall, **_tally(finished), "largest_decode_chunk": largest, "client_overhead": _overhead(finished, lags)}
 
 
 def _tally(records: list[dict]) -> dict:
@@ -247,7 +269,7 @@ def _overhead(records: list[dict], lags: list[float]) -> dict:
     }
 
 
-async def _stream_one(client: httpx.AsyncClient, request: Request, body: dict, clock, scheduled_s: float, t0: float) -> dict:
+async def _stream_one(client: httpx.AsyncClient, request: Request, body: dict, clock, scheduled_s: float, t0: float, endpoint: str = "/v1/completions") -> dict:
     """Send one request and time its stream; every failure becomes a record, never an exception."""
     send = clock()
     record = {
@@ -272,7 +294,7 @@ async def _stream_one(client: httpx.AsyncClient, request: Request, body: dict, c
     handling = 0.0
     finished = False
     try:
-        async with aconnect_sse(client, "POST", "/v1/completions", json=body) as source:
+        async with aconnect_sse(client, "POST", endpoint, json=body) as source:
             response = source.response
             record["http_status"] = response.status_code
             if response.status_code != 200:
@@ -302,10 +324,13 @@ async def _stream_one(client: httpx.AsyncClient, request: Request, body: dict, c
         return _failed(record, "dropped_stream", f"{type(err).__name__}: {err}")
     finally:
         record["client_handling_s"] = round(handling, 9)
-    if not finished:
-        return _failed(record, "dropped_stream", "the stream ended without data: [DONE]")
     if not record["chunks"]:
-        return _failed(record, "stream_error", "the stream carried no tokens")
+        return _failed(record, "stream_error", "the stream carried no tokens" + ("" if finished else " and ended without data: [DONE]"))
+    if not finished:
+        # vllm bench serve's rule: a stream that closed cleanly after a content chunk is a
+        # success, [DONE] or not; a cut connection raised above and is a failure.  The length
+        # check below still flags a stream that stopped short.
+        record["note"] = "the stream ended without data: [DONE]; counted as a success, as vllm bench serve does"
     _derive_latencies(record)
     return record
 

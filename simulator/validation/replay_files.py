@@ -18,6 +18,7 @@ from typing import Optional
 from simulator.errors import ConfigError
 from simulator.inputs import read_json
 from simulator.validation.files import check_schema, iter_jsonl
+from simulator.validation.workload import is_int
 
 SCHEMA = "vidur-specdec/validation-replay"
 SCHEMA_VERSION = 1
@@ -62,6 +63,7 @@ def read_results(directory: Path, workload_hash: Optional[str] = None) -> Option
         return None
     _, header = lines[0]
     check_schema(path, header, SCHEMA, SCHEMA_VERSION)
+    _check_header(path, header)
     if workload_hash is not None and header.get("workload_hash") != workload_hash:
         raise ConfigError(
             f"{path}: results are for workload {str(header.get('workload_hash'))[:12]}..., not {workload_hash[:12]}... (a different workload file)"
@@ -75,6 +77,7 @@ def read_results(directory: Path, workload_hash: Optional[str] = None) -> Option
             raise ConfigError(f"{path}:{number}: request_id = {rid!r} is outside the workload's 0..{num_requests - 1}")
         if record.get("status") not in STATUSES:
             raise ConfigError(f"{path}:{number}: status = {record.get('status')!r}, expected one of {STATUSES}")
+        _check_record(f"{path}:{number}", record)
         records[rid] = record
         history.append(record)
     return ReplayResults(header=header, records=records, history=tuple(history))
@@ -95,3 +98,62 @@ def list_scrapes(directory: Path) -> dict:
 def read_summary(directory: Path) -> dict:
     path = Path(directory) / SUMMARY_FILE
     return read_json(path, "replay summary") if path.exists() else {"sessions": []}
+
+
+def _wrong(where: str, name: str, value, expected: str) -> ConfigError:
+    return ConfigError(f"{where}: {name} = {value!r} has the wrong type, expected {expected}; the file was edited or damaged: replay into a new --out")
+
+
+def _check_header(path: Path, header: dict) -> None:
+    """The header's fields have the types replay writes (a hand-edited ``"40"`` is refused)."""
+    if not (is_int(header.get("num_requests")) and header["num_requests"] > 0):
+        raise _wrong(f"{path}: header", "num_requests", header.get("num_requests"), "a positive integer")
+    for name in ("workload_hash", "model"):
+        if not isinstance(header.get(name), str):
+            raise _wrong(f"{path}: header", name, header.get(name), "a string")
+
+
+def _number_or_none(value) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _check_record(where: str, record: dict) -> None:
+    """Every field a later step reads has the type replay writes, so a damaged file stops
+    with its line named instead of a traceback in calibrate or compare."""
+    if not (is_int(record.get("expected_output_tokens")) and record["expected_output_tokens"] > 0):
+        raise _wrong(where, "expected_output_tokens", record.get("expected_output_tokens"), "a positive integer")
+    if not is_int(record.get("session")):
+        raise _wrong(where, "session", record.get("session"), "an integer")
+    chunks = record.get("chunks")
+    if not isinstance(chunks, list) or not all(
+        isinstance(c, list) and len(c) == 2 and _number_or_none(c[0]) and c[0] is not None and (c[1] is None or (is_int(c[1]) and c[1] >= 0)) for c in chunks
+    ):
+        raise _wrong(where, "chunks", chunks, "a list of [seconds after send, tokens or null] pairs")
+    for name in ("ttft_s", "tpot_s", "e2e_s", "done_s", "send_s", "scheduled_s", "send_lag_s", "client_handling_s"):
+        if not _number_or_none(record.get(name)):
+            raise _wrong(where, name, record.get(name), "a number of seconds or null")
+    for name in ("completion_tokens", "streamed_tokens"):
+        if not (record.get(name) is None or is_int(record[name])):
+            raise _wrong(where, name, record.get(name), "an integer or null")
+    if record.get("length_mismatch") not in (None, True, False):
+        raise _wrong(where, "length_mismatch", record.get("length_mismatch"), "true, false or null")
+    if record["status"] == "ok" and (record.get("ttft_s") is None or record.get("e2e_s") is None or not chunks):
+        raise ConfigError(f"{where}: status is ok but ttft_s, e2e_s or chunks is missing; the file was edited or damaged: replay into a new --out")
+
+
+def check_replay_dir(directory: Path, option: str) -> Path:
+    """``directory`` is a replay directory (it holds replay.jsonl); the message names the input."""
+    directory = Path(directory)
+    if not directory.exists():
+        raise ConfigError(f"{option} {directory}: not found; pass the directory that replay wrote (its --out)")
+    if not directory.is_dir():
+        raise ConfigError(f"{option} {directory}: is a file, expected the replay directory that holds {RESULTS_FILE} (replay's --out)")
+    if not results_path(directory).is_file():
+        raise ConfigError(f"{option} {directory}: holds no {RESULTS_FILE}; pass the directory that replay wrote (its --out)")
+    return directory
+
+
+def unfinished_requests(workload, results: Optional[ReplayResults]) -> list[int]:
+    """Request ids of ``workload`` whose last record is not a success (or that have none)."""
+    records = results.records if results else {}
+    return [r.request_id for r in workload.requests if (records.get(r.request_id) or {}).get("status") != "ok"]

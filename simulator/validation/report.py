@@ -17,19 +17,32 @@ from plotly.subplots import make_subplots
 from simulator.errors import ConfigError
 from simulator.schemas import VALIDATION_REPORT_SCHEMA
 from simulator.validation.calibrate import read_calibration
-from simulator.validation.compare import METRICS, acceptance_summary, check_same_workload, error_summary, join, measured_frame, status_counts
+from simulator.validation.compare import (
+    DEFAULT_PERCENTILES,
+    LABELS,
+    METRICS,
+    acceptance_summary,
+    check_same_workload,
+    error_summary,
+    join,
+    measured_frame,
+    measured_throughput,
+    simulated_metrics,
+    status_counts,
+    throughput_comparison,
+)
 from simulator.validation.files import atomic_write_bytes, atomic_write_json, check_output_dir, json_safe
-from simulator.validation.replay_files import read_results, read_summary
+from simulator.validation.replay_files import check_replay_dir, read_results, read_summary
 from simulator.validation.simulate import read_simulated
 from simulator.validation.workload import read_workload
 
 SCHEMA = VALIDATION_REPORT_SCHEMA  # shared with the site, which reads report.json
 SCHEMA_VERSION = 1
 FILES = {"json": "report.json", "markdown": "report.md", "csv": "comparison.csv", "scatter_html": "scatter.html", "scatter_json": "scatter.json", "plotlyjs": "plotly.min.js"}
-LABELS = {"ttft": "TTFT", "tpot": "TPOT", "e2e": "E2E"}
+UNITS = "per-request values (comparison.csv) in seconds; summaries (report.json, report.md) in milliseconds; throughput in req/s and tok/s, as vllm bench serve"
 
 
-def build_report(workload, results, replay_summary: dict, calibration: dict, simulated: dict, simulated_frame: pd.DataFrame) -> tuple[dict, pd.DataFrame]:
+def build_report(workload, results, replay_summary: dict, calibration: dict, simulated: dict, simulated_frame: pd.DataFrame, percentiles=DEFAULT_PERCENTILES, percentile_metrics=METRICS) -> tuple[dict, pd.DataFrame]:
     workload_hash = check_same_workload(
         {
             "workload": workload.workload_hash,
@@ -47,8 +60,13 @@ def build_report(workload, results, replay_summary: dict, calibration: dict, sim
         "served_model": results.header.get("model"),
         "simulated_model": config.get("model"),
         "simulated_device": config.get("device"),
+        "units": UNITS,
         "requests": status_counts(frame),
-        "metrics": error_summary(frame),
+        "metrics": error_summary(frame, percentiles, percentile_metrics),
+        "throughput": throughput_comparison(
+            measured_throughput(workload, results.records, [s.get("wall_s") for s in replay_summary.get("sessions", []) if isinstance(s.get("wall_s"), (int, float))]),
+            simulated_metrics(simulated_frame, percentiles)["throughput"],
+        ),
         "acceptance": acceptance_summary(
             calibration,
             simulated.get("summary") or {},
@@ -66,8 +84,8 @@ def build_report(workload, results, replay_summary: dict, calibration: dict, sim
     return json_safe(report), frame
 
 
-def _seconds(value: Optional[float]) -> str:
-    return "n/a" if value is None else f"{value * 1000:.1f} ms"
+def _ms(value: Optional[float]) -> str:
+    return "n/a" if value is None else f"{value:.2f}"
 
 
 def _percent(value: Optional[float]) -> str:
@@ -87,19 +105,35 @@ def render_markdown(report: dict) -> str:
         f"(statuses: {', '.join(f'{k} {v}' for k, v in requests['by_status'].items())}; length mismatches: {requests['length_mismatch']}).",
         f"Served model `{report['served_model']}`; simulated `{report['simulated_model']}` on `{report['simulated_device']}`.",
         "",
-        "Errors are (simulated - measured) / measured: positive means the simulator predicts slower.",
+        "Latencies in milliseconds, as `vllm bench serve` prints them; ITL is compared per request as the mean gap between"
+        " content chunks (one engine step each). Errors are (simulated - measured) / measured: positive means the simulator predicts slower.",
         "",
-        "| metric | requests | measured p50 | simulated p50 | error of p50 | median error | MAPE | p90 abs error |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| metric | statistic | measured (ms) | simulated (ms) | error |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for metric in METRICS:
+        m = report["metrics"][metric]
+        for key, measured in m["measured"].items():
+            statistic = key[:-3]
+            lines.append(f"| {m.get('label', LABELS[metric])} | {statistic} | {_ms(measured)} | {_ms(m['simulated'][key])} | {_percent(m['error_pct'][statistic])} |")
+    lines += [
+        "",
+        "Per-request errors over the compared requests:",
+        "",
+        "| metric | requests | median error | MAPE | p90 abs error |",
+        "|---|---:|---:|---:|---:|",
     ]
     for metric in METRICS:
         m = report["metrics"][metric]
         mape = "n/a" if m["mape_pct"] is None else f"{m['mape_pct']:.1f}%"
         p90 = "n/a" if m["p90_abs_err_pct"] is None else f"{m['p90_abs_err_pct']:.1f}%"
-        lines.append(
-            f"| {LABELS[metric]} | {m['requests']} | {_seconds(m['measured_p50_s'])} | {_seconds(m['simulated_p50_s'])} | "
-            f"{_percent(m['p50_err_pct'])} | {_percent(m['median_signed_err_pct'])} | {mape} | {p90} |"
-        )
+        lines.append(f"| {m.get('label', LABELS[metric])} | {m['requests']} | {_percent(m['median_signed_err_pct'])} | {mape} | {p90} |")
+    throughput = report.get("throughput")
+    if throughput:
+        lines += ["", "| throughput | measured | simulated | error |", "|---|---:|---:|---:|"]
+        for key, label, unit in (("request_throughput", "request throughput", "req/s"), ("output_throughput", "output token throughput", "tok/s"), ("total_token_throughput", "total token throughput", "tok/s")):
+            lines.append(f"| {label} ({unit}) | {_number(throughput['measured'][key], 2)} | {_number(throughput['simulated'][key], 2)} | {_percent(throughput['error_pct'][key])} |")
+        lines += ["", f"Measured over {throughput['measured']['completed']} successful requests and the replay sessions' wall time; simulated from the first arrival to the last finish."]
     acceptance = report["acceptance"]
     lines += [
         "",
@@ -121,7 +155,7 @@ def render_markdown(report: dict) -> str:
     notes = report["calibration"].get("notes") or []
     if notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in notes] + [""]
-    lines += ["Per-request values: `comparison.csv`; scatter plot: `scatter.html`.", ""]
+    lines += ["Per-request values (seconds): `comparison.csv`; scatter plot: `scatter.html`.", ""]
     return "\n".join(lines)
 
 
@@ -147,15 +181,13 @@ def scatter_figure(frame: pd.DataFrame) -> go.Figure:
     return figure
 
 
-def compare_files(workload_path: Path, replay_dir: Path, calibration_path: Path, simulated_dir: Path, out_dir: Path) -> dict:
+def compare_files(workload_path: Path, replay_dir: Path, calibration_path: Path, simulated_dir: Path, out_dir: Path, percentiles=DEFAULT_PERCENTILES, percentile_metrics=METRICS) -> dict:
     out_dir = check_output_dir(out_dir, "report directory", files=tuple(FILES.values()))
     workload = read_workload(workload_path)
-    results = read_results(replay_dir)
-    if results is None:
-        raise ConfigError(f"{replay_dir}: no replay results (replay.jsonl) found")
+    results = read_results(check_replay_dir(replay_dir, "--replay"))
     calibration = read_calibration(calibration_path)
     simulated, simulated_frame = read_simulated(simulated_dir)
-    report, frame = build_report(workload, results, read_summary(replay_dir), calibration, simulated, simulated_frame)
+    report, frame = build_report(workload, results, read_summary(replay_dir), calibration, simulated, simulated_frame, percentiles, percentile_metrics)
     figure = scatter_figure(frame)
     outputs = {
         FILES["markdown"]: render_markdown(report).encode("utf-8"),

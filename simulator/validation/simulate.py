@@ -13,6 +13,7 @@ from typing import Optional
 from simulator.config import ExplicitWorkload, RunConfig, SpeculationConfig
 from simulator.errors import ConfigError
 from simulator.inputs import read_json
+from simulator.validation.compare import simulated_metrics
 from simulator.validation.files import atomic_write_bytes, atomic_write_json, check_output_dir, check_schema
 from simulator.validation.workload import Workload
 
@@ -82,7 +83,7 @@ def simulate(config: RunConfig, workload: Workload, calibration: dict, out_dir: 
         "workload_hash": workload.workload_hash,
         "calibration": {key: calibration.get(key) for key in ("engine", "num_speculative_tokens", "acceptance_rate", "mean_acceptance_length", "acceptance_per_position", "proposal_probability", "kv_cache")},
         "config": config.to_dict(),
-        "summary": result.summary,
+        "summary": result.summary.as_dict(),
         "provenance": result.provenance,
     }
     atomic_write_bytes(out_dir / REQUESTS_FILE, frame.to_csv(index=False, lineterminator="\n").encode("utf-8"))
@@ -102,7 +103,9 @@ def read_simulated(directory: Path):
         frame = pd.read_csv(path)
     except FileNotFoundError:
         raise ConfigError(f"{path}: file not found") from None
-    missing = {"request_id", "output_tokens", "ttft_s", "tpot_s", "e2e_s"} - set(frame.columns)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: not a readable CSV ({err}); run simulate again") from None
+    missing = {"request_id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s"} - set(frame.columns)
     if missing:
         raise ConfigError(f"{path}: missing column(s) {sorted(missing)}")
     return record, frame

@@ -58,7 +58,8 @@ def workload_hash(requests) -> str:
     return sha256_hex(canonical_json([r.to_dict() for r in requests]))
 
 
-def _is_int(value) -> bool:
+def is_int(value) -> bool:
+    """An integer, numpy's included, but not a bool."""
     return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
 
 
@@ -87,28 +88,28 @@ class WorkloadSpec:
             if not ok:
                 raise ConfigError(f"{name} = {getattr(self, name)!r}: {what}")
 
-        need(_is_int(self.num_requests) and self.num_requests > 0, "num_requests", "must be a positive integer")
+        need(is_int(self.num_requests) and self.num_requests > 0, "num_requests", "must be a positive integer")
         need(self.arrival in ARRIVALS, "arrival", f"must be one of {ARRIVALS}")
         need(isinstance(self.rate, (int, float)) and math.isfinite(self.rate) and self.rate > 0, "rate", "must be a finite number of requests per second > 0")
         need(self.lengths in LENGTHS, "lengths", f"must be one of {LENGTHS}")
         if self.lengths == "fixed":
-            need(_is_int(self.prompt_tokens) and self.prompt_tokens > 0, "prompt_tokens", "must be a positive integer")
-            need(_is_int(self.output_tokens) and self.output_tokens > 0, "output_tokens", "must be a positive integer")
+            need(is_int(self.prompt_tokens) and self.prompt_tokens > 0, "prompt_tokens", "must be a positive integer")
+            need(is_int(self.output_tokens) and self.output_tokens > 0, "output_tokens", "must be a positive integer")
         if self.lengths == "uniform":
             for name in ("prompt_range", "output_range"):
                 lo_hi = getattr(self, name)
                 need(
-                    lo_hi is not None and len(lo_hi) == 2 and all(_is_int(v) for v in lo_hi) and 0 < lo_hi[0] <= lo_hi[1],
+                    lo_hi is not None and len(lo_hi) == 2 and all(is_int(v) for v in lo_hi) and 0 < lo_hi[0] <= lo_hi[1],
                     name,
                     "must be two integers 0 < MIN <= MAX",
                 )
         if self.lengths == "trace":
             need(bool(self.trace_lengths), "trace_lengths", "a trace with at least one usable row is required")
-        need(_is_int(self.min_token_id) and self.min_token_id >= 0, "min_token_id", "must be an integer >= 0")
-        need(_is_int(self.vocab_size) and self.vocab_size > self.min_token_id, "vocab_size", "must be an integer > min_token_id")
+        need(is_int(self.min_token_id) and self.min_token_id >= 0, "min_token_id", "must be an integer >= 0")
+        need(is_int(self.vocab_size) and self.vocab_size > self.min_token_id, "vocab_size", "must be an integer > min_token_id")
         need(isinstance(self.repeat_fraction, (int, float)) and 0 <= self.repeat_fraction <= 1, "repeat_fraction", "must be a number in [0, 1]")
-        need(_is_int(self.repeat_span) and self.repeat_span > 0, "repeat_span", "must be a positive integer")
-        need(_is_int(self.seed) and self.seed >= 0, "seed", "must be an integer >= 0")
+        need(is_int(self.repeat_span) and self.repeat_span > 0, "repeat_span", "must be a positive integer")
+        need(is_int(self.seed) and self.seed >= 0, "seed", "must be an integer >= 0")
 
     def describe(self) -> dict:
         data = asdict(self)
@@ -249,10 +250,10 @@ def _request_from_row(path: Path, number: int, index: int, row: dict, previous: 
     if previous is not None and arrival < previous.arrival_s:
         fail("arrival_s", f"arrivals must be sorted (the previous request arrives at {previous.arrival_s})")
     for name in ("prompt_tokens", "output_tokens"):
-        if not (_is_int(row.get(name)) and row[name] > 0):
+        if not (is_int(row.get(name)) and row[name] > 0):
             fail(name, "must be a positive integer")
     ids = row.get("prompt_token_ids")
-    if not (isinstance(ids, list) and all(_is_int(t) and t >= 0 for t in ids)):
+    if not (isinstance(ids, list) and all(is_int(t) and t >= 0 for t in ids)):
         fail("prompt_token_ids", "must be a list of token ids >= 0")
     if len(ids) != row["prompt_tokens"]:
         raise ConfigError(f"{where}: prompt_token_ids holds {len(ids)} ids but prompt_tokens = {row['prompt_tokens']}")

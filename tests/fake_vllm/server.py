@@ -41,12 +41,14 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-FAULTS = ("http_500", "drop", "malformed", "stall", "short")
+FAULTS = ("http_500", "drop", "malformed", "stall", "short", "no_done")
+ENGINES = ("v1", "v0", "v0-gauges")
 SPEC_COUNTERS = (
     "vllm:spec_decode_num_drafts",
     "vllm:spec_decode_num_draft_tokens",
     "vllm:spec_decode_num_accepted_tokens",
     "vllm:spec_decode_num_accepted_tokens_per_pos",
+    "vllm:spec_decode_num_emitted_tokens",
 )
 HTML_PAGE = "<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body><form>proxy login</form></body></html>\n"
 CUT = object()  # put in a sequence's outbox when its server process goes away
@@ -70,6 +72,7 @@ class FakeServerConfig:
     fault_malformed: float = 0.0
     fault_stall: float = 0.0
     fault_short: float = 0.0
+    fault_no_done: float = 0.0  # the stream closes cleanly after every token, without data: [DONE]
     stall_s: float = 30.0
     metrics_missing: tuple[str, ...] = field(default_factory=tuple)  # metric names left out of /metrics
     metrics_html: bool = False  # /metrics answers an HTML page (a proxy's login page, say)
@@ -77,6 +80,9 @@ class FakeServerConfig:
     restart_after_requests: Optional[int] = None  # the process restarts: in-flight streams cut, counters from zero
     die_after_requests: Optional[int] = None  # the process dies: in-flight streams cut, the port closed
     hold_after_requests: Optional[int] = None  # later requests wait until FakeServer.release()
+    # which spec-decode metrics /metrics exports: V1's counters; V0's counters (draft, accepted
+    # and emitted tokens, accepted counted at any position as V0 does) and gauges; or V0's gauges only
+    engine: str = "v1"
 
     def __post_init__(self):
         def need(ok, name, what):
@@ -86,6 +92,7 @@ class FakeServerConfig:
         need(isinstance(self.num_speculative_tokens, int) and self.num_speculative_tokens >= 0, "num_speculative_tokens", "must be an integer >= 0")
         need(0 <= self.acceptance_rate <= 1, "acceptance_rate", "must be in [0, 1]")
         need(0 <= self.proposal_probability <= 1, "proposal_probability", "must be in [0, 1]")
+        need(self.engine in ENGINES, "engine", f"must be one of {ENGINES}")
         for name in ("step_base_s", "step_per_token_s", "stall_s"):
             need(math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, name, "must be a finite number >= 0")
         for name in ("max_batch", "num_gpu_blocks", "block_size"):
@@ -129,15 +136,25 @@ class _Metrics:
                 return None
             return Counter(name, doc, list(labels) + list(extra), registry=registry)
 
-        self.drafts = counter("vllm:spec_decode_num_drafts", "Verify steps with draft tokens")
-        self.draft_tokens = counter("vllm:spec_decode_num_draft_tokens", "Proposed tokens")
-        self.accepted = counter("vllm:spec_decode_num_accepted_tokens", "Accepted proposed tokens")
-        self.per_pos = counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per position", ("position",))
+        v1, v0 = config.engine == "v1", config.engine == "v0"
+        self.drafts = counter("vllm:spec_decode_num_drafts", "Verify steps with draft tokens") if v1 else None
+        self.draft_tokens = counter("vllm:spec_decode_num_draft_tokens", "Proposed tokens") if v1 or v0 else None
+        self.accepted = counter("vllm:spec_decode_num_accepted_tokens", "Accepted proposed tokens") if v1 or v0 else None
+        self.per_pos = counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per position", ("position",)) if v1 else None
+        self.emitted = counter("vllm:spec_decode_num_emitted_tokens", "Tokens emitted by speculative steps, the bonus token included") if v0 else None
         self.generation = counter("vllm:generation_tokens", "Generated tokens")
         self.labels = labels
+        self.v0_draft_tokens = self.v0_accepted = self.v0_emitted = 0
+        self.gauges = None
+        if config.engine in ("v0", "v0-gauges") and config.num_speculative_tokens > 0:
+            # V0's rates since start: acceptance = accepted / draft tokens, efficiency = emitted / (steps * (k + 1))
+            self.gauges = (
+                Gauge("vllm:spec_decode_draft_acceptance_rate", "Speculative token acceptance rate", list(labels), registry=registry),
+                Gauge("vllm:spec_decode_efficiency", "Speculative decoding system efficiency", list(labels), registry=registry),
+            )
         if config.num_speculative_tokens == 0:
-            self.drafts = self.draft_tokens = self.accepted = self.per_pos = None
-        for metric in (self.drafts, self.draft_tokens, self.accepted, self.generation):
+            self.drafts = self.draft_tokens = self.accepted = self.per_pos = self.emitted = None
+        for metric in (self.drafts, self.draft_tokens, self.accepted, self.emitted, self.generation):
             if metric is not None:
                 metric.labels(**labels)  # exported as 0 from the start, as vLLM does
         if self.per_pos is not None:
@@ -149,16 +166,27 @@ class _Metrics:
         if "process_start_time_seconds" not in missing:
             Gauge("process_start_time_seconds", "Start time of the process since unix epoch in seconds.", registry=registry).set(start_time)
 
-    def step(self, k: int, accepted: int) -> None:
+    def step(self, k: int, accepted: int, accepted_anywhere: Optional[int] = None) -> None:
+        """One verify step: ``accepted`` is the accepted prefix; V0 counts ``accepted_anywhere``
+        (positions the verifier accepted, even after an earlier rejection)."""
+        v0_accepted = accepted if accepted_anywhere is None else accepted_anywhere
         if self.drafts is not None:
             self.drafts.labels(**self.labels).inc()
         if self.draft_tokens is not None:
             self.draft_tokens.labels(**self.labels).inc(k)
         if self.accepted is not None:
-            self.accepted.labels(**self.labels).inc(accepted)
+            self.accepted.labels(**self.labels).inc(accepted if self.emitted is None else v0_accepted)
+        if self.emitted is not None:
+            self.emitted.labels(**self.labels).inc(1 + accepted)
         if self.per_pos is not None:
             for position in range(accepted):
                 self.per_pos.labels(**self.labels, position=str(position)).inc()
+        if self.gauges is not None:
+            self.v0_draft_tokens += k
+            self.v0_accepted += v0_accepted
+            self.v0_emitted += 1 + accepted
+            self.gauges[0].labels(**self.labels).set(self.v0_accepted / self.v0_draft_tokens)
+            self.gauges[1].labels(**self.labels).set(self.v0_emitted / (self.v0_draft_tokens / k * (k + 1)))
 
     def generated(self, tokens: int) -> None:
         if self.generation is not None:
@@ -243,7 +271,7 @@ class _Engine:
                     draws = sequence.rng.random(k)
                     while accepted < k and draws[accepted] < self.config.acceptance_rate:
                         accepted += 1
-                    self.metrics.step(k, accepted)
+                    self.metrics.step(k, accepted, int((draws < self.config.acceptance_rate).sum()))
                 self._emit(sequence, min(1 + accepted, sequence.remaining))
 
     def _emit(self, sequence: _Sequence, count: int) -> None:
@@ -426,7 +454,8 @@ def create_app(config: FakeServerConfig) -> web.Application:
         if (body.get("stream_options") or {}).get("include_usage"):
             usage = {"prompt_tokens": prompt_len, "completion_tokens": emitted, "total_tokens": prompt_len + emitted}
             await response.write(_sse({"id": request_id, "object": "text_completion", "created": 0, "model": config.model, "choices": [], "usage": usage}))
-        await response.write(_sse("[DONE]"))
+        if fault != "no_done":
+            await response.write(_sse("[DONE]"))
         await response.write_eof()
         return response
 
@@ -566,11 +595,12 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--max-batch", type=int, default=64)
     f.add_argument("--num-gpu-blocks", type=int, default=2048)
     f.add_argument("--block-size", type=int, default=16)
-    for fault, what in (("http-500", "answer HTTP 500"), ("drop", "drop the connection mid-stream"), ("malformed", "send a malformed SSE line"), ("stall", "stall mid-stream for --stall-s"), ("short", "stop at half the asked length")):
+    for fault, what in (("http-500", "answer HTTP 500"), ("drop", "drop the connection mid-stream"), ("malformed", "send a malformed SSE line"), ("stall", "stall mid-stream for --stall-s"), ("short", "stop at half the asked length"), ("no-done", "end the stream cleanly without data: [DONE]")):
         f.add_argument(f"--fault-{fault}", type=float, default=0.0, metavar="FRACTION", help=f"fraction of requests that {what}")
     f.add_argument("--stall-s", type=float, default=30.0)
     f.add_argument("--metrics-missing", action="append", default=[], metavar="NAME", help="leave this metric out of /metrics (repeatable)")
     f.add_argument("--metrics-html", action="store_true", help="/metrics answers an HTML page")
+    f.add_argument("--engine", choices=ENGINES, default="v1", help="spec-decode metrics to export: V1 counters, V0 counters and gauges, or V0 gauges only")
     f.add_argument("--restart-after-requests", type=int, metavar="N", help="the process restarts when request N + 1 arrives")
     f.add_argument("--die-after-requests", type=int, metavar="N", help="the process dies when request N + 1 arrives")
     return f
@@ -594,6 +624,8 @@ def main(argv=None) -> int:
         fault_malformed=args.fault_malformed,
         fault_stall=args.fault_stall,
         fault_short=args.fault_short,
+        fault_no_done=args.fault_no_done,
+        engine=args.engine,
         stall_s=args.stall_s,
         metrics_missing=tuple(args.metrics_missing),
         metrics_html=args.metrics_html,
