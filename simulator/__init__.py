@@ -11,7 +11,9 @@ __all__ = ["run", "RunConfig", "RunResult", "PoissonWorkload", "ExplicitWorkload
 
 
 def run(config: RunConfig) -> RunResult:
-    """Simulate one configuration (see :mod:`simulator.engine.simulation`)."""
+    """Simulate one configuration: resolved once (:mod:`simulator.engine.resolve`), then run
+    (:mod:`simulator.engine.simulation`)."""
+    from simulator.engine.resolve import resolve_run
     from simulator.engine.simulation import simulate
 
-    return simulate(config)
+    return simulate(resolve_run(config))

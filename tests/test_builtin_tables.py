@@ -16,6 +16,7 @@ from simulator.catalog import model_shape
 from simulator.config import PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.engine import simulation
 from simulator.engine.predictor import ProfilePredictor
+from simulator.engine.resolve import resolve_run
 from simulator.profiles import network, roofline
 from simulator.profiles.hardware import get_device
 
@@ -35,7 +36,8 @@ def no_forest(monkeypatch):
 
 
 def _predictor(config: RunConfig) -> ProfilePredictor:
-    return simulation.target_predictor(config)
+    run = resolve_run(config)
+    return simulation.side_predictor(run, run.target)
 
 
 def _sample(keys, n=40):
@@ -91,8 +93,8 @@ def test_a_speculative_run_with_a_draft_needs_no_forest():
 def test_the_profile_digest_follows_the_device_numbers():
     """Provenance: the built-in profile's sha256 is a hash of the model shard and every device
     number, so a changed constant is a different profile."""
-    a = simulation.resolve_profile(None, L7, "a100", simulation.default_cache_dir())
-    b = simulation.resolve_profile(None, L7, "h100", simulation.default_cache_dir())
+    a = resolve_run(RunConfig(model=L7, device="a100")).target.profile
+    b = resolve_run(RunConfig(model=L7, device="h100")).target.profile
     assert a.content_sha256 != b.content_sha256
     changed = dataclasses.replace(a.builtin.device, constants=dataclasses.replace(a.builtin.device.constants, add_eff=0.5))
     assert dataclasses.replace(a.builtin, device=changed).digest() != a.builtin.digest()

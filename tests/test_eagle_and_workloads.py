@@ -8,7 +8,7 @@ import pytest
 
 import simulator
 from simulator import ClosedLoopWorkload, RunConfig, SpeculationConfig
-from simulator.engine import simulation
+from simulator.engine.resolve import resolve_run
 from simulator.errors import ConfigError
 from simulator.workloads import draw_lengths, read_trace, trace_workload
 
@@ -78,7 +78,7 @@ def test_bad_proposers_are_refused_naming_the_field(speculation, model, message)
 
 def test_eagle_head_memory_is_one_layer_plus_fc():
     config = RunConfig(model=TARGET, device="h100", speculation=SpeculationConfig(num_speculative_tokens=2, acceptance_rate=0.5, proposer="eagle3", draft_model=EAGLE3))
-    head = simulation._draft_memory(config)
+    head = resolve_run(config).draft.memory
     layer_params = 4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336  # qkv, o, gated MLP
     fc_and_vocab = 3 * 4096 * 4096 + 32000 * 4096
     assert head.weight_bytes == pytest.approx(2 * (layer_params + fc_and_vocab), rel=0.01)
@@ -148,7 +148,7 @@ def test_a_vidur_trace_runs():
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--concurrency", "0"], "--concurrency 0: must be a positive"),
+        (["--concurrency", "0"], "--max-concurrency 0: must be a positive"),
         (["--concurrency", "4", "--rate", "2"], "give one"),
         (["--trace", "/nonexistent/trace.csv"], "file not found"),
         (["-k", "2", "--acceptance", "0.5", "--proposer", "eagle", "--draft-model", "JackFram/llama-68m"], "not an EAGLE head"),

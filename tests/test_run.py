@@ -14,6 +14,7 @@ from vidur.simulator import Simulator
 import simulator
 from simulator.config import PoissonWorkload, RunConfig
 from simulator.engine import simulation
+from simulator.engine.resolve import resolve_run
 from simulator.engine.generator import vidur_synthetic_config
 from simulator.engine.ids import reset_entity_ids
 from simulator.errors import ConfigError
@@ -46,9 +47,10 @@ def test_same_seed_same_results_in_one_process(small_run):
 
 def test_same_seed_same_results_across_processes(small_run, tmp_path):
     out = tmp_path / "requests.csv"
-    cmd = [sys.executable, "-m", "simulator", "--requests", "60", "--rate", "4", "--workload-seed", "7", "--requests-csv", str(out)]
+    cmd = [sys.executable, "-m", "simulator", "--num-prompts", "60", "--request-rate", "4", "--workload-seed", "7", "--requests-csv", str(out)]
     subprocess.run(cmd, check=True, capture_output=True, cwd=tmp_path)
     other = pd.read_csv(out)
+    assert not other.pop("startup_burst").any()  # Poisson arrivals: no closed-loop burst to mark
     mine = pd.read_csv(pd.io.common.StringIO(small_run.requests.to_csv(index=False, float_format="%.9g")))
     pd.testing.assert_frame_equal(mine, other)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["requests.csv"]  # nothing else in the CWD
@@ -58,21 +60,19 @@ def _direct_vidur_requests(config: RunConfig):
     """Vidur's own Sarathi scheduler, request generator and Request class; only the predictor is ours
     (the stock one downloads profiles from the hub)."""
     workload = config.workload
-    max_tokens = simulation._check_lengths(config)
-    cache_dir = simulation._cache_dir(config)
-    profile = simulation.resolve_profile(None, config.model, config.device, cache_dir, max_seq_len=max_tokens)
+    run = resolve_run(config)
     reset_entity_ids()
     sim = Simulator(
         simulation.InMemorySimulationConfig(
             cluster_config=ClusterConfig(
                 num_replicas=1,
-                replica_config=simulation._replica_config(config, config.model),
+                replica_config=run.target.replica,
                 cache_config=CacheConfig(),
                 global_scheduler_config=RoundRobinGlobalSchedulerConfig(),
                 replica_scheduler_config=SarathiSchedulerConfig(chunk_size=config.chunk_size, batch_size_cap=config.batch_size_cap),
             ),
             request_generator_config=vidur_synthetic_config(workload, workload.max_request_tokens),
-            execution_time_predictor_config=simulation._predictor_config(profile, cache_dir, max_tokens, config),
+            execution_time_predictor_config=run.target.predictor,
             metrics_config=simulation.QuietMetricsConfig(),
         )
     )
@@ -111,7 +111,7 @@ def test_lm_head_and_engine_overhead_add_time_per_step(small_run):
         ({"model": "meta-llama/Llama-9"}, "unknown model"),
         ({"device": "b200"}, "unknown device"),
         ({"workload": PoissonWorkload(num_requests=10, prompt_tokens=4000, output_tokens=200)}, "exceeds meta-llama/Llama-2-7b-hf's context of 4096"),
-        ({"chunk_size": 4096}, r"chunk_size \+ batch_size_cap = 4224"),
+        ({"chunk_size": 4096}, r"chunk_size \+ batch_size_cap = 4352"),
         ({"num_kv_blocks": 10}, "cannot hold the workload's longest request"),
     ],
 )
@@ -150,12 +150,14 @@ def test_bad_run_configs(kwargs, message):
 
 
 def test_cli_checks_output_paths_before_simulating(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("x")
     result = subprocess.run(
-        [sys.executable, "-m", "simulator", "--json", str(tmp_path / "missing" / "out.json")], capture_output=True, text=True, cwd=tmp_path
+        [sys.executable, "-m", "simulator", "--json", str(blocker / "out.json")], capture_output=True, text=True, cwd=tmp_path
     )
     assert result.returncode == 2 and "--json" in result.stderr
     assert "TTFT" not in result.stdout  # failed before any simulation
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in tmp_path.iterdir()] == ["a-file"]
 
 
 def test_stock_decode_past_the_profiled_batch_is_extrapolated(tmp_path):
@@ -180,16 +182,16 @@ def test_unwritable_cache_dir(tmp_path):
 def test_cli_bad_input_exits_nonzero_and_writes_nothing(tmp_path):
     out = tmp_path / "summary.json"
     result = subprocess.run(
-        [sys.executable, "-m", "simulator", "--rate", "0", "--json", str(out)], capture_output=True, text=True, cwd=tmp_path
+        [sys.executable, "-m", "simulator", "--request-rate", "0", "--json", str(out)], capture_output=True, text=True, cwd=tmp_path
     )
     assert result.returncode == 2
-    assert "arrival_rate = 0" in result.stderr
+    assert "--request-rate 0: must be a positive number" in result.stderr
     assert list(tmp_path.iterdir()) == []
 
 
 def test_cli_writes_json_summary(tmp_path):
     out = tmp_path / "summary.json"
-    subprocess.run([sys.executable, "-m", "simulator", "--requests", "20", "--json", str(out)], check=True, capture_output=True, cwd=tmp_path)
+    subprocess.run([sys.executable, "-m", "simulator", "--num-prompts", "20", "--json", str(out)], check=True, capture_output=True, cwd=tmp_path)
     payload = json.loads(out.read_text())
     assert payload["summary"]["num_requests"] == 20
     assert payload["provenance"]["vidur_version"] == "0.0.26"

@@ -9,6 +9,8 @@ import simulator
 from simulator.config import ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.engine import simulation
 from simulator.engine.batch import SpecBatch
+from simulator.engine.memory_plan import model_memory
+from simulator.engine.resolve import resolve_run
 from simulator.engine.scheduler import SpecSarathiScheduler
 from simulator.errors import ConfigError
 from simulator.speculative.progress import expected_progress
@@ -22,6 +24,11 @@ def _isolated(num_requests: int, output_tokens: int, gap_s: float = 1000.0) -> E
         prompt_tokens=(32,) * num_requests,
         output_tokens=(output_tokens,) * num_requests,
     )
+
+
+def _target_predictor(config: RunConfig):
+    run = resolve_run(config)
+    return simulation.side_predictor(run, run.target)
 
 
 def spec(k, alpha, **kwargs):
@@ -54,7 +61,7 @@ def test_alpha_zero_and_one_are_exact(k):
 
 def test_verify_step_cost_ordering_and_formula():
     predictors = {
-        mode: simulation.target_predictor(RunConfig(speculation=spec(4, 0.7, attention=mode, interpolation=0.5)))
+        mode: _target_predictor(RunConfig(speculation=spec(4, 0.7, attention=mode, interpolation=0.5)))
         for mode in ("kv_once", "interpolated", "per_token")
     }
     requests = [Request(0.0, 1000, 100) for _ in range(24)]
@@ -125,16 +132,17 @@ def test_draft_model_costs_time_and_memory():
     assert draft.summary["kv_blocks_total"] < ngram.summary["kv_blocks_total"]
     assert draft.summary["tpot_p50_s"] > ngram.summary["tpot_p50_s"]
     # same acceptance input; schedules differ, so only the realized rates agree
-    assert draft.summary["acceptance_rate"] == pytest.approx(ngram.summary["acceptance_rate"], abs=0.05)
+    assert draft.summary.realized_acceptance_rate == pytest.approx(ngram.summary.realized_acceptance_rate, abs=0.05)
 
 
 def test_draft_blocks_follow_the_memory_formula():
     config = RunConfig(speculation=spec(4, 0.7, proposer="draft", draft_model="TinyLlama/TinyLlama-1.1B-Chat-v1.0"))
-    target = simulation._model_memory(simulation._replica_config(config, config.model), include_embeddings=False)
-    draft = simulation._model_memory(simulation._replica_config(config, "TinyLlama/TinyLlama-1.1B-Chat-v1.0"), include_embeddings=True)
+    run = resolve_run(config)
+    target = model_memory(run.target.replica, include_embeddings=False)
+    draft = model_memory(run.draft.replica, include_embeddings=True)
     usable = 80 * 2**30 * 0.9 - target.weight_bytes - draft.weight_bytes
     tokens = int(usable // (target.kv_bytes_per_token + draft.kv_bytes_per_token))
-    assert simulation.plan_kv_blocks(config, 1280) == (1280 // 16) * (tokens // 1280)
+    assert run.num_kv_blocks == (1280 // 16) * (tokens // 1280)
 
 
 def test_draft_that_does_not_fit_is_rejected():

@@ -1,6 +1,7 @@
 """Tensor parallelism: sharded built-in rows, the all-reduce model, per-GPU memory, runs at TP > 1,
 bad input, and the calibration targets against Vidur's measured profiles (skipped without ../shared)."""
 
+import dataclasses
 import json
 import re
 import shutil
@@ -21,6 +22,7 @@ from simulator.config import PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.engine import simulation
 from simulator.engine.generator import vidur_synthetic_config
 from simulator.engine.ids import reset_entity_ids
+from simulator.engine.resolve import resolve_run
 from simulator.errors import ConfigError
 from simulator.profiles import builtin, network, roofline, source
 from simulator.profiles.hardware import get_device
@@ -111,20 +113,26 @@ def _kv_bytes_per_token(name: str, tp: int) -> int:
     return 2 * 2 * (m.embedding_dim // m.num_q_heads) * -(-m.num_kv_heads // tp) * m.num_layers
 
 
+def _blocks(config: RunConfig, longest: int) -> int:
+    """KV blocks the resolved run plans for a workload whose longest request is ``longest`` tokens."""
+    workload = PoissonWorkload(num_requests=1, prompt_tokens=longest - 1, output_tokens=1)
+    return resolve_run(dataclasses.replace(config, workload=workload)).num_kv_blocks
+
+
 def test_70b_needs_tensor_parallelism_on_80_gib():
     with pytest.raises(ConfigError, match="leaves no room"):
-        simulation.plan_kv_blocks(RunConfig(model=L70), 1280)
+        _blocks(RunConfig(model=L70), 1280)
     config = RunConfig(model=L70, tensor_parallel_size=4)
     usable = 80 * 2**30 * 0.9 - 2 * _params_per_gpu(L70, 4, False)
-    assert simulation.plan_kv_blocks(config, 1280) == kv_blocks(int(usable // _kv_bytes_per_token(L70, 4)), 1280, 16)
+    assert _blocks(config, 1280) == kv_blocks(int(usable // _kv_bytes_per_token(L70, 4)), 1280, 16)
 
 
 def test_memory_plan_matches_vidurs_planner_at_tp():
     for tp in (2, 4, 8):
         config = RunConfig(model=L70, tensor_parallel_size=tp)
-        replica = simulation._replica_config(config, L70)
+        replica = resolve_run(config).target.replica
         tokens = MemoryPlanner(replica, CacheConfig()).get_max_kv_cache_size_in_tokens()
-        assert simulation.plan_kv_blocks(config, 4096) == kv_blocks(int(tokens), 4096, 16)
+        assert _blocks(config, 4096) == kv_blocks(int(tokens), 4096, 16)
 
 
 @pytest.mark.parametrize("draft_tp", [1, 4])
@@ -135,13 +143,13 @@ def test_draft_weights_and_kv_per_gpu(draft_tp):
     # the binding GPU holds 1/4 of the target and 1/draft_tp of the draft, weights and KV alike
     usable = 80 * 2**30 * 0.9 - 2 * _params_per_gpu(L70, 4, False) - 2 * _params_per_gpu(draft, draft_tp, True)
     per_token = _kv_bytes_per_token(L70, 4) + _kv_bytes_per_token(draft, draft_tp)
-    assert simulation.plan_kv_blocks(config, 2048) == kv_blocks(int(usable // per_token), 2048, 16)
+    assert _blocks(config, 2048) == kv_blocks(int(usable // per_token), 2048, 16)
 
 
 def test_a_sharded_draft_leaves_more_room_than_a_whole_one():
     def blocks(draft_tp):
         spec = SpeculationConfig(4, 0.7, proposer="draft", draft_model="TinyLlama/TinyLlama-1.1B-Chat-v1.0", draft_tensor_parallel_size=draft_tp)
-        return simulation.plan_kv_blocks(RunConfig(model=L70, tensor_parallel_size=4, speculation=spec), 2048)
+        return _blocks(RunConfig(model=L70, tensor_parallel_size=4, speculation=spec), 2048)
 
     assert blocks(4) > blocks(1)
 
@@ -277,21 +285,19 @@ def test_stock_tp4_70b_matches_a_direct_vidur_sarathi_run(tmp_path):
 
     # Vidur's own Sarathi scheduler, memory planner, request generator and Request class at TP 4;
     # only the predictor is ours (the stock one downloads profiles from the hub)
-    max_tokens = simulation._check_lengths(config)
-    cache_dir = simulation._cache_dir(config)
-    profile = simulation._resolve(config, cache_dir, max_tokens)
+    run = resolve_run(config)
     reset_entity_ids()
     sim = Simulator(
         simulation.InMemorySimulationConfig(
             cluster_config=ClusterConfig(
                 num_replicas=1,
-                replica_config=simulation._replica_config(config, L70),
+                replica_config=run.target.replica,
                 cache_config=CacheConfig(),
                 global_scheduler_config=RoundRobinGlobalSchedulerConfig(),
                 replica_scheduler_config=SarathiSchedulerConfig(chunk_size=config.chunk_size, batch_size_cap=config.batch_size_cap),
             ),
             request_generator_config=vidur_synthetic_config(config.workload, config.workload.max_request_tokens),
-            execution_time_predictor_config=simulation._predictor_config(profile, cache_dir, max_tokens, config),
+            execution_time_predictor_config=run.target.predictor,
             metrics_config=simulation.QuietMetricsConfig(),
         )
     )

@@ -65,6 +65,8 @@ class ProfilePredictorConfig(RandomForrestExecutionTimePredictorConfig):
     engine_overhead_ms: float = 0.0
     # the built-in physical model: its tables are evaluated point by point, no forest is fitted
     builtin: Optional[BuiltinModel] = None
+    # what proposing costs, added to speculative steps (simulator.engine.proposers); None: nothing
+    proposer: Optional[object] = None
 
     @staticmethod
     def get_type():
@@ -104,7 +106,7 @@ class StepTime:
 
 class ProfilePredictor(RandomForrestExecutionTimePredictor):
     def __init__(self, predictor_config, replica_config, cache_config):
-        self.proposer = None  # set by the run: adds proposal time to speculative steps
+        self.proposer = predictor_config.proposer
         super().__init__(predictor_config=predictor_config, replica_config=replica_config, cache_config=cache_config)
         self._decode_lookup = extrapolate_batch(self._profiled_decode_ms, predictor_config.max_profiled_decode_batch)
 

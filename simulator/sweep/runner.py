@@ -111,6 +111,7 @@ def expand_progress(spec: SweepSpec, profile_dir: Optional[str] = None) -> list[
             device=spec.device,
             profile_dir=profile_dir,
             seed=spec.seed,
+            **spec.scheduler_limits(),
         )
         for alpha in p.acceptance_rates
         for k in p.speculative_tokens
@@ -172,9 +173,10 @@ def warm_predictor(config: RunConfig) -> None:
     """Train or load the run's execution-time predictors (target, and draft or EAGLE head) once,
     here: a cold cache is then filled by one process instead of by every worker at once, and
     forked workers inherit the tables."""
+    from simulator.engine.resolve import resolve_run
     from simulator.engine.simulation import warm_predictors as warm_all
 
-    warm_all(config)
+    warm_all(resolve_run(config))
 
 
 def simulate(job: tuple[Optional[RunFn], RunConfig]) -> dict:
@@ -206,9 +208,9 @@ def record(result) -> dict:
     }
     for column in LATENCY_COLUMNS:
         row[column] = summary[column]
-    row["realized_acceptance_rate"] = summary["acceptance_rate"]
-    for key in ("mean_acceptance_length", "proposed_tokens", "accepted_tokens", "verify_steps", "makespan_s", "throughput_tok_s", "restarts", "preemptions", "peak_kv_blocks", "kv_blocks_total"):
+    for key in ("realized_acceptance_rate", "mean_acceptance_length", "proposed_tokens", "accepted_tokens", "verify_steps", "makespan_s", "throughput_tok_s", "preemptions", "peak_kv_blocks", "kv_blocks_total"):
         row[key] = summary[key]
+    row["restarts"] = summary["preemptions"]  # the CSV's older name for the same count, kept for its readers
     row.update(queue_growth(result.requests))
     row["mean_decode_batch"] = mean_decode_batch(result.requests, summary["makespan_s"])
     row["mean_scheduled_k"] = summary.get("mean_scheduled_k")  # a k schedule's average pick (not in SWEEP_COLUMNS)
@@ -254,4 +256,5 @@ def _config(spec: SweepSpec, rate: float, speculation: SpeculationConfig, profil
         device=spec.device,
         profile_dir=profile_dir,
         seed=spec.seed,
+        **spec.scheduler_limits(),
     )

@@ -1,0 +1,215 @@
+"""A run resolved once: every lookup, check and plan a simulation needs, made at the top.
+
+:func:`resolve_run` checks a :class:`~simulator.config.RunConfig` against the models' contexts,
+the device and the tensor-parallel degrees; resolves each model's profile and predictor inputs;
+and plans the KV cache.  Everything below it (the simulation, the sweeps' warm-up) takes the
+:class:`ResolvedRun` and looks nothing up again.  A run has a target side and, with a draft model
+or an EAGLE head, a draft side; both are the same :class:`ModelSide`, so no code switches on a
+``draft`` flag.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional
+
+from vidur.config import ReplicaConfig
+
+import simulator.catalog  # noqa: F401  (registers extra models and devices with Vidur)
+from simulator.catalog import eagle_head, model_config, model_shape
+from simulator.config import RunConfig
+from simulator.engine.memory_plan import ModelMemory, draft_memory, model_memory, plan_kv_blocks
+from simulator.engine.predictor import ProfilePredictorConfig
+from simulator.errors import ConfigError
+from simulator.models.context import table_tokens
+from simulator.paths import default_cache_dir
+from simulator.profiles.hardware import DeviceSpec, get_device
+from simulator.profiles.logits import cached_builtin_logits_table, cached_logits_table
+from simulator.profiles.sharding import check_sharding
+from simulator.profiles.source import ResolvedProfile, resolve_profile
+from simulator.shapes import ModelShape
+from simulator.textio import check_writable_dir
+
+DEFAULT_NETWORK_DEVICE = "a100_dgx"  # Vidur's node type for a device without a [network] table (TP 1 only)
+
+
+@dataclass(frozen=True)
+class ModelSide:
+    """One model of a run, the target or the draft (a draft model or an EAGLE head)."""
+
+    name: str
+    tensor_parallel: int
+    shape: ModelShape  # the whole model; ``shape.sharded(tensor_parallel)`` is one GPU's share
+    max_model_len: int
+    replica: ReplicaConfig  # Vidur's view of it: model config, device, node type, TP
+    profile: ResolvedProfile
+    predictor: ProfilePredictorConfig
+    memory: ModelMemory  # one GPU's weights and KV bytes per cached token
+
+
+@dataclass(frozen=True)
+class ResolvedRun:
+    config: RunConfig
+    device: DeviceSpec
+    cache_dir: Path
+    max_tokens: int  # the predictor's table range (simulator.models.context.table_tokens)
+    target: ModelSide
+    draft: Optional[ModelSide]  # a draft model's or EAGLE head's side; None for n-gram or no speculation
+    num_kv_blocks: int
+
+
+def resolve_run(config: RunConfig) -> ResolvedRun:
+    """Check ``config`` and resolve it into everything a simulation needs, once."""
+    device = get_device(config.device)
+    target_config = model_config(config.model)
+    _check_target(config, target_config.max_model_len)
+    # the predictor's tables cover what this run costs, not the whole context
+    needed = max(config.workload.max_request_tokens, config.chunk_size + config.batch_size_cap)
+    max_tokens = table_tokens(target_config.max_model_len, needed)
+    spec = config.speculation
+    draft_name = spec.draft_model if spec.uses_draft_network else None
+    if draft_name is not None:
+        _check_draft(config, target_config.embedding_dim)
+    cache_dir = _cache_dir(config)
+
+    target = _side(
+        config, device, cache_dir, max_tokens, config.model, config.tensor_parallel_size, config.profile_dir, "tensor_parallel_size",
+        memory=lambda replica: model_memory(replica, include_embeddings=False),
+        engine_overhead_ms=config.engine_overhead_ms,
+    )
+    draft = None
+    if draft_name is not None:
+        head = eagle_head(draft_name)
+        draft = _side(
+            config, device, cache_dir, max_tokens, draft_name, config.draft_tensor_parallel_size, spec.draft_profile_dir, "draft_tensor_parallel_size",
+            memory=lambda replica: draft_memory(replica, head),
+            engine_overhead_ms=0.0,  # a draft's passes run inside the target's engine step
+        )
+        if config.workload.max_request_tokens > draft.max_model_len:
+            raise ConfigError(
+                f"workload: a request of {config.workload.max_request_tokens} tokens exceeds draft model {draft_name}'s "
+                f"context of {draft.max_model_len}"
+            )
+    num_kv_blocks = plan_kv_blocks(config, device, target.memory, draft.memory if draft else None)
+    return ResolvedRun(config, device, cache_dir, max_tokens, target, draft, num_kv_blocks)
+
+
+def _check_target(config: RunConfig, max_len: int) -> None:
+    if config.chunk_size + config.batch_size_cap > max_len:
+        # a Sarathi step holds up to a chunk plus one token per running request: the
+        # predictor's tables cover the model's context and no more
+        raise ConfigError(
+            f"chunk_size + batch_size_cap = {config.chunk_size + config.batch_size_cap}: a step's tokens must fit "
+            f"{config.model}'s context of {max_len}"
+        )
+    longest = config.workload.max_request_tokens
+    if longest > max_len:
+        raise ConfigError(f"workload: a request of {longest} tokens (prompt + output) exceeds {config.model}'s context of {max_len}")
+
+
+def _check_draft(config: RunConfig, target_width: int) -> None:
+    """An EAGLE proposer needs an EAGLE head of the same method, trained for this target; a draft
+    proposer needs an ordinary model."""
+    spec = config.speculation
+    head = eagle_head(spec.draft_model)  # unknown names fail here, naming the known ones
+    if spec.proposer == "draft":
+        if head is not None:
+            raise ConfigError(f"draft_model = '{spec.draft_model}': an EAGLE head, not a draft model; use proposer = '{head.method}'")
+        return
+    if head is None:
+        raise ConfigError(f"draft_model = '{spec.draft_model}': not an EAGLE head, which proposer = '{spec.proposer}' needs")
+    if head.method != spec.proposer:
+        raise ConfigError(f"draft_model = '{spec.draft_model}': an {head.method.upper()} head, but proposer = '{spec.proposer}'")
+    if head.embedding_dim != target_width:
+        raise ConfigError(
+            f"draft_model = '{spec.draft_model}': an EAGLE head of hidden size {head.embedding_dim} cannot serve "
+            f"{config.model}, whose hidden size is {target_width}"
+        )
+    if config.model not in head.targets:
+        raise ConfigError(
+            f"draft_model = '{spec.draft_model}': an EAGLE head trained for {', '.join(head.targets)}; it was trained for another "
+            f"target than {config.model}"
+        )
+
+
+def _cache_dir(config: RunConfig) -> Path:
+    path = Path(config.cache_dir) if config.cache_dir else default_cache_dir()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cache directory {path}: cannot be created ({exc.strerror})") from exc
+    check_writable_dir(path, "cache directory")
+    return path
+
+
+def network_device(device: DeviceSpec) -> str:
+    """Vidur's node type (``network_device``) for a device: its NVSwitch topology in devices.toml."""
+    return device.network.topology if device.network else DEFAULT_NETWORK_DEVICE
+
+
+def replica_config(config: RunConfig, device: DeviceSpec, model: str, tensor_parallel: int) -> ReplicaConfig:
+    return ReplicaConfig(
+        model_name=model,
+        device=config.device,
+        network_device=network_device(device),
+        num_pipeline_stages=config.pipeline_stages,
+        tensor_parallel_size=tensor_parallel,
+    )
+
+
+def _side(
+    config: RunConfig,
+    device: DeviceSpec,
+    cache_dir: Path,
+    max_tokens: int,
+    name: str,
+    tp: int,
+    profile_dir,
+    tp_field: str,
+    memory: Callable[[ReplicaConfig], ModelMemory],
+    engine_overhead_ms: float,
+) -> ModelSide:
+    shape = model_shape(name)
+    check_sharding(shape, tp, tp_field, name)
+    profile = resolve_profile(
+        profile_dir,
+        name,
+        config.device,
+        cache_dir,
+        max_seq_len=max_tokens,
+        block_size=config.block_size,
+        tensor_parallel=tp,
+        network_dir=config.network_profile_dir,
+    )
+    replica = replica_config(config, device, name, tp)
+    predictor = predictor_config(config, device, cache_dir, max_tokens, shape.sharded(tp), profile, engine_overhead_ms)
+    return ModelSide(name, tp, shape, model_config(name).max_model_len, replica, profile, predictor, memory(replica))
+
+
+def predictor_config(
+    config: RunConfig, device: DeviceSpec, cache_dir: Path, max_tokens: int, shard: ModelShape, profile: ResolvedProfile, engine_overhead_ms: float
+) -> ProfilePredictorConfig:
+    """The predictor's inputs, plus what Vidur's op set lacks: LM head + sampler and, for the
+    target, the engine's per-step overhead (a draft's passes run inside the same engine step)."""
+    files = profile.files
+    logits = None
+    if config.lm_head:
+        logits = (
+            cached_builtin_logits_table(shard, device, max_tokens) if profile.builtin else cached_logits_table(files.mlp, shard, device, max_tokens)
+        )
+    return ProfilePredictorConfig(
+        logits=logits,
+        engine_overhead_ms=engine_overhead_ms,
+        builtin=profile.builtin,
+        mlp_csv=str(files.mlp) if files and files.mlp else "",
+        attention_csv=str(files.attention) if files and files.attention else "",
+        all_reduce_csv=str(files.all_reduce) if files and files.all_reduce else "",
+        profile_sha256=profile.content_sha256,
+        max_profiled_decode_batch=profile.max_decode_batch,
+        prediction_max_batch_size=profile.max_decode_batch,
+        prediction_max_tokens_per_request=max_tokens,
+        cache_dir=str(cache_dir / "predictor"),
+        attention_mode=config.speculation.attention,
+        interpolation=config.speculation.interpolation,
+    )
