@@ -20,9 +20,19 @@ ATTENTION_MODES = ("kv_once", "per_token", "interpolated")
 SCHEDULERS = ("sarathi",)
 DEFAULT_NGRAM_OVERHEAD_MS = 0.1
 # The serving engine's CPU time per step outside the GPU's kernels (scheduling, input
-# preparation, sampling bookkeeping, launches); see docs/model.md for the published
-# measurements behind it.  0 reproduces stock Vidur.
+# preparation, sampling bookkeeping, launches), for vLLM 0.10.1 on an H100: SpecDecode-Bench's
+# constant, fitted on its own InstructCoder runs (no row of data/published.toml).  Declared in
+# data/calibration/engine_costs.toml; see docs/model.md.  0 reproduces stock Vidur.
 DEFAULT_ENGINE_OVERHEAD_MS = 1.2
+# Fixed time of one draft pass (EAGLE head or draft model) outside the ops its profile holds:
+# metadata updates between passes, graph and attention launches, the argmax (vLLM 0.10.1, H100).
+# Declared with its derivation in data/calibration/engine_costs.toml.
+DEFAULT_DRAFT_PASS_OVERHEAD_MS = 0.37
+# Verify attention: the evidence (data/calibration/engine_costs.toml [verify_attention]) puts
+# the prefill-style kernel vLLM runs on Hopper at the lower bound, kv_once: its fitted lambda is
+# 0 (held to [0, 1]), the interpolation default below.
+DEFAULT_ATTENTION = "kv_once"
+DEFAULT_INTERPOLATION = 0.0
 
 
 def _is_int(value) -> bool:
@@ -167,8 +177,10 @@ class SpeculationConfig:
     # GPUs the draft is sharded over: 1 (on the first GPU of the group) or the target's TP, as vLLM
     # allows; None = the target's (vLLM's default)
     draft_tensor_parallel_size: Optional[int] = None
-    attention: str = "kv_once"
-    interpolation: float = 0.5
+    attention: str = DEFAULT_ATTENTION
+    interpolation: float = DEFAULT_INTERPOLATION
+    # fixed time of each draft pass of a draft model or EAGLE head (0: only the profiled ops)
+    draft_pass_overhead_ms: float = DEFAULT_DRAFT_PASS_OVERHEAD_MS
     # P(the proposer produces a draft at a decode step); an n-gram proposer finds no match
     # at some steps, which then run as plain decode.  Measured by the validation harness.
     proposal_probability: float = 1.0
@@ -192,12 +204,14 @@ class SpeculationConfig:
         _require(self.attention in ATTENTION_MODES, "attention", self.attention, f"must be one of {ATTENTION_MODES}")
         _probability("interpolation", self.interpolation)
         _probability("proposal_probability", self.proposal_probability)
-        _require(
-            isinstance(self.ngram_overhead_ms, (int, float)) and math.isfinite(self.ngram_overhead_ms) and self.ngram_overhead_ms >= 0,
-            "ngram_overhead_ms",
-            self.ngram_overhead_ms,
-            "must be a finite number of milliseconds >= 0",
-        )
+        for name in ("ngram_overhead_ms", "draft_pass_overhead_ms"):
+            value = getattr(self, name)
+            _require(
+                isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0,
+                name,
+                value,
+                "must be a finite number of milliseconds >= 0",
+            )
         if k == 0:
             return
         given = (self.acceptance_rate is not None) + (self.acceptance_per_position is not None)

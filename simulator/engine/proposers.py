@@ -14,13 +14,19 @@
   pass; EAGLE-3: three target layers, 3h -> h, in pass 0) is costed with the built-in physical
   model, whatever profile the run uses.
 
-Each pass goes through the draft's own :class:`ProfilePredictor` (profile, forest, LM head).
+Each pass goes through the draft's own :class:`ProfilePredictor` (profile, forest, LM head), plus
+a fixed time per pass (``pass_overhead_ms``) for what no profile holds: vLLM's draft loop updates
+positions, sequence lengths and the slot mapping with a handful of tiny kernels between passes,
+launches the head's piecewise CUDA graph around an eager attention, and takes an argmax
+(:func:`passes_fixed_seconds`; the evidence for its default is in
+``data/calibration/engine_costs.toml``).
 """
 
 from __future__ import annotations
 
 from vidur.entities import Batch
 
+from simulator.config import DEFAULT_DRAFT_PASS_OVERHEAD_MS
 from simulator.engine.batch import SpecBatch
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec
@@ -39,13 +45,24 @@ def _finishing_prefills(rows) -> int:
     return sum(1 for r, q, _ in rows if not r.is_prefill_complete and r.num_processed_tokens + q >= r.num_prefill_tokens)
 
 
+def passes_fixed_seconds(passes: int, pass_overhead_ms: float) -> float:
+    """The fixed time of ``passes`` draft passes: each pays ``pass_overhead_ms`` whatever its
+    batch (launch-bound work: its kernels are too small for their size to matter)."""
+    if passes < 0 or pass_overhead_ms < 0:
+        raise ValueError(f"passes = {passes}, pass_overhead_ms = {pass_overhead_ms}: both must be >= 0")
+    return passes * pass_overhead_ms * 1e-3
+
+
 class DraftProposer:
-    def __init__(self, draft_predictor):
+    def __init__(self, draft_predictor, pass_overhead_ms: float = DEFAULT_DRAFT_PASS_OVERHEAD_MS):
         self._predictor = draft_predictor
+        self._pass_overhead_ms = pass_overhead_ms
 
     def _pass(self, replica_id, rows, logits_rows: int) -> float:
+        """One draft pass: the profiled forward and LM head, plus the pass's fixed time."""
         requests, q, kv = zip(*rows)
-        return self._predictor.pass_seconds(Batch(replica_id, list(requests), list(q), list(kv)), logits_rows)
+        forward = self._predictor.pass_seconds(Batch(replica_id, list(requests), list(q), list(kv)), logits_rows)
+        return forward + passes_fixed_seconds(1, self._pass_overhead_ms)
 
     def step_seconds(self, batch: SpecBatch) -> float:
         prefill = [(r, q, kv) for r, q, kv, d in zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens, batch.decode_rows) if not d]
@@ -68,8 +85,11 @@ class DraftProposer:
 
 
 class EagleProposer(DraftProposer):
-    def __init__(self, head_predictor, head_shape: ModelShape, fc_inputs: int, fc_every_pass: bool, device: DeviceSpec):
-        super().__init__(head_predictor)
+    def __init__(
+        self, head_predictor, head_shape: ModelShape, fc_inputs: int, fc_every_pass: bool, device: DeviceSpec,
+        pass_overhead_ms: float = DEFAULT_DRAFT_PASS_OVERHEAD_MS,
+    ):
+        super().__init__(head_predictor, pass_overhead_ms)
         self._fc_inputs = fc_inputs
         self._fc_every_pass = fc_every_pass
         self._shape = head_shape

@@ -1,0 +1,109 @@
+"""The declared calibration data behind the defaults for costs outside Vidur's op set.
+
+``data/calibration/engine_costs.toml`` holds, with their sources, the numbers that set
+:mod:`simulator.config`'s engine overhead per step, fixed cost per draft pass and verify-attention
+setting.  None of them is a row of ``data/published.toml``: those rows check the model, these set
+it.  This module reads the file (checked like every other input: a bad file is one
+:class:`ConfigError` naming the table and key) and derives the defaults from it, so a test can
+hold each default to its evidence.  The derivations are pure: numbers in, numbers out.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+import pandas as pd
+
+from simulator.inputs import check_table, non_empty_str, positive_int, positive_number, read_toml, require
+from simulator.profiles.verify_fit import LambdaFit, fit_lambda, same_run_bounds
+
+SERIES_COLUMNS = ("batch_size", "kv_cache_size", "num_query_tokens", "ms")
+
+_OVERHEAD = {
+    "value_ms": float, "vllm_version": str, "gpu": str, "source_url": str, "source_value_ms": float,
+    "fitted_on": str, "rounding": str, "corroboration": list,
+}
+_CORROBORATION = {"source_url": str, "value_ms": float, "what": str, "vllm_version": str}
+_DRAFT_PASS = {
+    "value_ms": float, "vllm_version": str, "gpu": str, "source_url": str, "source_draft_step_ms": float, "passes": int,
+    "modelled_draft_step_ms": float, "modelled_setting": str, "evidence": list,
+}
+_VERIFY = {"default_series": str, "default_reason": str, "series": list}
+_SERIES = {"name": str, "kernel": str, "source_url": str, "measured_by": str, "columns": list, "rows": list}
+
+
+@dataclass(frozen=True)
+class DraftPassEvidence:
+    value_ms: float
+    source_draft_step_ms: float
+    passes: int
+    modelled_draft_step_ms: float
+    vllm_version: str
+
+
+@dataclass(frozen=True)
+class EngineCosts:
+    overhead_ms: float
+    overhead_source_ms: float
+    overhead_vllm_version: str
+    draft_pass: DraftPassEvidence
+    default_series: str
+    series: dict[str, pd.DataFrame]  # name -> rows of SERIES_COLUMNS
+
+
+def draft_pass_fixed_ms(measured_step_ms: float, modelled_step_ms: float, passes: int) -> float:
+    """The fixed time of one draft pass: what a measured drafting step costs beyond the modelled
+    passes, shared evenly by the passes (the source's step was timed at one k, so the split per
+    pass is the model's assumption, not the source's)."""
+    if passes <= 0:
+        raise ValueError(f"passes = {passes}: a drafting step has at least one pass")
+    return (measured_step_ms - modelled_step_ms) / passes
+
+
+def series_fit(rows: pd.DataFrame) -> LambdaFit:
+    """lambda of ``interpolated`` fitted to one kernel's series (rows of SERIES_COLUMNS): its q > 1
+    rows against its own q = 1 rows at (B, KV) and (B x q, KV)."""
+    table = rows.rename(columns={"ms": "time_stats.attention.median"})
+    return fit_lambda(same_run_bounds(table))
+
+
+def series_lambda(rows: pd.DataFrame) -> float:
+    """The fitted lambda held to [0, 1], the range in which ``interpolated`` lies between its bounds."""
+    return min(1.0, max(0.0, series_fit(rows).overall))
+
+
+def _series(table, where: str) -> tuple[str, pd.DataFrame]:
+    check_table(table, _SERIES, where)
+    require(list(table["columns"]) == list(SERIES_COLUMNS), f"{where}: columns = {table['columns']!r}", f"must be {list(SERIES_COLUMNS)}")
+    for i, row in enumerate(table["rows"]):
+        good = isinstance(row, list) and len(row) == 4 and all(positive_int(v) for v in row[:3]) and positive_number(row[3])
+        require(good, f"{where}: rows[{i}] = {row!r}", "must be [batch_size, kv_cache_size, num_query_tokens, ms] with positive values")
+    return table["name"], pd.DataFrame(table["rows"], columns=list(SERIES_COLUMNS))
+
+
+def read_engine_costs(path) -> EngineCosts:
+    """The declared calibration file (the repository's ``data/calibration/engine_costs.toml``), checked."""
+    doc = read_toml(path, "engine-cost calibration")
+    where = f"engine-cost calibration {path}"
+    check_table(doc, {"engine_overhead": dict, "draft_pass": dict, "verify_attention": dict}, where)
+    overhead = check_table(doc["engine_overhead"], _OVERHEAD, f"{where}: [engine_overhead]")
+    for i, item in enumerate(overhead["corroboration"]):
+        check_table(item, _CORROBORATION, f"{where}: [engine_overhead] corroboration[{i}]")
+    draft = check_table(doc["draft_pass"], _DRAFT_PASS, f"{where}: [draft_pass]")
+    require(positive_int(draft["passes"]), f"{where}: [draft_pass] passes = {draft['passes']!r}", "must be a positive integer")
+    verify = check_table(doc["verify_attention"], _VERIFY, f"{where}: [verify_attention]")
+    series = dict(_series(t, f"{where}: [verify_attention] series[{i}]") for i, t in enumerate(verify["series"]))
+    require(non_empty_str(verify["default_series"]) and verify["default_series"] in series,
+            f"{where}: [verify_attention] default_series = {verify['default_series']!r}", f"must name one of the series {sorted(series)}")
+    for key in ("value_ms", "source_value_ms"):
+        require(positive_number(overhead[key]), f"{where}: [engine_overhead] {key} = {overhead[key]!r}", "must be a positive number of milliseconds")
+    return EngineCosts(
+        overhead_ms=float(overhead["value_ms"]),
+        overhead_source_ms=float(overhead["source_value_ms"]),
+        overhead_vllm_version=overhead["vllm_version"],
+        draft_pass=DraftPassEvidence(
+            float(draft["value_ms"]), float(draft["source_draft_step_ms"]), int(draft["passes"]),
+            float(draft["modelled_draft_step_ms"]), draft["vllm_version"],
+        ),
+        default_series=verify["default_series"],
+        series=series,
+    )

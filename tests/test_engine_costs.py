@@ -1,0 +1,167 @@
+"""Costs outside Vidur's op set held to their declared evidence (data/calibration/engine_costs.toml):
+the engine overhead per step, the fixed cost of a draft pass, and the verify-attention default."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from vidur.entities import Request
+
+from simulator.catalog import model_shape
+from simulator.config import DEFAULT_ENGINE_OVERHEAD_MS, RunConfig, SpeculationConfig
+from simulator.engine.batch import SpecBatch
+from simulator.engine.proposers import DraftProposer, EagleProposer, passes_fixed_seconds
+from simulator.errors import ConfigError
+from simulator.profiles.engine_costs import draft_pass_fixed_ms, read_engine_costs, series_fit, series_lambda
+from simulator.profiles.hardware import get_device
+
+from repo import DATA_DIR
+
+CALIBRATION = DATA_DIR / "calibration" / "engine_costs.toml"
+
+
+@pytest.fixture(scope="module")
+def costs():
+    return read_engine_costs(CALIBRATION)
+
+
+# --- the defaults equal what the calibration file declares ------------------------------
+
+def test_engine_overhead_default_is_the_declared_constant(costs):
+    assert RunConfig().engine_overhead_ms == DEFAULT_ENGINE_OVERHEAD_MS == costs.overhead_ms
+    # the declared value is the source's fit rounded to 0.1 ms, not another number
+    assert round(costs.overhead_source_ms, 1) == costs.overhead_ms
+    assert costs.overhead_vllm_version == "0.10.1"
+
+
+def test_draft_pass_default_is_the_declared_derivation(costs):
+    d = costs.draft_pass
+    derived = draft_pass_fixed_ms(d.source_draft_step_ms, d.modelled_draft_step_ms, d.passes)
+    assert round(derived, 2) == d.value_ms == SpeculationConfig().draft_pass_overhead_ms
+
+
+def test_verify_default_equals_the_declared_fit(costs):
+    lam = series_lambda(costs.series[costs.default_series])
+    spec = SpeculationConfig()
+    assert spec.interpolation == round(lam, 2)
+    # at lambda 0 interpolated is the lower bound: the default names it as such
+    assert spec.attention == ("kv_once" if round(lam, 2) == 0 else "interpolated")
+
+
+def test_the_two_kernels_disagree_and_the_default_series_fits_its_rows(costs):
+    # the prefill-style kernel costs what one query per row does; the decode kernel does not
+    prefill = series_fit(costs.series["flashinfer-prefill-kernel"])
+    decode = series_fit(costs.series["trtllm-gen-decode-kernel"])
+    assert abs(prefill.overall) < 0.05 and prefill.residual_max_pct < 3
+    assert 0.3 < decode.overall < 0.8
+    # the former default (lambda 0.5) misses the default series' rows by far more than the fit
+    points = prefill.points
+    at_half = (points.kv_once_ms + 0.5 * (points.per_token_ms - points.kv_once_ms)) / points.measured_ms - 1
+    assert at_half.abs().max() > 0.5
+
+
+# --- pure functions ---------------------------------------------------------------------
+
+def test_draft_pass_fixed_ms_shares_the_unmodelled_time_per_pass():
+    assert draft_pass_fixed_ms(2.0, 0.8, 3) == pytest.approx(0.4)
+    assert draft_pass_fixed_ms(1.0, 1.0, 2) == 0.0
+    with pytest.raises(ValueError, match="passes"):
+        draft_pass_fixed_ms(1.0, 0.5, 0)
+
+
+def test_passes_fixed_seconds_is_linear_in_passes():
+    assert passes_fixed_seconds(0, 0.37) == 0.0
+    assert passes_fixed_seconds(4, 0.25) == pytest.approx(1e-3)
+    with pytest.raises(ValueError):
+        passes_fixed_seconds(1, -0.1)
+
+
+def test_series_lambda_is_held_to_the_bounds():
+    rows = pd.DataFrame(
+        [[1, 512, 1, 0.010], [4, 512, 1, 0.020], [1, 512, 4, 0.030]],  # verify above its upper bound
+        columns=["batch_size", "kv_cache_size", "num_query_tokens", "ms"],
+    )
+    assert series_fit(rows).overall > 1
+    assert series_lambda(rows) == 1.0
+
+
+# --- a draft pass costs more with its fixed cost than without -------------------------
+
+class _FixedPredictor:
+    """A head predictor whose every forward pass costs 1 ms, whatever its batch."""
+
+    def pass_seconds(self, batch, logits_rows):
+        return 1e-3
+
+
+def _decode_batch(k: int, rows: int = 2) -> SpecBatch:
+    requests = []
+    for _ in range(rows):
+        r = Request(arrived_at=0.0, num_prefill_tokens=64, num_decode_tokens=32)
+        r._is_prefill_complete = True
+        requests.append(r)
+    return SpecBatch(0, requests, [k + 1] * rows, [200 + k + 1] * rows, [k + 1] * rows, [True] * rows)
+
+
+@pytest.mark.parametrize("k", [1, 3, 7])
+def test_each_draft_pass_pays_the_fixed_cost(k):
+    batch = _decode_batch(k)
+    plain, fixed = DraftProposer(_FixedPredictor(), 0.0), DraftProposer(_FixedPredictor(), 0.37)
+    assert plain.step_seconds(batch) == pytest.approx(k * 1e-3)
+    assert fixed.step_seconds(batch) - plain.step_seconds(batch) == pytest.approx(k * 0.37e-3)
+
+
+@pytest.mark.parametrize("k", [1, 4])
+def test_each_eagle_pass_pays_the_fixed_cost(k):
+    shape = model_shape("yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
+    device = get_device("h100")
+    batch = _decode_batch(k)
+    plain = EagleProposer(_FixedPredictor(), shape, 3, False, device, pass_overhead_ms=0.0)
+    fixed = EagleProposer(_FixedPredictor(), shape, 3, False, device, pass_overhead_ms=0.37)
+    assert fixed.step_seconds(batch) - plain.step_seconds(batch) == pytest.approx(k * 0.37e-3)
+    assert fixed.step_seconds(batch) > plain.step_seconds(batch)
+
+
+def test_no_proposals_no_passes():
+    batch = _decode_batch(0)
+    assert EagleProposer(_FixedPredictor(), None, 3, False, None, 0.37).step_seconds(batch) == 0.0
+
+
+@pytest.mark.slow
+def test_a_run_with_the_fixed_cost_is_slower_by_its_passes():
+    from simulator import ClosedLoopWorkload, run
+
+    def one(ms):
+        spec = SpeculationConfig(num_speculative_tokens=3, acceptance_rate=0.7, proposer="eagle3",
+                                 draft_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", draft_pass_overhead_ms=ms)
+        return run(RunConfig(workload=ClosedLoopWorkload.fixed(1, 2, 100, 64), model="meta-llama/Llama-3.1-8B-Instruct", device="h100", speculation=spec))
+
+    plain, fixed = one(0.0), one(0.37)
+    assert plain.summary["forward_passes"] == fixed.summary["forward_passes"]  # same draws, same steps
+    extra = (fixed.summary["makespan_s"] - plain.summary["makespan_s"]) / fixed.summary["forward_passes"]
+    # three passes a decode step, fewer on the steps near a request's end
+    assert 0.5 * 3 * 0.37e-3 < extra <= 3 * 0.37e-3 + 1e-9
+
+
+# --- bad input --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", [-0.1, float("nan"), True, "0.3"])
+def test_a_bad_draft_pass_overhead_is_refused_naming_the_field(value):
+    with pytest.raises(ConfigError, match="draft_pass_overhead_ms"):
+        SpeculationConfig(draft_pass_overhead_ms=value)
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda t: t.replace("passes = 3 ", "passes = 0 "), "passes = 0"),
+        (lambda t: t.replace('default_series = "flashinfer-prefill-kernel"', 'default_series = "nope"'), "default_series = 'nope'"),
+        (lambda t: t.replace("[1, 1024, 1, 0.041]", "[1, 1024, 1, -0.041]"), "rows\\[0\\]"),
+        (lambda t: t.replace("value_ms = 1.2\n", ""), "missing value_ms"),
+    ],
+)
+def test_a_bad_calibration_file_names_the_key(tmp_path, edit, message):
+    path = tmp_path / "engine_costs.toml"
+    path.write_text(edit(CALIBRATION.read_text(encoding="utf-8")), encoding="utf-8")
+    with pytest.raises(ConfigError, match=message):
+        read_engine_costs(path)
