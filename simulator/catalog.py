@@ -13,9 +13,11 @@ shipped with the package (:mod:`simulator.models`), and a local path to a direct
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import sys
-from dataclasses import dataclass, make_dataclass
+from dataclasses import asdict, dataclass, make_dataclass
 from typing import Optional
 
 from vidur.config.device_sku_config import BaseDeviceSKUConfig
@@ -179,6 +181,17 @@ def model_config(name: str) -> BaseModelConfig:
     cls = _register(read_spec(name, path))
     _FROM_PATHS.add(name)
     return cls()
+
+
+def config_digest(name: str) -> Optional[str]:
+    """For a model read from a local ``config.json``: a digest of the numbers this process simulates
+    it with, so a result cache keyed on the path cannot serve an edited file's old results.  None
+    for a catalog name (the model hash covers the catalog's files)."""
+    config = model_config(name)
+    if name not in _FROM_PATHS:
+        return None
+    numbers = json.dumps(asdict(config), sort_keys=True, default=str)
+    return hashlib.sha256(numbers.encode()).hexdigest()[:16]
 
 
 def model_shape(name: str) -> ModelShape:

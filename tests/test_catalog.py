@@ -283,3 +283,23 @@ def test_the_catalogs_files_are_part_of_the_model_hash(tmp_path):
     assert versions.model_hash(package) == before
     path.write_text(json.dumps({**config, "intermediate_size": 14337}))
     assert versions.model_hash(package) != before
+
+
+def test_an_edited_config_gets_a_new_result_cache_key(tmp_path):
+    # each process reads a path once; a later process must not reuse results of the file's old numbers
+    path = tmp_path / "model"
+    path.mkdir()
+    script = (
+        "import sys; from simulator import RunConfig; from simulator.sweep.cache import run_key; "
+        "print(run_key(RunConfig(model=sys.argv[1], device='h100')))"
+    )
+
+    def key():
+        return subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, check=True, cwd=ROOT).stdout
+
+    (path / "config.json").write_text(json.dumps(BASE))
+    first = key()
+    (path / "config.json").write_text(json.dumps({**BASE, "intermediate_size": 12800}))
+    assert key() != first
+    (path / "config.json").write_text(json.dumps(BASE, indent=4))  # layout only: the same numbers
+    assert key() == first

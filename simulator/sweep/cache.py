@@ -57,6 +57,12 @@ def profile_hash(config: RunConfig) -> str:
         "draft_profile_dir": directory_hash(config.speculation.draft_profile_dir),
         "network_profile_dir": directory_hash(config.network_profile_dir),
     }
+    from simulator.catalog import config_digest  # a model given as a config.json path: its numbers
+
+    for key, name in (("model_config", config.model), ("draft_config", config.speculation.draft_model)):
+        digest = config_digest(name) if name else None
+        if digest is not None:
+            parts[key] = digest
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
