@@ -1,4 +1,12 @@
-"""``python -m simulator``: run one configuration, print its summary, optionally write results."""
+"""``python -m simulator``: run one configuration, print its summary, optionally write results.
+
+Flags carry the names a vLLM user already knows: ``vllm serve``'s scheduler limits
+(``--max-num-seqs``, ``--max-num-batched-tokens``) and ``vllm bench serve``'s workload flags
+(``--num-prompts``, ``--request-rate``, ``--max-concurrency``, ``--random-range-ratio``); the
+summary uses ``vllm bench serve``'s metric names, in milliseconds.  Every default is read from
+the configuration dataclasses (:mod:`simulator.config`), so the help cannot drift from a run.
+Older flag names still work, with a warning, for one release.
+"""
 
 from __future__ import annotations
 
@@ -6,69 +14,176 @@ import argparse
 import json
 import logging
 import math
-import os
 import sys
-from pathlib import Path
+from dataclasses import MISSING, fields
+from typing import Optional
 
-from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig, VLLM_DEFAULTS_VERSION
 from simulator.errors import ConfigError
-from simulator.textio import atomic_write_text
+from simulator.textio import atomic_write_text, check_writable_file
+
+PROG = "python -m simulator"
+
+
+def _default(cls, name: str):
+    """A dataclass field's default: the single place each default is written."""
+    spec = next(f for f in fields(cls) if f.name == name)
+    return spec.default if spec.default is not MISSING else spec.default_factory()
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line (naming the flag and the fix) and exit 2."""
+
+    def error(self, message: str):
+        print(f"error: {message}; see {PROG} --help", file=sys.stderr)
+        sys.exit(2)
+
+
+class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """Shows "(default: X)" after every flag that has one; flags whose absence means something
+    else (None) say so in their own help."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False) or action.default is argparse.SUPPRESS:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class _Deprecated(argparse.Action):
+    """Stores the value; warns when an older alias (every option string but the first) was used."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        if option_string is not None and option_string != self.option_strings[0] and not option_string.startswith(self.option_strings[0] + "="):
+            print(f"warning: {option_string} is deprecated and will be removed; use {self.option_strings[0]}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be a positive integer")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
+    return value
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m simulator", description="Simulate one (speculative) serving configuration with Vidur.")
+    wl = lambda name: _default(PoissonWorkload, name)  # noqa: E731
+    sp = lambda name: _default(SpeculationConfig, name)  # noqa: E731
+    rc = lambda name: _default(RunConfig, name)  # noqa: E731
+    p = _Parser(
+        prog=PROG,
+        formatter_class=_Formatter,
+        description="Simulate one (speculative) serving configuration with Vidur and print a `vllm bench serve`-style summary.",
+        epilog="Deprecated aliases (they warn, and go in the next release): --requests, --rate, --concurrency, --seed, "
+        "--batch-size-cap, --chunk-size.",
+    )
     p.add_argument("--version", action="store_true", help="print the package version, the vidur version and the model hash, then exit")
-    w = p.add_argument_group("workload (default: Vidur's Poisson generator at 4 req/s, fixed lengths)")
-    w.add_argument("--requests", type=int, default=300)
-    w.add_argument("--prompt-tokens", type=int, default=1024)
-    w.add_argument("--output-tokens", type=int, default=256)
-    w.add_argument("--rate", type=float, default=None, help="Poisson arrival rate, requests/s (default 4)")
-    w.add_argument("--concurrency", type=int, default=None, help="closed loop: N requests in flight, each replaced when it finishes")
+    w = p.add_argument_group("workload (vllm bench serve's names; default: Poisson arrivals, fixed lengths)")
+    w.add_argument("--num-prompts", "--requests", dest="num_prompts", type=_positive_int, action=_Deprecated, default=wl("num_requests"), help="requests to simulate")
+    w.add_argument("--prompt-tokens", "--random-input-len", dest="prompt_tokens", type=_positive_int, default=wl("prompt_tokens"), help="prompt length, tokens")
+    w.add_argument("--output-tokens", "--random-output-len", dest="output_tokens", type=_positive_int, default=wl("output_tokens"), help="output length, tokens")
+    w.add_argument(
+        "--random-range-ratio",
+        type=_finite,
+        default=0.0,
+        help="draw each length uniformly in [L(1-r), L(1+r)] (seeded by --workload-seed), as vllm bench serve does; "
+        "0 = fixed lengths, which a closed loop runs in lockstep waves. With Poisson arrivals, r > 0 draws uncapped exponential gaps",
+    )
+    w.add_argument(
+        "--request-rate",
+        "--rate",
+        dest="request_rate",
+        type=_finite,
+        action=_Deprecated,
+        default=None,
+        help=f"Poisson arrivals, requests/s (default {wl('arrival_rate'):g} unless --max-concurrency is given)",
+    )
+    w.add_argument(
+        "--max-concurrency",
+        "--concurrency",
+        dest="max_concurrency",
+        type=int,
+        action=_Deprecated,
+        default=None,
+        help="closed loop: N requests in flight, each replaced when it finishes (vllm bench serve --max-concurrency N "
+        "--request-rate inf); the first N arrive together at t = 0, a start-up burst the summary marks",
+    )
     w.add_argument("--trace", help="draw prompt/output lengths (seeded) from a Vidur trace CSV instead of the fixed lengths")
-    w.add_argument("--workload-seed", type=int, default=42)
-    s = p.add_argument_group("speculative decoding (k = 0: off)")
-    s.add_argument("-k", "--num-speculative-tokens", type=int, default=0)
+    w.add_argument("--workload-seed", type=_non_negative_int, default=wl("seed"), help="seeds arrivals and drawn lengths")
+    s = p.add_argument_group("speculative decoding (off unless -k or --k-schedule is given)")
+    s.add_argument("-k", "--num-speculative-tokens", type=_non_negative_int, default=sp("num_speculative_tokens"), help="proposals per verify step (0: off)")
     s.add_argument(
         "--k-schedule",
         help="dynamic speculation, vLLM's num_speculative_tokens_per_batch_size: JSON rows [start, end, k], k picked each "
-        "step from the running batch size, k = 0 runs plain decode; e.g. '[[1,16,4],[17,64,2],[65,512,0]]' "
-        "(-k, if given, is the maximum; default: the schedule's largest k)",
+        "step from the running batch size, k = 0 runs plain decode; e.g. '[[1,16,4],[17,64,2],[65,256,0]]'; the last row "
+        "must reach --max-num-seqs (-k, if given, is the maximum; else the schedule's largest k)",
     )
-    s.add_argument("--acceptance", type=float, help="i.i.d. per-position acceptance rate")
-    s.add_argument("--acceptance-per-position", help="comma-separated P(pos i accepted | earlier accepted)")
-    s.add_argument("--proposer", default="ngram", help="ngram, draft (a draft model), eagle or eagle3 (an EAGLE head named by --draft-model)")
-    s.add_argument("--ngram-overhead-ms", type=float, default=SpeculationConfig.ngram_overhead_ms)
+    s.add_argument("--acceptance", type=_finite, help="per-token acceptance rate, i.i.d. over the k positions: P(position accepted | earlier ones accepted)")
+    s.add_argument(
+        "--acceptance-length",
+        type=_finite,
+        help="vLLM's mean acceptance length at -k (tokens per verify step, bonus token included, 1..k+1), as its logs and "
+        "Prometheus counters report it; converted to the i.i.d. per-token rate that gives this length, which the summary prints",
+    )
+    s.add_argument("--acceptance-per-position", help="comma-separated P(position i accepted | earlier ones accepted), at least k values")
+    s.add_argument("--acceptance-seed", "--seed", dest="acceptance_seed", type=_non_negative_int, action=_Deprecated, default=rc("seed"), help="seeds the acceptance draws")
+    s.add_argument("--proposer", default=sp("proposer"), help="ngram, draft (a draft model), eagle or eagle3 (an EAGLE head named by --draft-model)")
+    s.add_argument("--ngram-overhead-ms", type=_finite, default=sp("ngram_overhead_ms"), help="CPU time of one n-gram lookup per step")
     s.add_argument(
         "--proposal-probability",
-        type=float,
-        default=1.0,
+        type=_finite,
+        default=sp("proposal_probability"),
         help="P(the proposer drafts at a decode step); < 1 for n-gram misses (the validation harness measures it)",
     )
-    s.add_argument("--draft-model", help="e.g. JackFram/llama-68m, or an EAGLE head such as yuhuili/EAGLE-LLaMA3.1-Instruct-8B")
+    s.add_argument("--draft-model", help="e.g. JackFram/llama-68m, or an EAGLE head such as yuhuili/EAGLE-LLaMA3.1-Instruct-8B (required by --proposer draft/eagle/eagle3)")
     s.add_argument("--draft-profile-dir", help="Vidur-format profile of the draft model (default: built-in profile)")
-    s.add_argument("--draft-tensor-parallel-size", type=int, help="GPUs the draft runs on: 1 or the target's (default: the target's)")
-    s.add_argument("--attention", default="kv_once", help="kv_once, per_token or interpolated")
-    s.add_argument("--interpolation", type=float, default=0.5, help="lambda for --attention interpolated")
-    m = p.add_argument_group("system")
-    m.add_argument("--model", default="meta-llama/Llama-2-7b-hf")
-    m.add_argument("--device", default="a100")
+    s.add_argument("--draft-tensor-parallel-size", type=_positive_int, help="GPUs the draft runs on: 1 or the target's (default: the target's)")
+    s.add_argument("--attention", default=sp("attention"), help="verify-attention cost: kv_once, per_token or interpolated")
+    s.add_argument("--interpolation", type=_finite, default=sp("interpolation"), help="lambda for --attention interpolated")
+    m = p.add_argument_group(f"system (scheduler limits: vLLM {VLLM_DEFAULTS_VERSION}'s `vllm serve` defaults on an A100; on H100/H200 vLLM uses 8192 and 1024)")
+    m.add_argument("--model", default=rc("model"), help="Hugging Face model name")
+    m.add_argument("--device", default=rc("device"), help="GPU, case-insensitive: a100, a100_40gb, h100, h200, ...")
     m.add_argument("--profile-dir", help="Vidur-format profile directory (default: built-in profile)")
-    m.add_argument("--scheduler", default="sarathi")
-    m.add_argument("--chunk-size", type=int, default=512)
-    m.add_argument("--batch-size-cap", type=int, default=128)
-    m.add_argument("--num-kv-blocks", type=int)
-    m.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs the target is sharded over (1, 2, 4 or 8 on one node)")
-    m.add_argument("--network-profile-dir", help="Vidur-format network profile with all_reduce.csv (default: the profile's own, else built-in)")
-    m.add_argument("--pipeline-stages", type=int, default=1)
-    m.add_argument("--seed", type=int, default=0, help="acceptance draws")
+    m.add_argument("--scheduler", default=rc("scheduler"), help="replica scheduler (Sarathi: chunked prefill, as vLLM V1)")
     m.add_argument(
-        "--engine-overhead-ms",
-        type=float,
-        default=RunConfig.engine_overhead_ms,
-        help=f"the engine's CPU time per step (default {RunConfig.engine_overhead_ms:g}; 0 with --no-lm-head is stock Vidur)",
+        "--max-num-batched-tokens",
+        "--chunk-size",
+        dest="max_num_batched_tokens",
+        type=_positive_int,
+        action=_Deprecated,
+        default=rc("chunk_size"),
+        help="tokens per step: prompt chunks plus decode and verify tokens",
     )
+    m.add_argument("--max-num-seqs", "--batch-size-cap", dest="max_num_seqs", type=_positive_int, action=_Deprecated, default=rc("batch_size_cap"), help="most requests in the running batch")
+    m.add_argument("--num-kv-blocks", type=_positive_int, help="KV cache blocks (default: planned from the GPU's memory, as vLLM does)")
+    m.add_argument("--tensor-parallel-size", type=_positive_int, default=rc("tensor_parallel_size"), help="GPUs the target is sharded over (1, 2, 4 or 8 on one node)")
+    m.add_argument("--network-profile-dir", help="Vidur-format network profile with all_reduce.csv (default: the profile's own, else built-in)")
+    m.add_argument("--pipeline-stages", type=_positive_int, default=rc("pipeline_stages"), help="pipeline-parallel stages (only 1 is modelled)")
+    m.add_argument("--engine-overhead-ms", type=_finite, default=rc("engine_overhead_ms"), help="the engine's CPU time per step (0 with --no-lm-head is stock Vidur)")
     m.add_argument("--no-lm-head", action="store_true", help="do not cost the LM head and sampler (Vidur's op set has neither)")
-    m.add_argument("--cache-dir")
+    m.add_argument("--cache-dir", help="where trained predictors are kept (default: the user cache folder)")
     o = p.add_argument_group("output")
     o.add_argument("--json", help="write summary, configuration and provenance as JSON here")
     o.add_argument("--requests-csv", help="write per-request results as CSV here")
@@ -80,29 +195,44 @@ def _parse_vector(text):
     if text is None:
         return None
     try:
-        return tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError as exc:
-        raise ConfigError(f"--acceptance-per-position {text!r}: not a comma-separated list of numbers") from exc
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"--acceptance-per-position {text!r}: not a comma-separated list of numbers; e.g. 0.8,0.7,0.6") from None
+    if not values:
+        raise ConfigError(f"--acceptance-per-position {text!r}: list at least one rate, e.g. 0.8,0.7,0.6")
+    return values
 
 
 def workload_from_args(args):
-    if args.concurrency is not None and args.rate is not None:
-        raise ConfigError(f"--concurrency {args.concurrency} and --rate {args.rate:g}: give one (closed loop or Poisson arrivals), not both")
-    if args.concurrency is not None and args.concurrency <= 0:
-        raise ConfigError(f"--concurrency {args.concurrency}: must be a positive number of requests in flight")
+    rate, concurrency, ratio = args.request_rate, args.max_concurrency, args.random_range_ratio
+    if concurrency is not None and rate is not None:
+        raise ConfigError(f"--max-concurrency {concurrency} and --request-rate {rate:g}: give one (closed loop or Poisson arrivals), not both")
+    if concurrency is not None and concurrency <= 0:
+        raise ConfigError(f"--max-concurrency {concurrency}: must be a positive number of requests in flight")
+    if concurrency is None:
+        rate = _default(PoissonWorkload, "arrival_rate") if rate is None else rate
+        if not rate > 0:
+            raise ConfigError(f"--request-rate {rate:g}: must be a positive number of requests per second")
+    if not 0 <= ratio < 1:
+        raise ConfigError(f"--random-range-ratio {ratio:g}: must be in [0, 1), as in vllm bench serve")
     if args.trace:
         from simulator.catalog import model_config
         from simulator.workloads import trace_workload
 
-        rate = None if args.concurrency is not None else (4.0 if args.rate is None else args.rate)
-        if rate is not None and not (math.isfinite(rate) and rate > 0):
-            raise ConfigError(f"--rate {rate}: must be a positive number of requests per second")
+        if ratio:
+            raise ConfigError("--random-range-ratio and --trace: the trace gives the lengths; drop one")
         context = model_config(args.model).max_model_len
-        return trace_workload(args.trace, context, args.requests, args.workload_seed, rate=rate, concurrency=args.concurrency)
-    if args.concurrency is not None:
-        return ClosedLoopWorkload.fixed(args.concurrency, args.requests, args.prompt_tokens, args.output_tokens)
-    rate = 4.0 if args.rate is None else args.rate
-    return PoissonWorkload(args.requests, args.prompt_tokens, args.output_tokens, rate, args.workload_seed)
+        return trace_workload(args.trace, context, args.num_prompts, args.workload_seed, rate=rate, concurrency=concurrency)
+    n, prompt, output, seed = args.num_prompts, args.prompt_tokens, args.output_tokens, args.workload_seed
+    if concurrency is not None:
+        if ratio:
+            return ClosedLoopWorkload.spread(concurrency, n, prompt, output, ratio, seed)
+        return ClosedLoopWorkload.fixed(concurrency, n, prompt, output)
+    if ratio:
+        from simulator.workloads import poisson_arrivals, random_lengths
+
+        return ExplicitWorkload(poisson_arrivals(n, rate, seed), *random_lengths(n, prompt, output, ratio, seed))
+    return PoissonWorkload(n, prompt, output, rate, seed)
 
 
 def _schedule_from_args(args):
@@ -111,17 +241,90 @@ def _schedule_from_args(args):
     from simulator.speculative.k_schedule import parse_schedule
 
     k = args.num_speculative_tokens
-    return parse_schedule(args.k_schedule, k if isinstance(k, int) and k > 0 else None, "--k-schedule")
+    return parse_schedule(args.k_schedule, k if k > 0 else None, "--k-schedule")
 
 
-def config_from_args(args) -> RunConfig:
-    return RunConfig(
+def acceptance_from_args(args) -> tuple[Optional[float], Optional[tuple], Optional[str]]:
+    """(acceptance_rate, acceptance_per_position, what the run used in words), checked as flags.
+
+    An acceptance without speculation, speculation without an acceptance, two acceptances, or a
+    length outside [1, k + 1] is refused here, naming the flags rather than config fields.
+    """
+    k = args.num_speculative_tokens
+    speculating = k > 0 or args.k_schedule is not None
+    given = [
+        (flag, value)
+        for flag, value in (
+            ("--acceptance", args.acceptance),
+            ("--acceptance-length", args.acceptance_length),
+            ("--acceptance-per-position", args.acceptance_per_position),
+        )
+        if value is not None
+    ]
+    if len(given) > 1:
+        raise ConfigError(f"{' and '.join(flag for flag, _ in given)}: give one acceptance, not {len(given)}")
+    if given and not speculating:
+        flag, value = given[0]
+        raise ConfigError(
+            f"{flag} {value} without speculation (-k {k}): add -k N (N >= 1 proposals per step) or --k-schedule, "
+            f"or drop {flag} to run without speculation"
+        )
+    if not speculating:
+        return None, None, None
+    if not given:
+        shown = f"-k {k}" if k > 0 else "--k-schedule"
+        raise ConfigError(
+            f"{shown}: speculation needs an acceptance; give --acceptance RATE (per token), --acceptance-length L "
+            f"(vLLM's mean acceptance length at -k) or --acceptance-per-position P1,P2,..."
+        )
+    flag, value = given[0]
+    if flag == "--acceptance":
+        if not 0 <= value <= 1:
+            raise ConfigError(f"--acceptance {value:g}: must be a per-token rate in [0, 1]; a mean acceptance length goes in --acceptance-length")
+        return value, None, f"per-token rate {value:.4g}, i.i.d. over positions (--acceptance)"
+    if flag == "--acceptance-per-position":
+        vector = _parse_vector(value)
+        bad = [x for x in vector if not 0 <= x <= 1]
+        if bad:
+            raise ConfigError(f"--acceptance-per-position {value}: {bad[0]:g} is not a rate in [0, 1]")
+        return None, vector, "per-position rates " + ", ".join(f"{x:.4g}" for x in vector) + " (--acceptance-per-position)"
+    from simulator.speculative.acceptance_convert import iid_rate_from_length
+
+    if k == 0:
+        raise ConfigError(f"--acceptance-length {value:g}: give -k, the number of proposals it was measured at")
+    if not 1 <= value <= k + 1:
+        raise ConfigError(
+            f"--acceptance-length {value:g} at -k {k}: must be in [1, k + 1 = {k + 1}] (vLLM's mean acceptance length "
+            f"counts the bonus token); a per-token rate goes in --acceptance"
+        )
+    rate = iid_rate_from_length(value, k)
+    return rate, None, (
+        f"per-token rate {rate:.4f}, i.i.d. over positions: the rate whose mean acceptance length at k = {k} is "
+        f"{value:g} (--acceptance-length)"
+    )
+
+
+def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
+    """The run's configuration and, when speculating, the acceptance it uses in words."""
+    rate, vector, acceptance_note = acceptance_from_args(args)
+    if args.proposer in ("draft", "eagle", "eagle3") and (args.num_speculative_tokens > 0 or args.k_schedule) and not args.draft_model:
+        raise ConfigError(f"--proposer {args.proposer}: needs --draft-model (the draft model or EAGLE head to run)")
+    if args.k_schedule is not None:
+        from simulator.speculative.k_schedule import parse_schedule
+
+        last = parse_schedule(args.k_schedule, None, "--k-schedule")[-1]
+        if last[1] < args.max_num_seqs:
+            raise ConfigError(
+                f"--k-schedule: its last row {list(last)} ends at batch size {last[1]}, below --max-num-seqs {args.max_num_seqs}; "
+                f"extend it to {args.max_num_seqs} or pass --max-num-seqs {last[1]}"
+            )
+    config = RunConfig(
         workload=workload_from_args(args),
         speculation=SpeculationConfig(
             num_speculative_tokens=args.num_speculative_tokens,
             k_schedule=_schedule_from_args(args),
-            acceptance_rate=args.acceptance,
-            acceptance_per_position=_parse_vector(args.acceptance_per_position),
+            acceptance_rate=rate,
+            acceptance_per_position=vector,
             proposer=args.proposer,
             ngram_overhead_ms=args.ngram_overhead_ms,
             proposal_probability=args.proposal_probability,
@@ -135,17 +338,18 @@ def config_from_args(args) -> RunConfig:
         device=args.device,
         profile_dir=args.profile_dir,
         scheduler=args.scheduler,
-        chunk_size=args.chunk_size,
-        batch_size_cap=args.batch_size_cap,
+        chunk_size=args.max_num_batched_tokens,
+        batch_size_cap=args.max_num_seqs,
         num_kv_blocks=args.num_kv_blocks,
         tensor_parallel_size=args.tensor_parallel_size,
         network_profile_dir=args.network_profile_dir,
         pipeline_stages=args.pipeline_stages,
-        seed=args.seed,
+        seed=args.acceptance_seed,
         cache_dir=args.cache_dir,
         engine_overhead_ms=args.engine_overhead_ms,
         lm_head=not args.no_lm_head,
     )
+    return config, acceptance_note
 
 
 def _json_safe(value):
@@ -154,32 +358,88 @@ def _json_safe(value):
     return value
 
 
-def format_summary(result) -> str:
-    s = result.summary
-    ms = lambda key: f"{s[key] * 1e3:9.2f} ms"  # noqa: E731
-    lines = [f"{'metric':<8}{'p50':>13}{'p90':>13}{'p99':>13}"]
-    for name in ("ttft", "tpot", "e2e"):
-        lines.append(f"{name.upper():<8}" + "".join(f"{ms(f'{name}_p{p}_s'):>13}" for p in (50, 90, 99)))
-    lines += [
-        f"throughput          {s['throughput_tok_s']:.1f} output tokens/s over {s['makespan_s']:.2f} s",
-        f"acceptance rate     {s['acceptance_rate']:.4f}  (accepted {s['accepted_tokens']} / proposed {s['proposed_tokens']})",
-        f"mean accept length  {s['mean_acceptance_length']:.4f}  over {s['verify_steps']} verify steps",
-        f"peak KV             {s['peak_kv_blocks']} / {s['kv_blocks_total']} blocks ({100 * s['peak_kv_fraction']:.1f}%), preemptions {s['preemptions']}",
-        "provenance          " + ", ".join(f"{k}={v}" for k, v in result.provenance.items() if k != "profile_sha256"),
+WIDTH = 50
+
+
+def _rule(title: str = "", fill: str = "-") -> str:
+    return f"{' ' + title + ' ' if title else '':{fill}^{WIDTH}}"
+
+
+def _line(label: str, value) -> str:
+    if isinstance(value, float):
+        value = "n/a" if math.isnan(value) else f"{value:.2f}"
+    return f"{label:<40} {value}"
+
+
+LATENCY_SECTIONS = (
+    ("ttft", "TTFT", "Time to First Token"),
+    ("tpot", "TPOT", "Time per Output Token (excl. 1st token)"),
+    ("itl", "ITL", "Inter-token Latency"),
+    ("e2e", "E2EL", "End-to-end Latency"),
+)
+
+
+def format_summary(result, acceptance_note: Optional[str] = None) -> str:
+    """The summary in ``vllm bench serve``'s layout and names (latencies in ms), then the
+    speculation and the simulator's own figures."""
+    s, config = result.summary, result.config
+    lines = [
+        _rule("Simulated Serving Result", "="),
+        _line("Successful requests:", s.num_requests),
+        _line("Benchmark duration (s):", s.makespan_s),
+        _line("Total input tokens:", s.total_input_tokens),
+        _line("Total generated tokens:", s.total_output_tokens),
+        _line("Request throughput (req/s):", s.request_throughput_req_s),
+        _line("Output token throughput (tok/s):", s.throughput_tok_s),
+        _line("Total Token throughput (tok/s):", s.total_token_throughput_tok_s),
     ]
+    for key, short, title in LATENCY_SECTIONS:
+        lines.append(_rule(title))
+        for stat, label in (("mean", "Mean"), ("p50", "Median"), ("p90", "P90"), ("p99", "P99")):
+            lines.append(_line(f"{label} {short} (ms):", s[f"{key}_{stat}_s"] * 1e3))
+    lines.append(_rule("Speculative Decoding"))
+    spec = config.speculation
+    if not spec.enabled:
+        lines.append("speculation off")
+    else:
+        k = f"k = {spec.num_speculative_tokens}" + (f" at most (schedule {[list(r) for r in spec.k_schedule]})" if spec.k_schedule else "")
+        lines.append(f"{spec.proposer}, {k}, mean scheduled k {s.mean_scheduled_k:.2f}")
+        if acceptance_note:
+            lines.append(f"ran with: {acceptance_note}")
+        if s.verify_steps == 0:
+            lines.append("no drafts were proposed (the k schedule chose k = 0 at every step)")
+        else:
+            lines += [
+                _line("Acceptance rate (%):", 100 * s.realized_acceptance_rate),
+                _line("Acceptance length:", s.mean_acceptance_length),
+                _line("Drafts:", s.verify_steps),
+                _line("Draft tokens:", s.proposed_tokens),
+                _line("Accepted tokens:", s.accepted_tokens),
+                "(acceptance rate = accepted / draft tokens, as vLLM reports it: below the per-token rate, because a "
+                "rejection ends the chain and the positions after it count as rejected)",
+            ]
+    lines.append(_rule("Simulator"))
+    lines.append(f"peak KV {s.peak_kv_blocks} / {s.kv_blocks_total} blocks ({100 * s.peak_kv_fraction:.1f}%), preemptions {s.preemptions}")
+    lines.append(f"max_num_seqs {config.batch_size_cap}, max_num_batched_tokens {config.chunk_size}")
+    burst = result.startup_burst
+    if burst:
+        frame = result.requests.sort_values("request_id")
+        first, rest = frame["ttft_s"].iloc[:burst], frame["ttft_s"].iloc[burst:]
+        rest_text = f"{rest.median() * 1e3:.2f} ms for the other {len(rest)}" if len(rest) else "no other requests"
+        lines.append(
+            f"start-up burst: the first {burst} requests arrive together at t = 0 and are included above (as in vllm bench serve); "
+            f"their median TTFT is {first.median() * 1e3:.2f} ms, {rest_text} (column startup_burst in --requests-csv)"
+        )
+    lines.append("provenance: " + ", ".join(f"{k}={v}" for k, v in result.provenance.items() if k != "profile_sha256"))
+    lines.append(_rule(fill="="))
     return "\n".join(lines)
 
 
-def _check_writable(option: str, path) -> None:
-    """Fail before simulating, not after, when an output cannot be written."""
-    if path is None:
-        return
-    target = Path(path)
-    if target.is_dir():
-        raise ConfigError(f"{option} {path}: is a directory")
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir() or not os.access(parent, os.W_OK):
-        raise ConfigError(f"{option} {path}: directory {parent} does not exist or is not writable")
+def requests_table(result):
+    """Per-request rows, with ``startup_burst`` marking a closed loop's first ``concurrency``."""
+    frame = result.requests.copy()
+    frame["startup_burst"] = frame["request_id"] < result.startup_burst
+    return frame
 
 
 def main(argv=None) -> int:
@@ -192,19 +452,26 @@ def main(argv=None) -> int:
     if not args.verbose:
         logging.disable(logging.INFO)
     try:
-        config = config_from_args(args)
+        config, acceptance_note = config_from_args(args)
         for option, path in (("--json", args.json), ("--requests-csv", args.requests_csv)):
-            _check_writable(option, path)
+            if path is not None:
+                check_writable_file(path, option)
         from simulator import run
 
         result = run(config)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(format_summary(result))
     if args.json:
-        payload = {"summary": {k: _json_safe(v) for k, v in result.summary.items()}, "config": config.to_dict(), "provenance": result.provenance}
+        payload = {
+            "summary": {k: _json_safe(v) for k, v in result.summary.as_dict().items()},
+            "acceptance_input": acceptance_note,
+            "startup_burst_requests": result.startup_burst,
+            "config": config.to_dict(),
+            "provenance": result.provenance,
+        }
         atomic_write_text(args.json, json.dumps(payload, indent=2, sort_keys=True) + "\n")
     if args.requests_csv:
-        atomic_write_text(args.requests_csv, result.requests.to_csv(index=False, float_format="%.9g"))
+        atomic_write_text(args.requests_csv, requests_table(result).to_csv(index=False, float_format="%.9g"))
+    print(format_summary(result, acceptance_note))  # after the files: a closed pipe on stdout loses no results
     return 0

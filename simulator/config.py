@@ -33,6 +33,13 @@ DEFAULT_DRAFT_PASS_OVERHEAD_MS = 0.37
 # 0 (held to [0, 1]), the interpolation default below.
 DEFAULT_ATTENTION = "kv_once"
 DEFAULT_INTERPOLATION = 0.0
+# The scheduler's limits, as `vllm serve` (V1 engine) sets them when not given: vLLM v0.10.1's
+# EngineArgs.get_batch_defaults gives an OpenAI API server max_num_batched_tokens = 2048 and
+# max_num_seqs = 256 on an A100 and on GPUs under 70 GiB (vllm-project/vllm PRs #17073 and
+# #17885; on other GPUs of 70 GiB or more, e.g. H100 and H200, it gives 8192 and 1024).
+VLLM_DEFAULTS_VERSION = "0.10.1"
+DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
+DEFAULT_MAX_NUM_SEQS = 256
 
 
 def _is_int(value) -> bool:
@@ -146,6 +153,19 @@ class ClosedLoopWorkload:
         _require(_is_int(num_requests) and num_requests > 0, "num_requests", num_requests, "must be a positive integer")
         return cls(concurrency, (prompt_tokens,) * num_requests, (output_tokens,) * num_requests)
 
+    @classmethod
+    def spread(
+        cls, concurrency: int, num_requests: int, prompt_tokens: int, output_tokens: int, range_ratio: float, seed: int
+    ) -> "ClosedLoopWorkload":
+        """Lengths drawn uniformly around the given ones, as ``vllm bench serve --random-range-ratio``
+        does (see :func:`simulator.workloads.random_lengths`): fixed lengths finish in lockstep,
+        so a closed loop would refill in waves; a spread lets completions and arrivals interleave."""
+        from simulator.workloads import random_lengths
+
+        _require(_is_int(num_requests) and num_requests > 0, "num_requests", num_requests, "must be a positive integer")
+        prompts, outputs = random_lengths(num_requests, prompt_tokens, output_tokens, range_ratio, seed)
+        return cls(concurrency, prompts, outputs)
+
     @property
     def num_requests(self) -> int:
         return len(self.prompt_tokens)
@@ -256,8 +276,10 @@ class RunConfig:
     device: str = "a100"
     profile_dir: Optional[str] = None  # a Vidur-format directory; None = built-in generator
     scheduler: str = "sarathi"
-    chunk_size: int = 512
-    batch_size_cap: int = 128
+    # vLLM's max_num_batched_tokens: Sarathi's token budget per step (prompt chunks plus decode tokens)
+    chunk_size: int = DEFAULT_MAX_NUM_BATCHED_TOKENS
+    # vLLM's max_num_seqs: the most requests in the running batch
+    batch_size_cap: int = DEFAULT_MAX_NUM_SEQS
     num_kv_blocks: Optional[int] = None  # override the memory planner (e.g. a server's block count)
     block_size: int = 16
     tensor_parallel_size: int = 1
@@ -271,6 +293,8 @@ class RunConfig:
     engine_overhead_ms: float = DEFAULT_ENGINE_OVERHEAD_MS
 
     def __post_init__(self):
+        _require(isinstance(self.device, str) and self.device.strip() != "", "device", self.device, "must be a device name such as 'a100'")
+        object.__setattr__(self, "device", self.device.strip().lower())  # device names are matched case-insensitively
         _require(
             self.scheduler in SCHEDULERS,
             "scheduler",

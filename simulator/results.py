@@ -1,13 +1,26 @@
-"""Per-request results and the per-run summary (pure pandas, no simulation state)."""
+"""Per-request results, the per-run summary and the one speedup rule (pure numpy/pandas, no simulation state).
+
+The summary is a typed dataclass, :class:`RunSummary`, with one name per quantity: the
+*realised* acceptance rate is ``realized_acceptance_rate`` (the input rate lives in the
+configuration as ``acceptance_rate``), and preempted requests are counted once, as
+``preemptions``.  It is also a read-only mapping, so sweeps and tests can keep reading
+``summary["tpot_p50_s"]``; :meth:`RunSummary.as_dict` is what gets serialised.
+
+Latency names follow ``vllm bench serve`` (TTFT, TPOT, ITL, E2EL), in seconds here (the
+``_s`` suffix); the CLI prints them in milliseconds, as vLLM does.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 import pandas as pd
 
-from simulator.config import RunConfig
+from simulator.config import ClosedLoopWorkload, RunConfig
 
 REQUEST_COLUMNS = (
     "request_id",
@@ -22,22 +35,100 @@ REQUEST_COLUMNS = (
     "proposed_tokens",
     "accepted_tokens",
 )
-LATENCY_METRICS = ("ttft_s", "tpot_s", "e2e_s")
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2e")
 PERCENTILES = (50, 90, 99)
+STATISTICS = ("mean",) + tuple(f"p{p}" for p in PERCENTILES)
+
+
+@dataclass(frozen=True)
+class RunSummary(Mapping):
+    """One run's figures, each under one name.  Seconds unless the name says otherwise.
+
+    TPOT is per request, (E2E - TTFT) / (output tokens - 1), as ``vllm bench serve``
+    computes it; ITL is every gap between two token emissions of a request (a verify step
+    that accepts several tokens emits them at once, so it is one gap), pooled over requests.
+    """
+
+    num_requests: int
+    total_input_tokens: int
+    total_output_tokens: int
+    ttft_mean_s: float
+    ttft_p50_s: float
+    ttft_p90_s: float
+    ttft_p99_s: float
+    tpot_mean_s: float
+    tpot_p50_s: float
+    tpot_p90_s: float
+    tpot_p99_s: float
+    itl_mean_s: float
+    itl_p50_s: float
+    itl_p90_s: float
+    itl_p99_s: float
+    e2e_mean_s: float
+    e2e_p50_s: float
+    e2e_p90_s: float
+    e2e_p99_s: float
+    # vLLM's spec-decode counters: drafts = verify steps, draft tokens = proposed
+    proposed_tokens: int
+    accepted_tokens: int
+    verify_steps: int
+    realized_acceptance_rate: float  # accepted / proposed (vLLM's "acceptance rate"); NaN without speculation
+    mean_acceptance_length: float  # 1 + accepted / verify steps (the bonus token counts); NaN without speculation
+    makespan_s: float  # first arrival to last completion ("benchmark duration")
+    throughput_tok_s: float  # output tokens per second
+    request_throughput_req_s: float
+    total_token_throughput_tok_s: float  # (input + output) tokens per second
+    preemptions: int  # requests restarted after their KV cache was taken (vLLM's recompute preemption)
+    peak_kv_blocks: int = 0
+    kv_blocks_total: int = 0
+    peak_kv_fraction: float = math.nan
+    forward_passes: int = 0
+    mean_scheduled_k: float = math.nan  # the fixed k, or a k schedule's average pick over planned steps
+
+    @property
+    def speculation_on(self) -> bool:
+        return self.verify_steps > 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def __getitem__(self, key: str):
+        if key not in _FIELD_NAMES:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __iter__(self):
+        return iter(_FIELD_NAMES)
+
+    def __len__(self) -> int:
+        return len(_FIELD_NAMES)
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(RunSummary))
 
 
 @dataclass
 class RunResult:
-    """``requests`` has :data:`REQUEST_COLUMNS`; ``summary`` and ``provenance`` are flat dicts.
+    """``requests`` has :data:`REQUEST_COLUMNS`; ``provenance`` is a flat dict.
 
     ``acceptance_logs`` maps request id to its (proposed, accepted) pair per verify step.
     """
 
     config: RunConfig
     requests: pd.DataFrame
-    summary: dict
+    summary: RunSummary
     provenance: dict
     acceptance_logs: dict = field(default_factory=dict)
+
+    @property
+    def startup_burst(self) -> int:
+        """Requests released together at t = 0 by a closed loop (its first ``concurrency``); 0 otherwise."""
+        return startup_burst(self.config)
+
+
+def startup_burst(config: RunConfig) -> int:
+    workload = config.workload
+    return min(workload.concurrency, workload.num_requests) if isinstance(workload, ClosedLoopWorkload) else 0
 
 
 def tpot(e2e_s: np.ndarray, ttft_s: np.ndarray, output_tokens: np.ndarray) -> np.ndarray:
@@ -47,27 +138,74 @@ def tpot(e2e_s: np.ndarray, ttft_s: np.ndarray, output_tokens: np.ndarray) -> np
         return np.where(decode_tokens > 0, (np.asarray(e2e_s) - np.asarray(ttft_s)) / decode_tokens, np.nan)
 
 
-def summarize(requests: pd.DataFrame, makespan_s: float, extra: dict) -> dict:
-    """p50/p90/p99 of each latency metric plus run-level counters.
+def inter_token_gaps(emission_times: Iterable[Sequence[float]]) -> np.ndarray:
+    """Every request's gaps between consecutive token emissions, pooled (vLLM's ITL samples)."""
+    gaps = [np.diff(np.asarray(times, dtype=float)) for times in emission_times if len(times) > 1]
+    return np.concatenate(gaps) if gaps else np.empty(0)
+
+
+def _statistics(values: np.ndarray) -> dict:
+    values = values[~np.isnan(values)]
+    if not len(values):
+        return {name: math.nan for name in STATISTICS}
+    return {"mean": float(values.mean()), **{f"p{p}": float(np.percentile(values, p)) for p in PERCENTILES}}
+
+
+def summarize(requests: pd.DataFrame, makespan_s: float, extra: dict, itl_s: Optional[np.ndarray] = None) -> RunSummary:
+    """Mean and p50/p90/p99 of each latency metric plus run-level counters.
 
     Acceptance follows vLLM: rate = accepted / proposed, mean acceptance length =
-    1 + accepted / verify steps (the bonus token counts).
+    1 + accepted / verify steps (the bonus token counts).  ``itl_s`` holds the pooled
+    inter-token gaps (:func:`inter_token_gaps`); without them ITL is NaN.
     """
-    summary: dict = {"num_requests": int(len(requests))}
+    values: dict = {}
+    samples = {
+        "ttft": requests["ttft_s"].to_numpy(dtype=float),
+        "tpot": requests["tpot_s"].to_numpy(dtype=float),
+        "itl": np.asarray(itl_s if itl_s is not None else [], dtype=float),
+        "e2e": requests["e2e_s"].to_numpy(dtype=float),
+    }
     for metric in LATENCY_METRICS:
-        values = requests[metric].dropna().to_numpy(dtype=float)
-        for p in PERCENTILES:
-            summary[f"{metric[:-2]}_p{p}_s"] = float(np.percentile(values, p)) if len(values) else float("nan")
+        for name, value in _statistics(samples[metric]).items():
+            values[f"{metric}_{name}_s"] = value
     proposed = int(requests["proposed_tokens"].sum())
     accepted = int(requests["accepted_tokens"].sum())
     steps = int(requests["verify_steps"].sum())
-    summary["proposed_tokens"] = proposed
-    summary["accepted_tokens"] = accepted
-    summary["verify_steps"] = steps
-    summary["acceptance_rate"] = accepted / proposed if proposed else float("nan")
-    summary["mean_acceptance_length"] = 1 + accepted / steps if steps else float("nan")
-    summary["makespan_s"] = float(makespan_s)
-    summary["throughput_tok_s"] = float(requests["output_tokens"].sum() / makespan_s) if makespan_s > 0 else float("nan")
-    summary["restarts"] = int(requests["restarts"].sum())
-    summary.update(extra)
-    return summary
+    inputs = int(requests["prompt_tokens"].sum())
+    outputs = int(requests["output_tokens"].sum())
+    per_second = (lambda amount: float(amount / makespan_s)) if makespan_s > 0 else (lambda amount: math.nan)
+    return RunSummary(
+        num_requests=int(len(requests)),
+        total_input_tokens=inputs,
+        total_output_tokens=outputs,
+        proposed_tokens=proposed,
+        accepted_tokens=accepted,
+        verify_steps=steps,
+        realized_acceptance_rate=accepted / proposed if proposed else math.nan,
+        mean_acceptance_length=1 + accepted / steps if steps else math.nan,
+        makespan_s=float(makespan_s),
+        throughput_tok_s=per_second(outputs),
+        request_throughput_req_s=per_second(len(requests)),
+        total_token_throughput_tok_s=per_second(inputs + outputs),
+        preemptions=int(requests["restarts"].sum()),
+        **values,
+        **extra,
+    )
+
+
+# Summary metrics where more is better; every other metric (a latency, "..._s") is better lower.
+HIGHER_IS_BETTER = ("throughput_tok_s", "request_throughput_req_s", "total_token_throughput_tok_s")
+
+
+def speedup(baseline: Mapping, run: Mapping, metric: str = "tpot_p50_s") -> float:
+    """How many times better ``run`` is than ``baseline`` on one summary metric.
+
+    The project's one speedup rule, used by every sweep and reproduction: baseline / run for
+    a latency (``tpot_p50_s``, ``e2e_p50_s``, ...), run / baseline for a throughput.  Both
+    arguments are summaries or flat records that hold ``metric``.
+    """
+    if metric in HIGHER_IS_BETTER:
+        return run[metric] / baseline[metric]
+    if not metric.endswith("_s"):
+        raise ValueError(f"speedup: {metric!r} is neither a latency (..._s) nor one of {HIGHER_IS_BETTER}")
+    return baseline[metric] / run[metric]

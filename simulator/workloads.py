@@ -62,6 +62,24 @@ def draw_lengths(lengths: np.ndarray, num_requests: int, seed: int) -> tuple[tup
     return tuple(int(p) for p in chosen[:, 0]), tuple(int(o) for o in chosen[:, 1])
 
 
+def random_lengths(
+    num_requests: int, prompt_tokens: int, output_tokens: int, range_ratio: float, seed: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """Lengths drawn as ``vllm bench serve --dataset-name random --random-range-ratio r`` draws them:
+    integers uniform in [L(1 - r), L(1 + r)] (at least 1) around each given length L, seeded."""
+    if not (isinstance(range_ratio, (int, float)) and 0 <= range_ratio < 1):
+        raise ConfigError(f"random range ratio {range_ratio!r}: must be a number in [0, 1), as in vllm bench serve")
+    if num_requests <= 0:
+        raise ConfigError(f"num_requests = {num_requests}: must be a positive integer")
+    rng = np.random.default_rng([seed, 2])
+
+    def draw(length: int) -> tuple[int, ...]:
+        low, high = max(1, int(length * (1 - range_ratio))), max(1, int(length * (1 + range_ratio)))
+        return tuple(int(v) for v in rng.integers(low, high + 1, size=num_requests))
+
+    return draw(prompt_tokens), draw(output_tokens)
+
+
 def poisson_arrivals(num_requests: int, rate: float, seed: int) -> tuple[float, ...]:
     """Poisson arrival times (exponential gaps, uncapped), seeded; the first request at 0."""
     gaps = np.random.default_rng([seed, 1]).exponential(1.0 / rate, size=num_requests)

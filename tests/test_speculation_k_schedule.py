@@ -22,7 +22,7 @@ def _closed(concurrency: int, n: int = 12) -> ClosedLoopWorkload:
 
 
 def _run(workload, **speculation) -> pd.DataFrame:
-    return simulator.run(RunConfig(workload=workload, speculation=SpeculationConfig(**speculation), seed=3))
+    return simulator.run(RunConfig(workload=workload, speculation=SpeculationConfig(**speculation), seed=3, batch_size_cap=128, chunk_size=512))
 
 
 # --- the schedule itself (pure) ----------------------------------------------------------
@@ -71,7 +71,7 @@ def test_the_maximum_and_coverage_are_checked_in_the_run_config():
     with pytest.raises(ConfigError, match="needs at least k = 3 entries"):
         SpeculationConfig(k_schedule=((1, 128, 3),), acceptance_per_position=(0.8, 0.7))
     with pytest.raises(ConfigError, match="row 1 \\[5, 64, 1\\]: ends at batch size 64.*65..128 have no k"):
-        RunConfig(speculation=SpeculationConfig(k_schedule=((1, 4, 3), (5, 64, 1)), acceptance_rate=0.7))
+        RunConfig(speculation=SpeculationConfig(k_schedule=((1, 4, 3), (5, 64, 1)), acceptance_rate=0.7), batch_size_cap=128)
     with pytest.raises(ConfigError, match="not valid JSON"):
         parse_schedule("[[1, 16, 4]")
 
@@ -140,7 +140,7 @@ def test_dynamic_run_sits_between_its_fixed_ends():
 def _cli(*args, tmp_path):
     out = tmp_path / "out.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "simulator", "--requests", "4", "--prompt-tokens", "64", "--output-tokens", "16", "--json", str(out), *args],
+        [sys.executable, "-m", "simulator", "--num-prompts", "4", "--prompt-tokens", "64", "--output-tokens", "16", "--max-num-seqs", "128", "--json", str(out), *args],
         capture_output=True,
         text=True,
     )
@@ -170,7 +170,7 @@ def test_cli_k_above_the_maximum_exits_2(tmp_path):
 
 
 def test_cli_runs_a_schedule_and_records_it(tmp_path):
-    proc, out = _cli("--k-schedule", "[[1,2,3],[3,128,1]]", "--acceptance", "0.7", "--rate", "50", tmp_path=tmp_path)
+    proc, out = _cli("--k-schedule", "[[1,2,3],[3,128,1]]", "--acceptance", "0.7", "--request-rate", "50", tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr
     config = json.loads(out.read_text())["config"]["speculation"]
     assert config["k_schedule"] == [[1, 2, 3], [3, 128, 1]] and config["num_speculative_tokens"] == 3

@@ -10,6 +10,7 @@ class SpecRequest(Request):
         self.output_tokens = num_decode_tokens
         self.acceptance_log: list[tuple[int, int]] = []  # (proposed, accepted) per verify step
         self.on_complete = None  # closed-loop load: called once when the request finishes
+        self.emission_times: list[float] = []  # end of every step that gave the client tokens (ITL)
 
     def arrive_at(self, time: float) -> None:
         """Closed-loop load: the request is released when a slot frees up, not at generation."""
@@ -17,6 +18,8 @@ class SpecRequest(Request):
 
     def on_batch_end(self, time: float, num_tokens_processed: int) -> None:
         super().on_batch_end(time, num_tokens_processed)
+        if self.is_prefill_complete:  # the prompt's last chunk emits the first token, each decode step at least one
+            self.emission_times.append(time)
         if self.completed and self.on_complete is not None:
             callback, self.on_complete = self.on_complete, None
             callback(self)

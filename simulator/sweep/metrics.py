@@ -11,6 +11,7 @@ from typing import Sequence
 import pandas as pd
 
 from simulator.errors import ConfigError
+from simulator.results import speedup
 
 # A run is called overloaded when the median TTFT of its last tenth of requests (by arrival)
 # is more than this multiple of its first tenth's: the queue grew through the run.
@@ -44,10 +45,10 @@ def mean_decode_batch(requests: pd.DataFrame, makespan_s: float) -> float:
 
 def with_speedups(records: Sequence[dict]) -> list[dict]:
     """TPOT speedup = baseline median TPOT / run median TPOT at the same load (baseline = 1)."""
-    baselines = {r["arrival_rate"]: r["tpot_p50_s"] for r in records if r["num_speculative_tokens"] == 0}
+    baselines = {r["arrival_rate"]: r for r in records if r["num_speculative_tokens"] == 0}
     rows = []
     for r in records:
         if r["arrival_rate"] not in baselines:
             raise ConfigError(f"run at {r['arrival_rate']:g} req/s has no baseline (num_speculative_tokens = 0) at the same load")
-        rows.append({**r, "tpot_speedup": baselines[r["arrival_rate"]] / r["tpot_p50_s"]})
+        rows.append({**r, "tpot_speedup": speedup(baselines[r["arrival_rate"]], r, "tpot_p50_s")})
     return rows

@@ -17,7 +17,7 @@ from simulator.inputs import check_table, distinct_values, non_empty_str as _non
 from simulator.inputs import parse_toml, read_text, positive_int as _positive_int, positive_number as _positive_number, probability as _probability
 
 _SECTIONS = {
-    "run": {"model": str, "device": str, "seed": int},
+    "run": {"model": str, "device": str, "seed": int, "max_num_seqs": int, "max_num_batched_tokens": int},
     "workload": {"num_requests": int, "prompt_tokens": int, "output_tokens": int, "seed": int},
     "grid": {"arrival_rate": list, "acceptance_rate": list, "num_speculative_tokens": list, "attention": list, "proposer": list},
     "baseline": {"arrival_rate": list},
@@ -31,6 +31,8 @@ _SECTIONS = {
     },
 }
 _REQUIRED_SECTIONS = ("run", "workload", "grid", "baseline")
+# keys a section may leave out (every other key is required); absent scheduler limits take RunConfig's defaults
+_OPTIONAL_KEYS = {"run": ("max_num_seqs", "max_num_batched_tokens")}
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,14 @@ class SweepSpec:
     proposers: tuple[str, ...]
     baseline_rates: tuple[float, ...]
     progress: Optional[ProgressSpec] = None
+    # vLLM's scheduler limits (RunConfig.batch_size_cap / chunk_size); None = RunConfig's defaults
+    max_num_seqs: Optional[int] = None
+    max_num_batched_tokens: Optional[int] = None
+
+    def scheduler_limits(self) -> dict:
+        """RunConfig keyword arguments for the limits the spec sets."""
+        limits = {"batch_size_cap": self.max_num_seqs, "chunk_size": self.max_num_batched_tokens}
+        return {key: value for key, value in limits.items() if value is not None}
 
     @property
     def num_runs(self) -> int:
@@ -93,6 +103,9 @@ def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
             raise ConfigError(f"sweep spec {source}: [{section}] {key} = {v!r} {what}")
         return v
 
+    def optional(section: str, key: str):
+        return scalar(section, key, _positive_int, "must be a positive integer") if key in doc[section] else None
+
     def values(section: str, key: str, check, what: str, convert=lambda v: v) -> tuple:
         return distinct_values(value(section, key), f"sweep spec {source}: [{section}] {key}", check, what, convert)
 
@@ -114,6 +127,8 @@ def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
         proposers=values("grid", "proposer", lambda v: v in PROPOSERS and v != "draft", "is not a proposer the sweep can run ('ngram')"),
         baseline_rates=values("baseline", "arrival_rate", _positive_number, "is not a positive number of requests per second", float),
         progress=None,
+        max_num_seqs=optional("run", "max_num_seqs"),
+        max_num_batched_tokens=optional("run", "max_num_batched_tokens"),
     )
     missing = [r for r in spec.arrival_rates if r not in spec.baseline_rates]
     if missing:
@@ -148,6 +163,8 @@ def _check_shape(doc: dict, source: str) -> None:
         if section not in doc:
             raise ConfigError(f"sweep spec {source}: missing section [{section}]")
     for section, body in doc.items():
-        check_table(body, _SECTIONS[section], f"sweep spec {source}: [{section}]")
+        optional = _OPTIONAL_KEYS.get(section, ())
+        required = tuple(key for key in _SECTIONS[section] if key not in optional)
+        check_table(body, _SECTIONS[section], f"sweep spec {source}: [{section}]", required)
 
 
