@@ -16,6 +16,7 @@ import logging
 import math
 import sys
 from dataclasses import MISSING, fields
+from pathlib import Path
 from typing import Optional
 
 from simulator.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig, VLLM_DEFAULTS_VERSION
@@ -307,6 +308,9 @@ def acceptance_from_args(args) -> tuple[Optional[float], Optional[tuple], Option
 def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
     """The run's configuration and, when speculating, the acceptance it uses in words."""
     rate, vector, acceptance_note = acceptance_from_args(args)
+    for flag, path in (("--profile-dir", args.profile_dir), ("--draft-profile-dir", args.draft_profile_dir), ("--network-profile-dir", args.network_profile_dir)):
+        if path is not None and not Path(path).is_dir():
+            raise ConfigError(f"{flag} {path}: not a directory; give a Vidur-format profile folder, or drop the flag for the built-in profile")
     if args.proposer in ("draft", "eagle", "eagle3") and (args.num_speculative_tokens > 0 or args.k_schedule) and not args.draft_model:
         raise ConfigError(f"--proposer {args.proposer}: needs --draft-model (the draft model or EAGLE head to run)")
     if args.k_schedule is not None:

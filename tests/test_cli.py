@@ -146,6 +146,7 @@ def test_a_run_says_which_rate_it_ran_with(capsys):
         (["--random-range-ratio", "1.2"], ["--random-range-ratio 1.2: must be in [0, 1)"]),
         (["--max-concurrency", "4", "--request-rate", "2"], ["give one"]),
         (["--k-schedule", "[[1,16,4],[17,128,2]]", "--acceptance", "0.7"], ["ends at batch size 128, below --max-num-seqs 256"]),
+        (["--profile-dir", "no/such/folder"], ["--profile-dir no/such/folder: not a directory"]),
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_flags(argv, needles, capsys, tmp_path):
@@ -156,7 +157,7 @@ def test_bad_input_exits_2_with_one_line_naming_the_flags(argv, needles, capsys,
     assert len(lines) == 1 and lines[0].startswith("error: "), stderr
     for needle in needles:
         assert needle in lines[0], lines[0]
-    for field in ("acceptance_rate =", "num_speculative_tokens =", "batch_size_cap ="):
+    for field in ("acceptance_rate =", "num_speculative_tokens =", "batch_size_cap =", "profile_dir ="):
         assert field not in lines[0]  # flags, not the code's field names
     assert stdout == "" and not out.exists()
 
