@@ -28,6 +28,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.results import speedup
 from simulator.speculative.k_schedule import Schedule, max_k, to_vllm
 from simulator.sweep.crossover import TIE, best_k, crossover_rows, recommended_schedule, x_of
 from simulator.sweep.paysoff_spec import NGRAM_LOOKUP_MAX, AcceptanceProfile, PaysoffSpec, profile_length, verify_settings
@@ -258,8 +259,8 @@ def _with_speedups(rows: list[dict], baselines: Sequence[dict]) -> list[dict]:
     by_key = {_system_key(r): r for r in baselines}
     for r in rows:
         base = by_key[_system_key(r)]
-        r["tpot_speedup"] = base["tpot_p50_s"] / r["tpot_p50_s"]
-        r["throughput_speedup"] = r["throughput_tok_s"] / base["throughput_tok_s"]
+        r["tpot_speedup"] = speedup(base, r, "tpot_p50_s")
+        r["throughput_speedup"] = speedup(base, r, "throughput_tok_s")
     return rows
 
 
