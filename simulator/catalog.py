@@ -104,6 +104,7 @@ def _register(spec: ModelSpec) -> type:
         "embedding_dim": spec.embedding_dim,
         "mlp_hidden_dim": spec.mlp_hidden_dim,
         "max_model_len": spec.max_model_len,
+        "head_dim": spec.head_dim,
         "vocab_size": spec.vocab_size,
         "rope_theta": spec.rope_theta,
         "use_qkv_bias": spec.use_qkv_bias,
@@ -203,7 +204,14 @@ def model_shape(name: str) -> ModelShape:
         mlp_hidden_dim=cfg.mlp_hidden_dim,
         vocab_size=cfg.vocab_size,
         use_gated_mlp=cfg.use_gated_mlp,
+        head_size=_explicit_head_size(cfg),
     )
+
+
+def _explicit_head_size(cfg: BaseModelConfig) -> int:
+    """A config's ``head_dim`` where it is not ``embedding_dim / num_q_heads`` (Qwen3-4B: 128, not 80); else 0."""
+    head_dim = getattr(cfg, "head_dim", 0)
+    return head_dim if head_dim and head_dim != cfg.embedding_dim // cfg.num_q_heads else 0
 
 
 _register_catalog()

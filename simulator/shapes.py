@@ -26,10 +26,11 @@ class ModelShape:
     vocab_size: int
     use_gated_mlp: bool = True
     tensor_parallel: int = 1
+    head_size: int = 0  # a config's explicit head_dim where it differs from embedding_dim / num_q_heads
 
     @property
     def head_dim(self) -> int:
-        return self.embedding_dim // self.num_q_heads
+        return self.head_size or self.embedding_dim // self.num_q_heads
 
     @property
     def q_heads_per_worker(self) -> int:

@@ -18,6 +18,7 @@ from simulator.catalog import eagle_head, known_models, model_config, model_shap
 from simulator.errors import ConfigError
 from simulator.models.context import TABLE_FLOOR, table_tokens
 from simulator.models.spec import parse_config
+from simulator.shapes import ModelShape
 
 from repo import REPO_ROOT as ROOT
 
@@ -103,6 +104,15 @@ def test_user_configs_load_from_a_directory_or_the_file(path):
     assert _numbers(cfg) + (cfg.tie_word_embeddings,) == USER[path]
     assert model_shape(str(HF / path)).vocab_size == USER[path][5]
     assert str(HF / path) not in known_models()
+
+
+def test_explicit_head_dim():
+    # Qwen3-8B states head_dim 128 = 4096 / 32: the shape is the derived one
+    qwen3 = model_shape(str(HF / "Qwen3-8B"))
+    assert (qwen3.head_dim, qwen3.head_size, qwen3.qkv_dim) == (128, 0, (32 + 2 * 8) * 128)
+    # a head size that is not hidden / heads (Qwen3-4B: 2560 / 32 = 80, head_dim 128) widens QKV
+    wide = ModelShape(num_q_heads=32, num_kv_heads=8, embedding_dim=2560, mlp_hidden_dim=9728, vocab_size=151936, head_size=128)
+    assert (wide.head_dim, wide.sharded(2).qkv_dim) == (128, (16 + 2 * 4) * 128)
 
 
 def test_a_llama_config_from_a_path_equals_the_catalog_entry(tmp_path):
@@ -290,8 +300,10 @@ def test_an_edited_config_gets_a_new_result_cache_key(tmp_path):
     path = tmp_path / "model"
     path.mkdir()
     script = (
-        "import sys; from simulator import RunConfig; from simulator.sweep.cache import run_key; "
-        "print(run_key(RunConfig(model=sys.argv[1], device='h100')))"
+        # profile_hash: the part of the run key that covers the files a run reads (the rest is the
+        # run's settings, the package's model hash and Vidur's version)
+        "import sys; from simulator import RunConfig; from simulator.sweep.cache import profile_hash; "
+        "print(profile_hash(RunConfig(model=sys.argv[1], device='h100')))"
     )
 
     def key():

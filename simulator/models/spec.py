@@ -56,14 +56,11 @@ class ModelSpec:
     mlp_hidden_dim: int
     vocab_size: int
     max_model_len: int
+    head_dim: int  # the config's head_dim, else embedding_dim / num_q_heads
     tie_word_embeddings: bool = False
     rope_theta: Optional[float] = None
     use_qkv_bias: bool = False
     eagle: Optional[EagleSpec] = None
-
-    @property
-    def head_dim(self) -> int:
-        return self.embedding_dim // self.num_q_heads
 
 
 def _field(config: dict, key: str, kind: type, source: str, default: Any = ...) -> Any:
@@ -169,6 +166,7 @@ def parse_config(config: Any, name: str, source: str) -> ModelSpec:
         mlp_hidden_dim=_positive(config, "intermediate_size", source),
         vocab_size=vocab,
         max_model_len=context,
+        head_dim=head_dim or hidden // heads,
         tie_word_embeddings=_field(config, "tie_word_embeddings", bool, source, False),
         rope_theta=float(_field(config, "rope_theta", float, source, 10000.0)),
         use_qkv_bias=architecture in QKV_BIAS_ARCHITECTURES,
