@@ -429,3 +429,104 @@ def test_first_chart_appears_quickly_from_file(browser, built_site):
         times.append(page.evaluate("window.__firstChartMs"))
         context.close()
     assert min(times) <= 3000, f"first chart after {min(times):.0f} ms"
+
+
+# --- published.html (issues 18 and 20): check rows vs calibration rows, cells, a phone --------------
+# A small published comparison written here, with the cases the page once got wrong: a row without
+# speculation (no acceptance used), an error that rounds to zero, speedups, a calibration row, and
+# ids long enough to push the numbers off a phone's screen.
+def _published_rows() -> list[dict]:
+    from simulator.published.reproduce import COLUMNS
+
+    def row(id_, metric, published, simulated, role="check", cls="same_source", proposer="eagle", acceptance="", **extra):
+        base = {c: "" for c in COLUMNS}
+        base.update(id=id_, source_url="https://example.org/" + id_, metric=metric, published=published, simulated=simulated,
+                    error_pct=100 * (simulated - published) / published, unit="x" if metric == "speedup" else "output tokens/s",
+                    status="simulated", role=role, acceptance_class=cls, source=id_.split("-")[0], engine="vllm", gpu="h100", tp=1,
+                    model="meta-llama/Llama-3.1-8B-Instruct", proposer=proposer, k="" if proposer == "none" else 3,
+                    batch_size=1, dataset="mt-bench", acceptance_used=acceptance, **extra)
+        return base
+
+    return [
+        row("vllm-example-nospec-with-a-long-identifier", "output_tokens_per_s", 133.0, 119.95, proposer="none"),
+        row("vllm-example-eagle-rounds-to-zero-error-row", "output_tokens_per_s", 108.88, 108.861, acceptance="length 1.7 at k = 1 (this row): i.i.d. 0.700"),
+        row("vllm-example-speedup-assumed-acceptance-row", "speedup", 1.5, 1.56774, cls="assumed", acceptance="i.i.d. 0.535 (assumed)",
+            plausible="output_len 170-210", error_range_pct="+2.0 to +7.5"),
+        row("specdecode-bench-llama8b-sharegpt-eagle-bs128", "speedup", 1.3, 1.0985, role="calibration", sets="engine_overhead_ms",
+            acceptance="length 2.25 at k = 3 (assumed): i.i.d. 0.622"),
+    ]
+
+
+@pytest.fixture(scope="module")
+def published_site(tmp_path_factory, committed_csvs) -> Path:
+    from simulator.published.reproduce import COLUMNS
+    from simulator.website.render import SiteSources, render_site
+
+    from repo import site_dirs
+
+    folder = tmp_path_factory.mktemp("published-page")
+    csv_path = folder / "published.csv"
+    pd.DataFrame(_published_rows(), columns=list(COLUMNS)).to_csv(csv_path, index=False)
+    out = folder / "site"
+    render_site(SiteSources(sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1], published_csv=csv_path, **site_dirs()), out)
+    return out
+
+
+def _table(page: Page, table_id: str) -> list[list[str]]:
+    rows = page.locator(f"#{table_id} tbody tr")
+    return [[c.strip() for c in rows.nth(i).locator("th, td").all_inner_texts()] for i in range(rows.count())]
+
+
+def test_published_cells_have_units_and_no_raw_nan_or_negative_zero(page: Page, published_site):
+    page.goto(published_site.as_uri() + "/published.html")
+    checks, calibration = _table(page, "published-table"), _table(page, "calibration-table")
+    cells = [cell for row in checks + calibration for cell in row]
+    assert not [c for c in cells if "nan" in c.lower().split()], "a raw nan in a cell"
+    assert not [c for c in cells if "-0.0" in c or "−0.0" in c], "an error of -0.0 %"
+    by_id = {row[0].replace("\u200b", ""): row for row in checks + calibration}
+    nospec = by_id["vllm-example-nospec-with-a-long-identifier"]
+    assert nospec[5].startswith("none needed")  # acceptance used: said, not "nan" or blank
+    assert by_id["vllm-example-eagle-rounds-to-zero-error-row"][3] == "0.0 %"
+    for row in checks + calibration:  # published and simulated carry the same unit
+        published, simulated = row[1], row[2]
+        assert published.split(" ", 1)[1:] == simulated.split(" ", 1)[1:] and published[-1] == simulated[-1], row
+    speedup = by_id["vllm-example-speedup-assumed-acceptance-row"]
+    assert speedup[1] == "1.50×" and speedup[2] == "1.57×" and "+2.0 to +7.5" in speedup[6]
+
+
+def test_published_check_and_calibration_rows_are_apart_in_table_chart_and_headline(page: Page, published_site):
+    page.goto(published_site.as_uri() + "/published.html")
+    page.wait_for_selector("#published-chart .main-svg")
+    ids = lambda table: [r[0].replace("\u200b", "") for r in _table(page, table)]  # noqa: E731
+    assert ids("calibration-table") == ["specdecode-bench-llama8b-sharegpt-eagle-bs128"]
+    assert "specdecode-bench-llama8b-sharegpt-eagle-bs128" not in ids("published-table") and len(ids("published-table")) == 3
+    traces = page.evaluate("() => document.getElementById('published-chart').data.map(t => [t.name, (t.customdata || []).map(c => c[0])])")
+    calibration = {i for name, points in traces if name.startswith("calibration") for i in points}
+    checks = {i for name, points in traces if not name.startswith("calibration") for i in points}
+    assert calibration == {"specdecode-bench-llama8b-sharegpt-eagle-bs128"} and len(checks) == 3 and not calibration & checks
+    by_class = {r[0].split(":")[0]: r[1] for r in _table(page, "by-class")}
+    assert by_class == {"same_source": "2", "same_setting_other_run": "0", "other_dataset": "0", "assumed": "1"}
+    summary = page.locator("#summary").inner_text()
+    assert "Check rows (3;" in summary and "1 of 1" in summary  # the calibration row's speedup miss is not counted
+    page.goto(published_site.as_uri() + "/index.html")
+    assert "3 check rows" in page.locator("main").inner_text() and "1 calibration rows shown apart" in page.locator("main").inner_text()
+
+
+def test_published_table_reads_on_a_phone(page: Page, published_site):
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(published_site.as_uri() + "/published.html")
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390, "the page scrolls sideways"
+    box = page.locator("#published-table-caption").bounding_box()
+    assert box["x"] >= 0 and box["x"] + box["width"] <= 390, "the caption runs off the screen"
+    caption_clipped = page.evaluate("() => { const c = document.getElementById('published-table-caption'); return c.scrollWidth > c.clientWidth; }")
+    assert not caption_clipped
+    wrap = page.locator("#published-table").locator("xpath=..")
+    assert wrap.evaluate("el => getComputedStyle(el).overflowX") == "auto"  # the rest scrolls inside its container
+    visible = wrap.bounding_box()
+    headers = page.locator("#published-table thead th")
+    names = [h.strip() for h in headers.all_inner_texts()]
+    for name in ("Published", "Simulated", "Error"):
+        cell = headers.nth(names.index(name)).bounding_box()
+        assert cell["x"] + cell["width"] <= visible["x"] + visible["width"] + 0.5, f"the {name} column ends at {cell['x'] + cell['width']:.0f} px, off screen"
+    for name in ("Published", "Simulated"):  # headings do not run into each other
+        assert page.evaluate(f"() => {{ const h = [...document.querySelectorAll('#published-table thead th')].find(e => e.innerText.trim() === '{name}'); return h.scrollWidth <= h.clientWidth; }}")

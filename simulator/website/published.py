@@ -53,7 +53,9 @@ def _setting(row: dict) -> str:
     proposer = "no speculation" if row["proposer"] == "none" else f"{row['proposer']} k = {int(row['k'])}" if not _blank(row["k"]) else row["proposer"]
     tp = int(row["tp"])
     gpu = ("GPU not stated" if _blank(row["gpu"]) else row["gpu"].upper()) + ("" if tp == 1 else f" ×{tp}")
-    return f"{row['model'].split('/')[-1]}, {gpu}, {proposer}, {load}" + ("" if _blank(row["dataset"]) else f", {row['dataset']}")
+    metric = {"output_tokens_per_s": "output throughput", "decode_tokens_per_s": "decode throughput (one request)"}.get(row["metric"])
+    return (f"{row['model'].split('/')[-1]}, {gpu}, {proposer}, {load}" + ("" if _blank(row["dataset"]) else f", {row['dataset']}")
+            + ("" if metric is None else f"; {metric}"))
 
 
 def _blank(value) -> bool:
@@ -102,7 +104,7 @@ def with_unit(value: float, metric: str, digits: str = "g") -> str:
     if metric == "speedup":
         return f"{value:.2f}×"
     text = f"{value:.3g}" if digits == "3g" else f"{value:g}"
-    return f"{text} ms" if metric == "tpot_ms" else f"{text} {LABELS[metric].split(' (')[0]}"
+    return f"{text} ms" if metric == "tpot_ms" else f"{text} tok/s"  # output or decode: the setting says which
 
 
 def percent(value: float) -> str:
