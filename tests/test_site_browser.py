@@ -530,3 +530,153 @@ def test_published_table_reads_on_a_phone(page: Page, published_site):
         assert cell["x"] + cell["width"] <= visible["x"] + visible["width"] + 0.5, f"the {name} column ends at {cell['x'] + cell['width']:.0f} px, off screen"
     for name in ("Published", "Simulated"):  # headings do not run into each other
         assert page.evaluate(f"() => {{ const h = [...document.querySelectorAll('#published-table thead th')].find(e => e.innerText.trim() === '{name}'); return h.scrollWidth <= h.clientWidth; }}")
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_published_page_with_rows_passes_axe(page: Page, published_site, width):
+    page.set_viewport_size({"width": width, "height": 844})
+    page.goto(published_site.as_uri() + "/published.html")
+    page.wait_for_selector("#published-chart .main-svg")
+    page.add_script_tag(path=str(axe_script()))
+    results = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    bad = [f"{v['id']} ({v['impact']}): {v['help']}" for v in results["violations"] if v["impact"] in ("serious", "critical")]
+    assert bad == []
+
+
+# --- The pays-off page (issue 19), rendered from a small pays-off sweep -------------------------------------
+# Its own fixture: the committed site's fixture renders without pays-off data.  The sweep is the small
+# three-deployment spec of tests/test_sweep_paysoff.py (n-gram on Llama-2-7B/A100 with an open loop,
+# EAGLE-3 and a draft model on Llama-3.1-8B/H100, closed loop only).
+
+
+@pytest.fixture(scope="module")
+def paysoff_site(tmp_path_factory, committed_csvs) -> Path:
+    from repo import site_dirs
+    from simulator.sweep.executors import LocalExecutor
+    from simulator.sweep.paysoff import csv_texts, run_paysoff, schedules_json_text
+    from simulator.sweep.paysoff_spec import parse_paysoff_spec
+    from simulator.website.render import SiteSources, render_site
+    from test_sweep_paysoff import SMALL
+
+    root = tmp_path_factory.mktemp("paysoff-site")
+    output = run_paysoff(parse_paysoff_spec(SMALL), LocalExecutor(jobs=1, progress=False))
+    runs, crossovers = csv_texts(output)
+    files = {"p.csv": runs, "c.csv": crossovers, "s.json": schedules_json_text(output.schedules)}
+    for name, text in files.items():
+        (root / name).write_text(text)
+    out = root / "site"
+    render_site(
+        SiteSources(sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1], paysoff_csv=root / "p.csv", paysoff_crossovers_csv=root / "c.csv",
+                    schedules_json=root / "s.json", **site_dirs()),
+        out,
+    )
+    return out
+
+
+def open_paysoff(page: Page, site: Path, width: int = 1280, fragment: str = "") -> Watch:
+    page.set_viewport_size({"width": width, "height": 844})
+    watch = Watch(page)
+    page.goto(site.as_uri() + "/paysoff.html" + fragment)
+    page.wait_for_selector("#paysoff-closed .main-svg")
+    return watch
+
+
+def _boxes_overlap(a: dict, b: dict) -> bool:
+    return not (a["x"] + a["width"] <= b["x"] or b["x"] + b["width"] <= a["x"] or a["y"] + a["height"] <= b["y"] or b["y"] + b["height"] <= a["y"])
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_paysoff_fits_the_screen_and_the_legend_clears_the_axis_title(page: Page, paysoff_site, width):
+    watch = open_paysoff(page, paysoff_site, width)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, "the page scrolls sideways"
+    for region in page.locator(".table-scroll").all():
+        if region.is_visible():
+            assert region.evaluate("e => getComputedStyle(e).overflowX") == "auto"
+            assert region.bounding_box()["width"] <= width
+    legend = page.locator("#paysoff-closed .legend").bounding_box()
+    title = page.locator("#paysoff-closed .xtitle").bounding_box()
+    plot = page.locator("#paysoff-closed .nsewdrag").first.bounding_box()
+    assert not _boxes_overlap(legend, title), (legend, title)
+    assert not _boxes_overlap(legend, plot), "the legend covers the plot"
+    assert plot["width"] >= min(200, width / 2), f"plot area only {plot['width']} px wide"
+    watch.assert_clean(paysoff_site.as_uri())
+
+
+def test_paysoff_y_axis_reaches_the_highest_curve_and_tooltips_carry_units(page: Page, paysoff_site):
+    open_paysoff(page, paysoff_site)
+    chart = page.evaluate(
+        "() => { const d = document.getElementById('paysoff-closed'); return {names: d.data.map(t => t.name),"
+        " ys: d.data.map(t => Array.from(t.y || [])), range: d.layout.yaxis.range, ticks: Array.from(d.layout.yaxis.tickvals)} }"
+    )
+    top = max(max(y) for y in chart["ys"] if y)
+    assert 10 ** chart["range"][1] >= top and all(t <= 10 ** chart["range"][1] for t in chart["ticks"])
+    curve = next(i for i, n in enumerate(chart["names"]) if n.startswith("k = "))
+    page.evaluate(f"() => Plotly.Fx.hover('paysoff-closed', [{{curveNumber: {curve}, pointNumber: 0}}])")
+    page.wait_for_selector("#paysoff-closed .hoverlayer .hovertext")
+    text = page.locator("#paysoff-closed .hoverlayer .hovertext").first.text_content()
+    assert "in flight" in text and "median TPOT speedup" in text and "×" in text
+
+
+def test_paysoff_selector_is_styled_and_switches_deployment_card_charts_and_url(page: Page, paysoff_site):
+    open_paysoff(page, paysoff_site)
+    select = page.locator("#pay-deployment")
+    assert select.evaluate("e => parseFloat(getComputedStyle(e).paddingTop)") > 0  # .controls styling, not the browser default
+    assert page.get_by_label("Deployment and acceptance").count() == 1
+    default = select.input_value()
+    assert default == "decaying"  # the EAGLE-3 deployment opens first
+    expect(page.locator('[data-paysoff-key="decaying"]')).to_be_visible()
+    expect(page.locator("#open-block")).to_be_hidden()
+    expect(page.locator("#open-missing")).to_be_visible()
+    description = page.locator("#closed-desc").inner_text()
+    assert description.startswith("Median TPOT speedup") and "band" in description.lower() or "No k beats" in description
+    select.select_option("iid-0.8")
+    expect(page.locator('[data-paysoff-key="iid-0.8"]')).to_be_visible()
+    expect(page.locator('[data-paysoff-key="decaying"]')).to_be_hidden()
+    expect(page.locator("#open-block")).to_be_visible()
+    assert page.url.endswith("#deployment=iid-0.8")
+    assert page.locator("#open-desc").inner_text().startswith("Median TPOT speedup")
+    ys = page.evaluate("() => document.getElementById('paysoff-closed').data.filter(t => t.name === 'k = 1')[0].y.length")
+    assert ys == 3
+    # a link opens the same deployment; an unknown one says so and falls back
+    page.goto(paysoff_site.as_uri() + "/paysoff.html#deployment=draft-len")
+    page.wait_for_selector("#paysoff-closed .main-svg")
+    assert select.input_value() == "draft-len"
+    page.goto(paysoff_site.as_uri() + "/paysoff.html#deployment=nope")
+    page.wait_for_selector("#paysoff-closed .main-svg")
+    expect(page.locator("#pay-notice")).to_have_text("Link: deployment 'nope' is not recorded; showing the default instead.")
+
+
+def test_paysoff_cards_name_the_deployment_and_tables_state_their_grid(page: Page, paysoff_site):
+    open_paysoff(page, paysoff_site)
+    card = page.locator('[data-paysoff-key="decaying"]')
+    text = card.inner_text()
+    for fact in ("meta-llama/Llama-3.1-8B-Instruct", "H100", "tensor parallel 1", "eagle3", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B",
+                 "Verify cost", "0.24.0", "Stops paying"):
+        assert fact in text, fact
+    assert card.locator('a[href="https://github.com/vllm-project/vllm/pull/32374"]').count() == 1
+    page.locator("#pay-deployment").select_option("iid-0.8")
+    caption = page.locator('[data-paysoff-key="iid-0.8"] caption', has_text="Open loop").inner_text()
+    assert "k = 2 only" in caption  # the open-loop grid's k, said where it is compared
+    assert "smaller k wins" in page.locator("#map-title + .table-scroll + .note").inner_text()
+
+
+def test_paysoff_without_javascript_shows_every_card_and_description(browser, paysoff_site):
+    context = browser.new_context(java_script_enabled=False)
+    page = context.new_page()
+    page.goto(paysoff_site.as_uri() + "/paysoff.html")
+    cards = page.locator(".pay-selection")
+    assert cards.count() == 4
+    for i in range(4):
+        expect(cards.nth(i)).to_be_visible()
+        assert "Closed loop: Median TPOT speedup" in cards.nth(i).inner_text()
+    context.close()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_paysoff_axe_finds_no_serious_or_critical_violations(page: Page, paysoff_site, width):
+    script = axe_script()
+    open_paysoff(page, paysoff_site, width)
+    page.add_script_tag(path=str(script))
+    results = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+    bad = [f"{v['id']} ({v['impact']}): {v['help']} — {[n['target'] for n in v['nodes']][:3]}" for v in results["violations"] if v["impact"] in ("serious", "critical")]
+    assert bad == []
