@@ -66,12 +66,17 @@ def test_simulate_and_compare(measured, capsys):
     records = [json.loads(line) for line in (root / "replay" / "replay.jsonl").read_text().splitlines()[1:]]
     assert report["requests"]["compared"] == sum(r["status"] == "ok" and not r["length_mismatch"] for r in records)
     comparison = pd.read_csv(root / "report" / "comparison.csv")
-    for metric in ("ttft", "tpot", "e2e"):
+    for metric in ("ttft", "tpot", "itl", "e2el"):
         assert report["metrics"][metric]["requests"] == report["requests"]["compared"]
         assert report["metrics"][metric]["mape_pct"] == pytest.approx(comparison.loc[comparison["compared"], f"{metric}_abs_err_pct"].mean())
     # the simulator draws acceptance from the calibrated per-position rates
     assert report["acceptance"]["simulated"]["acceptance_rate"] == pytest.approx(report["acceptance"]["measured"]["acceptance_rate"], abs=0.05)
-    assert "| TTFT |" in (root / "report" / "report.md").read_text()
+    assert "| TTFT | mean |" in (root / "report" / "report.md").read_text()
+    assert report["throughput"]["measured"]["request_throughput"] > 0 and report["throughput"]["simulated"]["request_throughput"] > 0
+    # simulate's printed summary: vllm bench serve's metrics in ms, never raw seconds
+    out = capsys.readouterr().out
+    line = next(l for l in out.splitlines() if l.startswith("simulated "))
+    assert "TTFT mean" in line and " ms" in line and "E2EL" in line and "ITL" in line and "req/s" in line
 
 
 def test_missing_counter_stops_calibration_with_a_clear_message(tmp_path, capsys):

@@ -3,8 +3,8 @@
 Flags follow ``vllm bench serve`` where it has them (``--base-url``, ``--endpoint``,
 ``--num-prompts``, ``--request-rate``, ``--max-concurrency``, ``--metric-percentiles``,
 ``--percentile-metrics``), and seeds say what they seed (``--workload-seed`` for arrivals,
-lengths and prompts; ``--acceptance-seed`` for the simulator's acceptance draws, spelt
-``--seed`` by ``python -m simulator``).  The flags this harness used before are kept for one
+lengths and prompts; ``--acceptance-seed`` for the simulator's acceptance draws), as in
+``python -m simulator``.  The flags this harness used before are kept for one
 release as deprecated aliases (:data:`DEPRECATED`) that print a warning.
 """
 
@@ -35,14 +35,15 @@ EXIT_CODES = f"""exit codes:
        kept, and rerunning replay once the server is back closes the session (4 wins over 3)
   {EXIT_INTERRUPTED}  interrupted (Ctrl-C); nothing is half-written: rerun the same command to resume
 """
-# old flag -> its replacement; accepted for one release with a warning on stderr
-DEPRECATED = {
-    "--num-requests": "--num-prompts",
-    "--rate": "--request-rate",
-    "--seed": "--workload-seed",  # generate only; simulate's --seed is --acceptance-seed, as in python -m simulator
-    "--url": "--base-url",
-    "--concurrency": "--max-concurrency",
-}
+# (step, old flag, its replacement): accepted for one release with a warning on stderr
+DEPRECATED = (
+    ("generate", "--num-requests", "--num-prompts"),
+    ("generate", "--rate", "--request-rate"),
+    ("generate", "--seed", "--workload-seed"),
+    ("replay", "--url", "--base-url"),
+    ("replay", "--concurrency", "--max-concurrency"),
+    ("simulate", "--seed", "--acceptance-seed"),  # as python -m simulator, whose --seed also meant the acceptance draws
+)
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
 
 
@@ -65,8 +66,9 @@ class _DeprecatedAlias(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def _alias(group, old: str, dest: str, type=str, metavar=None) -> None:
-    group.add_argument(old, dest=dest, type=type, metavar=metavar, action=_DeprecatedAlias, replacement=DEPRECATED[old], help=f"deprecated: use {DEPRECATED[old]}", default=argparse.SUPPRESS)
+def _alias(group, step: str, old: str, dest: str, type=str) -> None:
+    new = next(n for s, o, n in DEPRECATED if (s, o) == (step, old))
+    group.add_argument(old, dest=dest, type=type, action=_DeprecatedAlias, replacement=new, help=f"deprecated: use {new}", default=argparse.SUPPRESS)
 
 
 def _non_negative_int(text: str) -> int:
@@ -235,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="python -m simulator.validation",
         description="Validate the simulator against a vLLM server, request by request: generate -> replay -> calibrate -> simulate -> compare.",
-        epilog=EXIT_CODES + "\ndeprecated flags (kept for one release, each prints a warning): " + ", ".join(f"{old} -> {new}" for old, new in DEPRECATED.items()),
+        epilog=EXIT_CODES + "\ndeprecated flags (kept for one release, each prints a warning): " + ", ".join(f"{step} {old} -> {new}" for step, old, new in DEPRECATED),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     steps = parser.add_subparsers(dest="step", required=True)
@@ -243,10 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     g = steps.add_parser("generate", help="write a seeded workload file (exact lengths, prompts as token ids)")
     g.add_argument("--out", required=True, help="workload file to write (JSONL)")
     g.add_argument("--num-prompts", type=int, default=100, help="requests in the workload (as vllm bench serve's --num-prompts)")
-    _alias(g, "--num-requests", "num_prompts", type=int)
+    _alias(g, "generate", "--num-requests", "num_prompts", type=int)
     g.add_argument("--arrival", choices=("poisson", "fixed"), default="poisson")
     g.add_argument("--request-rate", type=float, default=2.0, help="arrivals per second (Poisson, or evenly spaced with --arrival fixed)")
-    _alias(g, "--rate", "request_rate", type=float)
+    _alias(g, "generate", "--rate", "request_rate", type=float)
     g.add_argument("--lengths", choices=("fixed", "uniform", "trace"), help="default: trace with --trace, uniform with ranges, else fixed")
     g.add_argument("--prompt-tokens", type=int, default=512)
     g.add_argument("--output-tokens", type=int, default=128)
@@ -259,18 +261,18 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--repeat-fraction", type=float, default=0.0, help="share of prompt spans copied from earlier in the prompt")
     g.add_argument("--repeat-span", type=int, default=16)
     g.add_argument("--workload-seed", type=int, default=0, help="seeds arrivals, lengths and prompt tokens (as python -m simulator's --workload-seed)")
-    _alias(g, "--seed", "workload_seed", type=int)
+    _alias(g, "generate", "--seed", "workload_seed", type=int)
 
     r = steps.add_parser("replay", help="replay a workload open-loop against a vLLM server's completions endpoint (resumes)", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("--workload", required=True)
     url = r.add_mutually_exclusive_group(required=True)
     url.add_argument("--base-url", help="server root, e.g. http://127.0.0.1:8000 (the path goes in --endpoint)")
-    _alias(url, "--url", "base_url")
+    _alias(url, "replay", "--url", "base_url")
     r.add_argument("--endpoint", default="/v1/completions", help="the OpenAI-compatible completions path (default: /v1/completions)")
     r.add_argument("--out", required=True, help="replay directory (created; reused to resume)")
     r.add_argument("--model", help="served model name, checked against /v1/models (default: the first it lists)")
     r.add_argument("--max-concurrency", type=_positive_int, default=256, help="requests in flight at most; a request that waits for a slot is sent late")
-    _alias(r, "--concurrency", "max_concurrency", type=_positive_int)
+    _alias(r, "replay", "--concurrency", "max_concurrency", type=_positive_int)
     r.add_argument("--timeout", type=float, default=300.0, help="seconds of silence (no data at all) on a stream before the request is recorded as a timeout; not a limit on a request's total time")
     r.add_argument("--temperature", type=float, default=0.0)
     r.add_argument("--retry-failed", action="store_true", help="also resend requests recorded as failed")
@@ -292,7 +294,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--profile-dir", help="a Vidur-format profile directory measured on that GPU (default: the built-in profile)")
     s.add_argument("--proposer", choices=PROPOSERS, default="ngram", help="the server's speculative method: ngram, draft (draft_model), eagle or eagle3 (the last three need --draft-model)")
     s.add_argument("--draft-model", help="the draft model or EAGLE head the server ran, e.g. JackFram/llama-68m or yuhuili/EAGLE-LLaMA3.1-Instruct-8B")
-    s.add_argument("--acceptance-seed", "--seed", dest="acceptance_seed", type=int, default=0, help="seeds the simulator's acceptance draws (python -m simulator spells it --seed)")
+    s.add_argument("--acceptance-seed", dest="acceptance_seed", type=int, default=0, help="seeds the simulator's acceptance draws (as python -m simulator's --acceptance-seed)")
+    _alias(s, "simulate", "--seed", "acceptance_seed", type=int)
 
     m = steps.add_parser("compare", help="join measured and simulated per request; write the report")
     m.add_argument("--workload", required=True)

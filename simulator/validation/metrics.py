@@ -161,7 +161,7 @@ def delta(before: Snapshot, after: Snapshot, source: str) -> Snapshot:
         if a < b:
             raise CounterWentDown(f"{source}: counter {PER_POSITION}{{position=\"{position}\"}} went down from {b:g} to {a:g} (server restarted between scrapes?)")
         per_pos[position] = a - b
-    return Snapshot(**values, accepted_per_pos=per_pos, block_size=after.block_size, num_gpu_blocks=after.num_gpu_blocks)
+    return Snapshot(**values, accepted_per_pos=per_pos, block_size=after.block_size, num_gpu_blocks=after.num_gpu_blocks, v0_gauges=after.v0_gauges)
 
 
 def add(left: Snapshot, right: Snapshot) -> Snapshot:
@@ -178,6 +178,7 @@ def add(left: Snapshot, right: Snapshot) -> Snapshot:
         accepted_per_pos=per_pos,
         block_size=right.block_size if right.block_size is not None else left.block_size,
         num_gpu_blocks=right.num_gpu_blocks if right.num_gpu_blocks is not None else left.num_gpu_blocks,
+        v0_gauges=tuple(sorted(set(left.v0_gauges) | set(right.v0_gauges))),
     )
 
 

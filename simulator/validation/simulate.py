@@ -84,6 +84,8 @@ def simulate(config: RunConfig, workload: Workload, calibration: dict, out_dir: 
         "calibration": {key: calibration.get(key) for key in ("engine", "num_speculative_tokens", "acceptance_rate", "mean_acceptance_length", "acceptance_per_position", "proposal_probability", "kv_cache")},
         "config": config.to_dict(),
         "summary": result.summary.as_dict(),
+        # vllm bench serve's summary of the simulated run, from the per-request rows: ms, req/s, tok/s
+        "metrics": simulated_metrics(frame),
         "provenance": result.provenance,
     }
     atomic_write_bytes(out_dir / REQUESTS_FILE, frame.to_csv(index=False, lineterminator="\n").encode("utf-8"))

@@ -152,6 +152,8 @@ class _Metrics:
                 Gauge("vllm:spec_decode_draft_acceptance_rate", "Speculative token acceptance rate", list(labels), registry=registry),
                 Gauge("vllm:spec_decode_efficiency", "Speculative decoding system efficiency", list(labels), registry=registry),
             )
+            for gauge in self.gauges:
+                gauge.labels(**labels)  # exported (as 0) from the start
         if config.num_speculative_tokens == 0:
             self.drafts = self.draft_tokens = self.accepted = self.per_pos = self.emitted = None
         for metric in (self.drafts, self.draft_tokens, self.accepted, self.emitted, self.generation):
