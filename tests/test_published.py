@@ -198,6 +198,35 @@ def test_rows_map_to_runs_by_one_rule():
     assert "rtx4090" in plan(rows["vllm-pr24243-minicpm3-eagle3-c1"], assumptions, rows).reason
 
 
+def test_unknowable_settings_run_at_both_ends_and_draft_tp_comes_from_the_row():
+    measurements, assumptions = load(PUBLISHED, ASSUMPTIONS)
+    rows = {m.id: m for m in measurements}
+    blog = plan(rows["vllm-blog2024-draft-qps4"], assumptions, rows)
+    assert blog.run.speculation.draft_tensor_parallel_size == 1 and blog.run.tensor_parallel_size == 4
+    assert blog.run.workload.output_tokens == 201  # vLLM's ShareGPT benchmark means, not SpecDecode-Bench's 728
+    labels = [label for label, _, _ in blog.variants]
+    assert labels == ["output_len 170", "output_len 210"]
+    assert [run.workload.output_tokens for _, run, _ in blog.variants] == [170, 210]
+    assert all(base is not None and not base.speculation.enabled for _, _, base in blog.variants)  # a baseline at each end
+    sglang = plan(rows["sglang-pr4716-nospec"], assumptions, rows)
+    assert sglang.run.workload.prompt_tokens[0] == 150 and sglang.run.workload.output_tokens[0] == 512  # both turns
+    multiturn = plan(rows["vllm-pr29334-eagle-k1"], assumptions, rows)
+    assert multiturn.measurement.metric == "decode_tokens_per_s" and [r.workload.prompt_tokens[0] for _, r, _ in multiturn.variants] == [100, 1224]
+    assert plan(rows["vllm-pr16937-eagle1-k2"], assumptions, rows).variants == ()  # no unknowable setting declared
+
+
+def test_the_error_range_spans_the_variants_results():
+    from simulator.published.reproduce import _error_range
+
+    measurements, assumptions = load(PUBLISHED, ASSUMPTIONS)
+    rows = {m.id: m for m in measurements}
+    p = plan(rows["sglang-pr4716-nospec"], assumptions, rows)  # published 88.61 tok/s
+    (_, low, _), (_, high, _) = p.variants
+    by_config = {low: {"throughput_tok_s": 88.61 * 0.9}, high: {"throughput_tok_s": 88.61 * 1.05}}
+    assert _error_range(p, by_config) == "-10.0 to +5.0"
+    assert _error_range(plan(rows["vllm-pr16937-nospec"], assumptions, rows), {}) == ""
+
+
 def test_simulated_metrics():
     class M:
         metric, qps = "speedup", 2.0
@@ -207,6 +236,8 @@ def test_simulated_metrics():
     assert simulated_value(M, {"throughput_tok_s": 200.0}, {"throughput_tok_s": 100.0}) == 2.0
     M.metric = "tpot_ms"
     assert simulated_value(M, {"tpot_p50_s": 0.007}, None) == pytest.approx(7.0)
+    M.metric = "decode_tokens_per_s"
+    assert simulated_value(M, {"tpot_p50_s": 0.008}, None) == pytest.approx(125.0)
 
 
 # --- the committed comparison ------------------------------------------------------------------------
