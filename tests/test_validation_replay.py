@@ -160,6 +160,12 @@ def test_resume_after_the_replay_process_is_killed(tmp_path):
     assert {rid: resumed[rid] for rid in survived} == survived
     assert outcome(resumed) == outcome(read_results(tmp_path / "clean").records)
     assert len(log.read_text().splitlines()) == 1 + 24  # every request exactly once
+    # the directory still holds the injected failures: a CLI rerun says so with exit 3, not 0
+    from simulator.validation.cli import EXIT_REQUESTS_FAILED, main
+
+    assert any(r["status"] != "ok" for r in resumed.values())
+    with FakeServer(FakeServerConfig(**FAST)) as healthy:
+        assert main(["replay", "--workload", str(path), "--base-url", healthy.url, "--out", str(tmp_path / "killed"), "--no-progress"]) == EXIT_REQUESTS_FAILED
 
 
 def test_latencies_follow_vllm_bench_serve():

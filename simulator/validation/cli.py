@@ -103,7 +103,24 @@ def _generate(args) -> None:
         if not args.trace:
             raise ConfigError("--lengths trace needs --trace FILE")
         trace_rows = read_length_trace(Path(args.trace), args.max_total_tokens)
-    spec = WorkloadSpec(
+    try:
+        spec = _workload_spec(args, lengths, trace_rows)
+    except ConfigError as err:  # the spec names its fields; the user typed flags
+        field, _, rest = str(err).partition(" = ")
+        raise ConfigError(f"--{SPEC_FLAGS.get(field, field.replace('_', '-'))} {rest}" if rest else str(err)) from None
+    workload = generate(spec)
+    write_workload(Path(args.out), workload)
+    print(f"wrote {len(workload)} requests to {args.out} (workload {workload.workload_hash[:12]})")
+
+
+# WorkloadSpec fields whose flag is spelt differently
+SPEC_FLAGS = {"num_requests": "num-prompts", "rate": "request-rate", "seed": "workload-seed"}
+
+
+def _workload_spec(args, lengths, trace_rows):
+    from simulator.validation.workload import WorkloadSpec
+
+    return WorkloadSpec(
         num_requests=args.num_prompts,
         arrival=args.arrival,
         rate=args.request_rate,
@@ -120,9 +137,6 @@ def _generate(args) -> None:
         repeat_span=args.repeat_span,
         seed=args.workload_seed,
     )
-    workload = generate(spec)
-    write_workload(Path(args.out), workload)
-    print(f"wrote {len(workload)} requests to {args.out} (workload {workload.workload_hash[:12]})")
 
 
 def _replay(args) -> int:
