@@ -95,6 +95,7 @@ USER = {
     "Qwen2.5-0.5B-Instruct": (24, 14, 2, 896, 4864, 151936, 32768, True),
     "Qwen3-8B": (36, 32, 8, 4096, 12288, 151936, 40960, False),
     "Mistral-7B-Instruct-v0.3/config.json": (32, 32, 8, 4096, 14336, 32768, 32768, False),
+    "Qwen3-0.6B": (28, 16, 8, 1024, 3072, 151936, 40960, True),
 }
 
 
@@ -115,6 +116,22 @@ def test_explicit_head_dim():
     assert (wide.head_dim, wide.sharded(2).qkv_dim) == (128, (16 + 2 * 4) * 128)
 
 
+def test_an_explicit_head_dim_is_costed_and_holds_kv():
+    from vidur.config import ReplicaConfig
+
+    from simulator.engine.memory_plan import model_memory
+
+    name = str(HF / "Qwen3-0.6B")  # head_dim 128 where hidden / heads = 1024 / 16 = 64
+    shape = model_shape(name)
+    assert (shape.head_dim, shape.qkv_dim) == (128, (16 + 2 * 8) * 128)
+    replica = ReplicaConfig(model_name=name, device="a100", network_device="a100_dgx", num_pipeline_stages=1, tensor_parallel_size=1)
+    memory = model_memory(replica, include_embeddings=False)
+    assert memory.kv_bytes_per_token == 2 * 2 * 128 * 8 * 28  # K and V, 16-bit, 8 KV heads of 128, 28 layers
+    # Q, K, V and O at 128 per head (the config's 0.44B non-embedding parameters), not at Vidur's 64
+    per_layer = 1024 * 128 * (16 + 2 * 8) + 16 * 128 * 1024 + 3 * 1024 * 3072
+    assert memory.weight_bytes == 2 * 28 * per_layer
+
+
 def test_a_llama_config_from_a_path_equals_the_catalog_entry(tmp_path):
     from importlib import resources
 
@@ -131,7 +148,7 @@ def _tiny_run(model, device="h100", **speculation):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", ["Qwen2.5-7B-Instruct", "Qwen3-8B", "Mistral-7B-Instruct-v0.3/config.json"])
+@pytest.mark.parametrize("path", ["Qwen2.5-7B-Instruct", "Qwen3-8B", "Qwen3-0.6B", "Mistral-7B-Instruct-v0.3/config.json"])
 def test_each_architecture_simulates(path):
     result = _tiny_run(str(HF / path))
     assert result.summary["num_requests"] == 4 and result.summary["tpot_p50_s"] > 0
@@ -198,7 +215,6 @@ def _cli(*args, cwd=None):
     [
         ("Mixtral-8x7B-v0.1", "num_local_experts"),
         ("Mistral-7B-v0.1", "sliding_window"),
-        ("Qwen3-0.6B", "head_dim"),
     ],
 )
 def test_unsupported_models_exit_2_naming_the_field_and_file(path, field, tmp_path):

@@ -2,8 +2,10 @@
 
 The simulator costs dense decoders (every layer full attention, one gated SiLU MLP, 16-bit
 weights), so a config is accepted only when it describes one; anything the cost model would get
-silently wrong (experts, a sliding window shorter than the context, quantized weights, a head
-size Vidur cannot express) is refused with the field that says so, never approximated.
+silently wrong (experts, a sliding window shorter than the context, quantized weights) is refused
+with the field that says so, never approximated.  An explicit ``head_dim`` is kept even where it is
+not ``hidden_size / num_attention_heads`` (Qwen3-0.6B, -4B, -32B): Vidur derives the head size from
+those two, so the shape (:class:`simulator.shapes.ModelShape`) and the memory plan take it from here.
 
 EAGLE draft heads are recognised by the architecture names their configs carry in SGLang and
 vLLM (``LlamaForCausalLMEagle`` / ``EagleLlamaForCausalLM`` for EAGLE-1,
@@ -143,11 +145,6 @@ def parse_config(config: Any, name: str, source: str) -> ModelSpec:
     if heads % kv_heads:
         _refuse(source, "num_key_value_heads", kv_heads, f"does not divide num_attention_heads {heads}")
     head_dim = _positive(config, "head_dim", source, None)
-    if head_dim is not None and head_dim != hidden // heads:
-        _refuse(
-            source, "head_dim", head_dim,
-            f"differs from hidden_size / num_attention_heads = {hidden // heads}; Vidur derives the head size from those two",
-        )
     act = _field(config, "hidden_act", str, source, "silu")
     if act != "silu":
         _refuse(source, "hidden_act", act, "only the gated SiLU MLP of Llama, Mistral and Qwen is modelled")
