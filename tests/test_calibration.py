@@ -7,7 +7,7 @@ import pytest
 
 from simulator.catalog import model_shape
 from simulator.profiles import accuracy, calibrate
-from simulator.profiles.hardware import DEVICES_FILE, get_device
+from simulator.profiles.hardware import DEVICES_FILE, get_device, load_devices
 from simulator.profiles.measured import read_measurements
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "vidur-profiles" / "a100" / "meta-llama" / "Llama-2-7b-hf"

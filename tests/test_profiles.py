@@ -99,7 +99,7 @@ def test_kernel_shapes_default_to_what_the_a100_was_fitted_with_and_hopper_sets_
     m = np.array([1025, 1152, 1153])
     hopper = roofline.gemm_ms(m, 4096 * 8, 4096, replace(h100, constants=replace(h100.constants, gemm_tail_exponent=1.0)))
     ampere = roofline.gemm_ms(m, 4096 * 8, 4096, replace(h100, kernels=KernelShapes(), constants=replace(h100.constants, gemm_tail_exponent=1.0)))
-    assert hopper[1] == pytest.approx(hopper[0], rel=1e-3) and hopper[2] > 1.05 * hopper[1]
+    assert hopper[1] == pytest.approx(hopper[0], rel=0.01) and hopper[2] > 1.05 * hopper[1]
     assert ampere[1] > 1.03 * ampere[0]
     # norm waves: width-independent on the A100, proportional to the row's bytes on the H100
     assert roofline.rmsnorm_ms(1, 8192, A100) == roofline.rmsnorm_ms(1, 4096, A100)

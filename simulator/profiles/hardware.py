@@ -76,6 +76,10 @@ class KernelConstants:
     prefill_compute_eff: float
     prefill_tail_weight: float
     prefill_cta_overhead_blocks: float
+    # Fraction of the shorter of a GEMM's compute and memory times that is not hidden behind the
+    # longer (0: a pure roofline max).  Fitted only in a pooled fit (several widths and TP degrees
+    # put many GEMMs near the ridge point); one model's TP 1 rows, as the A100 had, leave it at 0.
+    gemm_overlap_loss: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,11 @@ def gemm_ms(m, n: int, k: int, dev: DeviceSpec) -> np.ndarray:
     flops_per_wave = 2 * shapes.gemm_tile_m * shapes.gemm_tile_n * (k + c.gemm_k_overhead) * slots
     compute = waves * flops_per_wave / (d.peak_fp16_tflops * 1e12 * c.gemm_compute_eff)
     memory = BYTES * (m * k + n * k + m * n) / (d.hbm_bandwidth_tbps * 1e12 * c.gemm_memory_eff)
-    return (_us(c.gemm_launch_us) + np.maximum(compute, memory)) * 1e3
+    # near the ridge point neither side hides the other completely: part of the shorter (useful,
+    # unpadded) one shows
+    useful = 2 * m * n * k / (d.peak_fp16_tflops * 1e12 * c.gemm_compute_eff)
+    exposed = np.maximum(compute, memory) + c.gemm_overlap_loss * np.minimum(useful, memory)
+    return (_us(c.gemm_launch_us) + exposed) * 1e3
 
 
 def _l2_resident_fraction(working_set_bytes: np.ndarray, dev: DeviceSpec) -> np.ndarray:
