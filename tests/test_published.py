@@ -390,11 +390,11 @@ def _by_id(committed):
     return committed.set_index("id")
 
 
-def test_speedup_falls_with_batch_size_and_load_as_published(committed):
+def test_speedup_falls_with_load_as_published(committed):
+    """The trends of check rows (the SpecDecode-Bench batch series are calibration rows: not evidence)."""
     rows = _by_id(committed)
+    assert set(rows.loc[[i for i in rows.index if i.startswith("vllm-blog2024")], "role"]) == {"check"}
     series = [
-        [f"specdecode-bench-llama8b-sharegpt-eagle-bs{b}" for b in (1, 16, 64, 128)],
-        [f"specdecode-bench-llama70b-sharegpt-eagle-bs{b}" for b in (1, 16, 64, 128)],
         [f"vllm-blog2024-draft-qps{q}" for q in (1, 2, 4, 8)],
         [f"vllm-blog2024-ngram-qps{q}" for q in (1, 2, 4, 8)],
     ]
@@ -402,9 +402,16 @@ def test_speedup_falls_with_batch_size_and_load_as_published(committed):
         published, simulated = rows.loc[ids, "published"].to_numpy(), rows.loc[ids, "simulated"].to_numpy()
         assert published[0] > published[-1]
         assert simulated[0] > simulated[-1], f"{ids[0]}..{ids[-1]}: simulated speedup does not fall"
-    # the vLLM blog's trend: above 1 at QPS 1, below 1 at its highest QPS, for both proposers
-    for low, high in (("vllm-blog2024-draft-qps1", "vllm-blog2024-draft-qps10"), ("vllm-blog2024-ngram-qps1", "vllm-blog2024-ngram-qps8")):
-        assert rows.loc[low, "simulated"] > 1 > rows.loc[high, "simulated"]
+    assert rows.loc["vllm-blog2024-ngram-qps1", "simulated"] > 1 > rows.loc["vllm-blog2024-ngram-qps8", "simulated"]
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known miss: at the blog's own request lengths (about 200 output "
+                   "tokens, docs/published-sources.md) the model keeps the draft model's speedup above 1 at QPS 10 (1.16 simulated "
+                   "against 0.71 published, measured before re-recording); with SpecDecode-Bench's 728-token outputs it had crossed "
+                   "below 1 only because the simulated server was overloaded")
+def test_the_draft_models_speedup_crosses_below_one_at_the_blogs_highest_load(committed):
+    rows = _by_id(committed)
+    assert rows.loc["vllm-blog2024-draft-qps1", "simulated"] > 1 > rows.loc["vllm-blog2024-draft-qps10", "simulated"]
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError, reason="known miss, reported on the published page: at batch 1 PR #16937 measured k = 2 best "
