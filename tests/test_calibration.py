@@ -147,7 +147,8 @@ def test_h100_held_out_model_per_layer_error_within_5_percent(h100_shards):
     table = holdout.summary(rows, ["subset"]).set_index("subset")
     assert table.loc["held-out model", "rows"] == 4 * 259 and table.loc["held-out tokens", "rows"] == 5 * 64
     assert table.loc["held-out model", "median APE %"] <= 5.0
-    assert table.loc["fit", "median APE %"] <= 3.5
+    assert table.loc["held-out tokens", "median APE %"] <= 5.0
+    assert table.loc["fit", "median APE %"] <= 3.0
 
 
 def test_h100_decode_attention_constants_come_from_the_h200_fit(measured_h200):
