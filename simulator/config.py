@@ -27,7 +27,7 @@ DEFAULT_ENGINE_OVERHEAD_MS = 1.2
 # Fixed time of one draft pass (EAGLE head or draft model) outside the ops its profile holds:
 # metadata updates between passes, graph and attention launches, the argmax (vLLM 0.10.1, H100).
 # Declared with its derivation in data/calibration/engine_costs.toml.
-DEFAULT_DRAFT_PASS_OVERHEAD_MS = 0.37
+DEFAULT_DRAFT_PASS_OVERHEAD_MS = 0.35
 # Verify attention: the evidence (data/calibration/engine_costs.toml [verify_attention]) puts
 # the prefill-style kernel vLLM runs on Hopper at the lower bound, kv_once: its fitted lambda is
 # 0 (held to [0, 1]), the interpolation default below.

@@ -7,7 +7,8 @@
   the first pass after a verification really re-reads the accepted tokens, costed here as one
   token; very short drafts are dominated by launch overheads the profile only roughly holds.
 * EAGLE / EAGLE-3 head (as vLLM V1 runs it): pass 0 runs the head over every token the
-  target computed this step (it consumes their hidden states); passes 1..k-1 run one token for
+  target computed this step (it consumes their hidden states), its decode rows' attention costed
+  like the target's verify rows; passes 1..k-1 run one token for
   every request that sampled a token.  Every pass scores one token per request with the head's
   LM head (EAGLE-1: the target's vocabulary; EAGLE-3: its draft vocabulary).  The fc layer
   that projects hidden states into one (EAGLE-1: embedding and hidden state, 2h -> h, in every
@@ -58,10 +59,18 @@ class DraftProposer:
         self._predictor = draft_predictor
         self._pass_overhead_ms = pass_overhead_ms
 
-    def _pass(self, replica_id, rows, logits_rows: int) -> float:
-        """One draft pass: the profiled forward and LM head, plus the pass's fixed time."""
-        requests, q, kv = zip(*rows)
-        forward = self._predictor.pass_seconds(Batch(replica_id, list(requests), list(q), list(kv)), logits_rows)
+    def _pass(self, replica_id, rows, logits_rows: int, decode_rows=None) -> float:
+        """One draft pass: the profiled forward and LM head, plus the pass's fixed time.
+
+        ``decode_rows`` (one flag per row) marks rows that run several tokens over their cache in
+        one varlen attention, as a verify row does: they are costed by the verify model
+        (:mod:`simulator.speculative.verify_cost`), not one by one as prompt chunks."""
+        requests, q, kv = (list(column) for column in zip(*rows))
+        if decode_rows is None:
+            batch = Batch(replica_id, requests, q, kv)
+        else:
+            batch = SpecBatch(replica_id, requests, q, kv, q, list(decode_rows))
+        forward = self._predictor.pass_seconds(batch, logits_rows)
         return forward + passes_fixed_seconds(1, self._pass_overhead_ms)
 
     def step_seconds(self, batch: SpecBatch) -> float:
@@ -93,20 +102,22 @@ class EagleProposer(DraftProposer):
         self._fc_inputs = fc_inputs
         self._fc_every_pass = fc_every_pass
         self._shape = head_shape
-        self._device = device
+        self._gpu = device
 
     def _fc_seconds(self, tokens: int) -> float:
         h = self._shape.embedding_dim
-        return 1e-3 * float(roofline.gemm_ms(tokens, h, self._fc_inputs * h, self._device))
+        return 1e-3 * float(roofline.gemm_ms(tokens, h, self._fc_inputs * h, self._gpu))
 
     def step_seconds(self, batch: SpecBatch) -> float:
         rows = list(zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens))
         passes = max(batch.proposals, default=0)
         if passes == 0:
             return 0.0
-        # pass 0: the head over every token the target computed, one logits row per request
+        # pass 0: the head over every token the target computed, one logits row per request; its
+        # attention is one varlen kernel as the target's verify is (the verified rows' queries
+        # over their cache), not a prompt chunk per row
         tokens = sum(q for _, q, _ in rows)
-        seconds = self._fc_seconds(tokens) + self._pass(batch.replica_id, rows, len(rows))
+        seconds = self._fc_seconds(tokens) + self._pass(batch.replica_id, rows, len(rows), batch.decode_rows)
         # passes 1..k-1: one token for every request that sampled a token this step (vLLM drafts
         # for all of them, whatever k' verification allowed), its context grown by the tokens
         # this step accepted and the drafts so far

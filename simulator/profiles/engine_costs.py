@@ -24,8 +24,8 @@ _OVERHEAD = {
 }
 _CORROBORATION = {"source_url": str, "value_ms": float, "what": str, "vllm_version": str}
 _DRAFT_PASS = {
-    "value_ms": float, "vllm_version": str, "gpu": str, "source_url": str, "source_draft_step_ms": float, "passes": int,
-    "modelled_draft_step_ms": float, "modelled_setting": str, "evidence": list,
+    "value_ms": float, "vllm_version": str, "gpu": str, "source_url": str, "source_c_kv_ms": float, "source_c_token_ms": float,
+    "source_c_fixed_ms": float, "passes": int, "kv_cache_size": int, "batch_sizes": list, "modelled_draft_step_ms": list, "evidence": list,
 }
 _VERIFY = {"default_series": str, "default_reason": str, "series": list}
 _SERIES = {"name": str, "kernel": str, "source_url": str, "measured_by": str, "columns": list, "rows": list}
@@ -34,10 +34,15 @@ _SERIES = {"name": str, "kernel": str, "source_url": str, "measured_by": str, "c
 @dataclass(frozen=True)
 class DraftPassEvidence:
     value_ms: float
-    source_draft_step_ms: float
     passes: int
-    modelled_draft_step_ms: float
+    kv_cache_size: int
+    batch_sizes: tuple[int, ...]
+    source_draft_step_ms: tuple[float, ...]  # the source's drafting step at each batch size
+    modelled_draft_step_ms: tuple[float, ...]  # the simulator's passes without the fixed cost
     vllm_version: str
+
+    def derived_ms(self) -> float:
+        return draft_pass_fixed_ms(self.source_draft_step_ms, self.modelled_draft_step_ms, self.passes)
 
 
 @dataclass(frozen=True)
@@ -50,13 +55,23 @@ class EngineCosts:
     series: dict[str, pd.DataFrame]  # name -> rows of SERIES_COLUMNS
 
 
-def draft_pass_fixed_ms(measured_step_ms: float, modelled_step_ms: float, passes: int) -> float:
-    """The fixed time of one draft pass: what a measured drafting step costs beyond the modelled
-    passes, shared evenly by the passes (the source's step was timed at one k, so the split per
-    pass is the model's assumption, not the source's)."""
+def source_draft_step_ms(c_kv_ms: float, c_token_ms: float, c_fixed_ms: float, batch: int, kv: int, passes: int) -> float:
+    """SpecDecode-Bench's drafting step at ``batch`` requests of ``kv`` cached tokens verifying
+    ``passes + 1`` tokens each: its predict_draft_time."""
+    return c_kv_ms * batch * kv + c_token_ms * (passes + 1) + c_fixed_ms
+
+
+def draft_pass_fixed_ms(measured_step_ms, modelled_step_ms, passes: int) -> float:
+    """The fixed time of one draft pass: what measured drafting steps cost beyond the modelled
+    passes, shared evenly by the passes and averaged over the steps given (least squares for a
+    constant).  The source timed its steps at one k, so the split per pass is the model's
+    assumption, not the source's."""
+    measured, modelled = list(measured_step_ms), list(modelled_step_ms)
     if passes <= 0:
         raise ValueError(f"passes = {passes}: a drafting step has at least one pass")
-    return (measured_step_ms - modelled_step_ms) / passes
+    if not measured or len(measured) != len(modelled):
+        raise ValueError(f"{len(measured)} measured and {len(modelled)} modelled steps: give one of each per setting")
+    return sum((m - p) / passes for m, p in zip(measured, modelled)) / len(measured)
 
 
 def series_fit(rows: pd.DataFrame) -> LambdaFit:
@@ -89,7 +104,12 @@ def read_engine_costs(path) -> EngineCosts:
     for i, item in enumerate(overhead["corroboration"]):
         check_table(item, _CORROBORATION, f"{where}: [engine_overhead] corroboration[{i}]")
     draft = check_table(doc["draft_pass"], _DRAFT_PASS, f"{where}: [draft_pass]")
-    require(positive_int(draft["passes"]), f"{where}: [draft_pass] passes = {draft['passes']!r}", "must be a positive integer")
+    for key in ("passes", "kv_cache_size"):
+        require(positive_int(draft[key]), f"{where}: [draft_pass] {key} = {draft[key]!r}", "must be a positive integer")
+    batches, modelled = draft["batch_sizes"], draft["modelled_draft_step_ms"]
+    require(bool(batches) and all(positive_int(b) for b in batches), f"{where}: [draft_pass] batch_sizes = {batches!r}", "must be positive integers")
+    require(len(modelled) == len(batches) and all(positive_number(m) for m in modelled),
+            f"{where}: [draft_pass] modelled_draft_step_ms = {modelled!r}", f"must hold one positive time per batch size ({len(batches)})")
     verify = check_table(doc["verify_attention"], _VERIFY, f"{where}: [verify_attention]")
     series = dict(_series(t, f"{where}: [verify_attention] series[{i}]") for i, t in enumerate(verify["series"]))
     require(non_empty_str(verify["default_series"]) and verify["default_series"] in series,
@@ -101,8 +121,16 @@ def read_engine_costs(path) -> EngineCosts:
         overhead_source_ms=float(overhead["source_value_ms"]),
         overhead_vllm_version=overhead["vllm_version"],
         draft_pass=DraftPassEvidence(
-            float(draft["value_ms"]), float(draft["source_draft_step_ms"]), int(draft["passes"]),
-            float(draft["modelled_draft_step_ms"]), draft["vllm_version"],
+            value_ms=float(draft["value_ms"]),
+            passes=draft["passes"],
+            kv_cache_size=draft["kv_cache_size"],
+            batch_sizes=tuple(batches),
+            source_draft_step_ms=tuple(
+                source_draft_step_ms(draft["source_c_kv_ms"], draft["source_c_token_ms"], draft["source_c_fixed_ms"], b, draft["kv_cache_size"], draft["passes"])
+                for b in batches
+            ),
+            modelled_draft_step_ms=tuple(float(m) for m in modelled),
+            vllm_version=draft["vllm_version"],
         ),
         default_series=verify["default_series"],
         series=series,
