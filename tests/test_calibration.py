@@ -209,6 +209,7 @@ def synthetic_7b(tmp_path):
         (["--mlp-tp", "meta-llama/Llama-2-7b-hf={csv}", "--attention", "{csv}", "--attention-device", "b200x"], "unknown device 'b200x'"),
         (["--mlp-tp", "meta-llama/Llama-2-7b-hf={csv}", "--start-from", "tpu"], "unknown device 'tpu'"),
         (["--hold-out-model", "meta-llama/Llama-2-7b-hf"], "--hold-out-model"),
+        (["--mlp-tp", "meta-llama/Llama-2-7b-hf={csv}", "--report", "{tmp}"], "--report"),
     ],
 )
 def test_fit_device_refuses_bad_input_naming_it(synthetic_7b, extra, named, tmp_path, monkeypatch):
@@ -217,11 +218,12 @@ def test_fit_device_refuses_bad_input_naming_it(synthetic_7b, extra, named, tmp_
     devices = tmp_path / "devices.toml"  # --write goes to a copy, never the package's file
     devices.write_bytes(cli.DEVICES_FILE.read_bytes())
     monkeypatch.setattr(cli, "DEVICES_FILE", devices)
-    argv = ["fit-device", "--device", "h100", *(a.replace("{csv}", str(synthetic_7b)) for a in extra)]
+    argv = ["fit-device", "--device", "h100", *(a.replace("{csv}", str(synthetic_7b)).replace("{tmp}", str(tmp_path)) for a in extra)]
     code, out, err = _run(argv + ["--write"])
     assert code == 2, err
     assert named in err and err.startswith("error: ") and len(err.strip().splitlines()) == 1
-    assert out == "" and devices.read_bytes() == DEVICES_FILE.read_bytes()  # nothing written
+    assert devices.read_bytes() == DEVICES_FILE.read_bytes()  # nothing written
+    assert out == "" or named == "--report"  # only an unwritable report is found after the fit
 
 
 def test_fit_device_write_replaces_one_device_and_keeps_the_rest(synthetic_7b, tmp_path, monkeypatch):

@@ -19,7 +19,7 @@ from simulator.profiles.measured import read_measurements
 from simulator.profiles.shards import read_shards
 from simulator.profiles.source import builtin_profile_dir
 from simulator.profiles.vidur_format import single_node_all_reduce_rows
-from simulator.textio import atomic_write_text
+from simulator.textio import atomic_write_text, check_writable_file
 
 
 def _markdown(frame: pd.DataFrame) -> str:
@@ -112,6 +112,8 @@ def _cmd_fit_pooled(args) -> int:
 
 def _store(args, constants, report: str) -> int:
     if args.write:
+        if args.report:  # refused before devices.toml changes: nothing half-written
+            check_writable_file(args.report, "--report")
         table = _devices_table()
         table[args.device]["constants"] = {"version": args.version, "fitted_from": args.source_note, **asdict(constants)}
         _write_devices(table)
