@@ -19,7 +19,15 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Optional
 
-from simulator.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig, VLLM_DEFAULTS_VERSION
+from simulator.config import (
+    VLLM_DEFAULTS_VERSION,
+    ClosedLoopWorkload,
+    ExplicitWorkload,
+    PoissonWorkload,
+    RunConfig,
+    SpeculationConfig,
+    vllm_serve_scheduler_defaults,
+)
 from simulator.errors import ConfigError
 from simulator.textio import atomic_write_text, check_writable_file
 
@@ -163,7 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--draft-tensor-parallel-size", type=_positive_int, help="GPUs the draft runs on: 1 or the target's (default: the target's)")
     s.add_argument("--attention", default=sp("attention"), help="verify-attention cost: kv_once, per_token or interpolated")
     s.add_argument("--interpolation", type=_finite, default=sp("interpolation"), help="lambda for --attention interpolated")
-    m = p.add_argument_group(f"system (scheduler limits: vLLM {VLLM_DEFAULTS_VERSION}'s `vllm serve` defaults on an A100; on H100/H200 vLLM uses 8192 and 1024)")
+    m = p.add_argument_group(
+        f"system (scheduler limits: vLLM {VLLM_DEFAULTS_VERSION}'s `vllm serve` defaults on an A100 and GPUs under 70 GiB; "
+        "on H100/H200 vLLM uses 1024 and 8192, and the summary says so)"
+    )
     m.add_argument("--model", default=rc("model"), help="Hugging Face model name")
     m.add_argument("--device", default=rc("device"), help="GPU, case-insensitive: a100, a100_40gb, h100, h200, ...")
     m.add_argument("--profile-dir", help="Vidur-format profile directory (default: built-in profile)")
@@ -383,6 +394,17 @@ LATENCY_SECTIONS = (
 )
 
 
+def limits_note(config: RunConfig) -> Optional[str]:
+    """A line when the run's scheduler limits are not what `vllm serve` would pick on its GPU."""
+    seqs, tokens = vllm_serve_scheduler_defaults(config.device)
+    if (config.batch_size_cap, config.chunk_size) == (seqs, tokens):
+        return None
+    return (
+        f"note: vllm serve {VLLM_DEFAULTS_VERSION} on {config.device} defaults to --max-num-seqs {seqs} "
+        f"--max-num-batched-tokens {tokens}; pass those to simulate an untuned server"
+    )
+
+
 def format_summary(result, acceptance_note: Optional[str] = None) -> str:
     """The summary in ``vllm bench serve``'s layout and names (latencies in ms), then the
     speculation and the simulator's own figures."""
@@ -425,6 +447,9 @@ def format_summary(result, acceptance_note: Optional[str] = None) -> str:
     lines.append(_rule("Simulator"))
     lines.append(f"peak KV {s.peak_kv_blocks} / {s.kv_blocks_total} blocks ({100 * s.peak_kv_fraction:.1f}%), preemptions {s.preemptions}")
     lines.append(f"max_num_seqs {config.batch_size_cap}, max_num_batched_tokens {config.chunk_size}")
+    note = limits_note(config)
+    if note:
+        lines.append(note)
     burst = result.startup_burst
     if burst:
         frame = result.requests.sort_values("request_id")

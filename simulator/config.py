@@ -42,6 +42,17 @@ DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 DEFAULT_MAX_NUM_SEQS = 256
 
 
+def vllm_serve_scheduler_defaults(device: str) -> tuple[int, int]:
+    """(max_num_seqs, max_num_batched_tokens) that `vllm serve` picks on ``device`` when neither is
+    given, by vLLM v0.10.1's rule: 1024 and 8192 on a GPU of 70 GiB or more that is not an A100,
+    else 256 and 2048 (RunConfig's defaults)."""
+    from simulator.profiles.hardware import get_device
+
+    if get_device(device.strip().lower()).datasheet.memory_gib >= 70 and "a100" not in device.lower():
+        return 1024, 8192
+    return DEFAULT_MAX_NUM_SEQS, DEFAULT_MAX_NUM_BATCHED_TOKENS
+
+
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 

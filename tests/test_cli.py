@@ -87,6 +87,18 @@ def test_old_flag_names_still_work_and_warn(old, new, dest, value, capsys):
     assert capsys.readouterr().err == ""
 
 
+@pytest.mark.parametrize(("device", "limits"), [("a100", (256, 2048)), ("a100_40gb", (256, 2048)), ("h100", (1024, 8192)), ("H200", (1024, 8192))])
+def test_vllm_serve_defaults_by_gpu(device, limits):
+    from simulator.config import vllm_serve_scheduler_defaults
+
+    assert vllm_serve_scheduler_defaults(device) == limits
+    config, _ = cli.config_from_args(_parse("--device", device))
+    note = cli.limits_note(config)
+    assert (note is None) == (limits == (256, 2048))
+    if note:
+        assert f"--max-num-seqs {limits[0]} --max-num-batched-tokens {limits[1]}" in note
+
+
 def test_scheduler_flags_reach_the_config():
     config, _ = cli.config_from_args(_parse("--max-num-seqs", "64", "--max-num-batched-tokens", "1024"))
     assert (config.batch_size_cap, config.chunk_size) == (64, 1024)
