@@ -143,7 +143,6 @@ def _register_catalog() -> None:
         _register(spec)
 
 
-
 def eagle_head(name: str) -> Optional[EagleHeadConfig]:
     """The EAGLE head config named ``name``, or None when it names an ordinary model."""
     config = model_config(name)
@@ -169,7 +168,9 @@ def known_models() -> list[str]:
 
 def model_config(name: str) -> BaseModelConfig:
     """The config of the model ``name``: a catalog name (Vidur's or ours), or a local path to a
-    directory holding ``config.json`` or to the file, read once per process."""
+    directory holding ``config.json`` or to the file, read once per process.  A catalog name wins
+    over a local directory of the same name, so a catalog model's numbers never depend on the
+    working directory."""
     configs = _named_configs()
     if name in configs and "Config" not in name:
         return configs[name]()
