@@ -53,7 +53,7 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
     else (None) say so in their own help."""
 
     def _get_help_string(self, action):
-        if action.default in (None, False) or action.default is argparse.SUPPRESS:
+        if action.default is None or action.default is False or action.default is argparse.SUPPRESS:
             return action.help
         return super()._get_help_string(action)
 
@@ -110,11 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="store_true", help="print the package version, the vidur version and the model hash, then exit")
     w = p.add_argument_group("workload (vllm bench serve's names; default: Poisson arrivals, fixed lengths)")
-    w.add_argument("--num-prompts", "--requests", dest="num_prompts", type=_positive_int, action=_Deprecated, default=wl("num_requests"), help="requests to simulate")
-    w.add_argument("--prompt-tokens", "--random-input-len", dest="prompt_tokens", type=_positive_int, default=wl("prompt_tokens"), help="prompt length, tokens")
-    w.add_argument("--output-tokens", "--random-output-len", dest="output_tokens", type=_positive_int, default=wl("output_tokens"), help="output length, tokens")
+    w.add_argument("--num-prompts", "--requests", dest="num_prompts", metavar="N", type=_positive_int, action=_Deprecated, default=wl("num_requests"), help="requests to simulate")
+    w.add_argument("--prompt-tokens", "--random-input-len", dest="prompt_tokens", metavar="TOKENS", type=_positive_int, default=wl("prompt_tokens"), help="prompt length, tokens")
+    w.add_argument("--output-tokens", "--random-output-len", dest="output_tokens", metavar="TOKENS", type=_positive_int, default=wl("output_tokens"), help="output length, tokens")
     w.add_argument(
         "--random-range-ratio",
+        metavar="R",
         type=_finite,
         default=0.0,
         help="draw each length uniformly in [L(1-r), L(1+r)] (seeded by --workload-seed), as vllm bench serve does; "
@@ -124,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--request-rate",
         "--rate",
         dest="request_rate",
+        metavar="RATE",
         type=_finite,
         action=_Deprecated,
         default=None,
@@ -133,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-concurrency",
         "--concurrency",
         dest="max_concurrency",
+        metavar="N",
         type=int,
         action=_Deprecated,
         default=None,
@@ -140,24 +143,26 @@ def build_parser() -> argparse.ArgumentParser:
         "--request-rate inf); the first N arrive together at t = 0, a start-up burst the summary marks",
     )
     w.add_argument("--trace", help="draw prompt/output lengths (seeded) from a Vidur trace CSV instead of the fixed lengths")
-    w.add_argument("--workload-seed", type=_non_negative_int, default=wl("seed"), help="seeds arrivals and drawn lengths")
+    w.add_argument("--workload-seed", metavar="SEED", type=_non_negative_int, default=wl("seed"), help="seeds arrivals and drawn lengths")
     s = p.add_argument_group("speculative decoding (off unless -k or --k-schedule is given)")
-    s.add_argument("-k", "--num-speculative-tokens", type=_non_negative_int, default=sp("num_speculative_tokens"), help="proposals per verify step (0: off)")
+    s.add_argument("-k", "--num-speculative-tokens", metavar="K", type=_non_negative_int, default=sp("num_speculative_tokens"), help="proposals per verify step (0: off)")
     s.add_argument(
         "--k-schedule",
+        metavar="JSON",
         help="dynamic speculation, vLLM's num_speculative_tokens_per_batch_size: JSON rows [start, end, k], k picked each "
         "step from the running batch size, k = 0 runs plain decode; e.g. '[[1,16,4],[17,64,2],[65,256,0]]'; the last row "
         "must reach --max-num-seqs (-k, if given, is the maximum; else the schedule's largest k)",
     )
-    s.add_argument("--acceptance", type=_finite, help="per-token acceptance rate, i.i.d. over the k positions: P(position accepted | earlier ones accepted)")
+    s.add_argument("--acceptance", metavar="RATE", type=_finite, help="per-token acceptance rate, i.i.d. over the k positions: P(position accepted | earlier ones accepted)")
     s.add_argument(
         "--acceptance-length",
+        metavar="L",
         type=_finite,
         help="vLLM's mean acceptance length at -k (tokens per verify step, bonus token included, 1..k+1), as its logs and "
         "Prometheus counters report it; converted to the i.i.d. per-token rate that gives this length, which the summary prints",
     )
-    s.add_argument("--acceptance-per-position", help="comma-separated P(position i accepted | earlier ones accepted), at least k values")
-    s.add_argument("--acceptance-seed", "--seed", dest="acceptance_seed", type=_non_negative_int, action=_Deprecated, default=rc("seed"), help="seeds the acceptance draws")
+    s.add_argument("--acceptance-per-position", metavar="P1,P2,...", help="comma-separated P(position i accepted | earlier ones accepted), at least k values")
+    s.add_argument("--acceptance-seed", "--seed", dest="acceptance_seed", metavar="SEED", type=_non_negative_int, action=_Deprecated, default=rc("seed"), help="seeds the acceptance draws")
     s.add_argument("--proposer", default=sp("proposer"), help="ngram, draft (a draft model), eagle or eagle3 (an EAGLE head named by --draft-model)")
     s.add_argument("--ngram-overhead-ms", type=_finite, default=sp("ngram_overhead_ms"), help="CPU time of one n-gram lookup per step")
     s.add_argument(
@@ -183,12 +188,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-num-batched-tokens",
         "--chunk-size",
         dest="max_num_batched_tokens",
+        metavar="TOKENS",
         type=_positive_int,
         action=_Deprecated,
         default=rc("chunk_size"),
         help="tokens per step: prompt chunks plus decode and verify tokens",
     )
-    m.add_argument("--max-num-seqs", "--batch-size-cap", dest="max_num_seqs", type=_positive_int, action=_Deprecated, default=rc("batch_size_cap"), help="most requests in the running batch")
+    m.add_argument("--max-num-seqs", "--batch-size-cap", dest="max_num_seqs", metavar="N", type=_positive_int, action=_Deprecated, default=rc("batch_size_cap"), help="most requests in the running batch")
     m.add_argument("--num-kv-blocks", type=_positive_int, help="KV cache blocks (default: planned from the GPU's memory, as vLLM does)")
     m.add_argument("--tensor-parallel-size", type=_positive_int, default=rc("tensor_parallel_size"), help="GPUs the target is sharded over (1, 2, 4 or 8 on one node)")
     m.add_argument("--network-profile-dir", help="Vidur-format network profile with all_reduce.csv (default: the profile's own, else built-in)")

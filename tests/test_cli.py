@@ -62,7 +62,7 @@ def test_help_shows_every_default(capsys, monkeypatch):
         parser.parse_args(["--help"])
     text = " ".join(capsys.readouterr().out.split())
     for action in parser._actions:
-        if action.default not in (None, False, "==SUPPRESS=="):
+        if not (action.default is None or action.default is False or action.default == "==SUPPRESS=="):
             assert f"(default: {action.default})" in text, action.option_strings
     for flag in ("--max-num-seqs", "--max-num-batched-tokens", "--num-prompts", "--acceptance-seed", "--workload-seed", "--acceptance-length"):
         assert flag in text
