@@ -134,3 +134,24 @@ def test_fit_verify_names_a_missing_table(tmp_path, capsys):
     broken = write_verify_dir(tmp_path / "broken", verify_table(0.3).drop(columns=["num_query_tokens"]))
     assert profiles_main(["fit-verify", "--profile-dir", str(broken)]) == 2
     assert "missing columns ['num_query_tokens']" in capsys.readouterr().err
+
+
+def test_fit_verify_fits_the_declared_calibration_series(tmp_path, capsys):
+    from repo import DATA_DIR
+
+    out = tmp_path / "series.json"
+    assert profiles_main(["fit-verify", "--calibration", str(DATA_DIR / "calibration" / "engine_costs.toml"), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "# flashinfer-prefill-kernel (sets the default)" in printed and "# trtllm-gen-decode-kernel" in printed
+    assert "simulator default: attention = 'kv_once', interpolation = 0" in printed
+    fits = json.loads(out.read_text())["series"]
+    assert fits["flashinfer-prefill-kernel"]["lambda"] == pytest.approx(0.0, abs=0.02)
+    assert fits["trtllm-gen-decode-kernel"]["lambda"] == pytest.approx(0.53, abs=0.02)
+
+
+def test_fit_verify_needs_one_source_and_names_a_bad_calibration_file(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        profiles_main(["fit-verify"])
+    assert "one of the arguments --profile-dir --calibration is required" in capsys.readouterr().err
+    assert profiles_main(["fit-verify", "--calibration", str(tmp_path / "absent.toml")]) == 2
+    assert "absent.toml: file not found" in capsys.readouterr().err

@@ -1,5 +1,7 @@
 """``python -m simulator.profiles fit-verify``: lambda of the interpolated verify mode, fitted to a
-measured ``verify_attention.csv``; printed as Markdown, optionally written as JSON."""
+measured ``verify_attention.csv`` (``--profile-dir``) or to the published kernel series declared
+in a calibration file (``--calibration data/calibration/engine_costs.toml``: the fits behind the
+simulator's verify default); printed as Markdown, optionally written as JSON."""
 
 from __future__ import annotations
 
@@ -21,7 +23,9 @@ STATS = ("median", "mean", "min")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--profile-dir", required=True, help="directory holding verify_attention.csv[.xz] (from measure --tables verify)")
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--profile-dir", help="directory holding verify_attention.csv[.xz] (from measure --tables verify)")
+    source.add_argument("--calibration", help="fit every kernel series declared in this calibration file (data/calibration/engine_costs.toml)")
     parser.add_argument(
         "--decode-profile",
         help="take the bounds from this Vidur-format profile's decode rows, as the simulator does (default: the verify table's own one-query rows)",
@@ -67,9 +71,36 @@ def report(fit: verify_fit.LambdaFit, source: str) -> str:
     return "\n".join(lines)
 
 
+def calibration_main(args: argparse.Namespace) -> int:
+    """Fit each declared series; say which one sets the default and what the default is."""
+    from simulator.config import DEFAULT_ATTENTION, DEFAULT_INTERPOLATION
+    from simulator.profiles.engine_costs import read_engine_costs, series_fit, series_lambda
+
+    costs = read_engine_costs(args.calibration)
+    fits = {}
+    for name, rows in costs.series.items():
+        try:
+            fit = series_fit(rows)
+        except ValueError as exc:
+            raise ConfigError(f"--calibration {args.calibration}: series {name!r}: {exc}") from exc
+        fits[name] = fit
+        marker = " (sets the default)" if name == costs.default_series else ""
+        print(f"# {name}{marker}\n")
+        print(report(fit, "the series' own one-query rows"))
+        print(f"\nlambda held to [0, 1]: {series_lambda(rows):.3f}\n")
+    print(f"simulator default: attention = {DEFAULT_ATTENTION!r}, interpolation = {DEFAULT_INTERPOLATION:g}")
+    if args.json:
+        summary = {"calibration": Path(args.calibration).name, "default_series": costs.default_series,
+                   "series": {name: verify_fit.fit_summary(fit) for name, fit in fits.items()}}
+        atomic_write_text(args.json, json.dumps(summary, indent=2, sort_keys=True) + "\n")
+    return 0
+
+
 def main(args: argparse.Namespace) -> int:
     if args.json and Path(args.json).is_dir():
         raise ConfigError(f"--json {args.json}: is a directory")
+    if args.calibration:
+        return calibration_main(args)
     verify = read_verify_attention(args.profile_dir)
     if args.decode_profile:
         shape = model_shape(args.model)
