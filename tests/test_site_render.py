@@ -154,14 +154,48 @@ def test_overload_is_stated_from_the_measurement(built_site, committed_csvs):
     assert csv.loc[(csv["arrival_rate"] == 6) & (csv["num_speculative_tokens"] == 0), "overloaded"].item(), "the 6 req/s baseline is expected to be overloaded"
 
 
-def test_data_page_documents_every_column(built_site):
-    tokens = MarkdownIt("commonmark").enable("table").parse((REPO_ROOT / "content" / "data.md").read_text())
-    documented = {t.content for t in tokens if t.type == "inline" for t in (t.children or []) if t.type == "code_inline"}
-    assert set(SWEEP_COLUMNS) <= documented
-    assert set(PROGRESS_COLUMNS) <= documented
-    assert f"above {OVERLOAD_TTFT_GROWTH:g}" in (REPO_ROOT / "content" / "data.md").read_text()
+def documented(name: str) -> set[str]:
+    """Every `code` span of content/data/<name>.md: the names its dictionaries document."""
+    tokens = MarkdownIt("commonmark").enable("table").parse((REPO_ROOT / "content" / "data" / f"{name}.md").read_text())
+    return {t.content for t in tokens if t.type == "inline" for t in (t.children or []) if t.type == "code_inline"}
+
+
+def schedule_document_keys() -> tuple[set[str], set[str], set[str]]:
+    """The keys recommended_schedules.json has (top level, per schedule, per comparison), from the
+    code that writes it, fed a schedule for every deployment of data/paysoff.toml (nothing simulated)."""
+    from simulator.sweep.paysoff import schedule_document
+    from simulator.sweep.paysoff_spec import load_paysoff_spec
+
+    spec = load_paysoff_spec(REPO_ROOT / "data" / "paysoff.toml")
+    schedules = {p.name: ((1, spec.batch_size_cap, 2),) for p in spec.profiles}
+    best = {("closed_loop", p.name, a, c): (2, 1.5) for p in spec.profiles for a in spec.attention_modes for c in spec.concurrency}
+    document = schedule_document(spec, schedules, best, [])
+    entry = document["schedules"][0]
+    return set(document), set(entry), set(entry["comparison"][0])
+
+
+def test_data_page_documents_every_column_of_every_file(built_site):
+    from simulator.published.reproduce import COLUMNS as PUBLISHED_COLUMNS
+    from simulator.published.spec import MEASUREMENT_FIELDS
+    from simulator.sweep.paysoff import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
+
+    assert set(SWEEP_COLUMNS) <= documented("sweep")
+    assert set(PROGRESS_COLUMNS) <= documented("progress")
+    assert set(PAYSOFF_COLUMNS) <= documented("paysoff")
+    assert set(CROSSOVER_COLUMNS) <= documented("paysoff-crossovers")
+    assert set(PUBLISHED_COLUMNS) <= documented("published-csv")
+    assert set(MEASUREMENT_FIELDS) <= documented("published-toml")
+    top, entry, comparison = schedule_document_keys()
+    described = documented("schedules") | {word.strip("`,") for line in (REPO_ROOT / "content" / "data" / "schedules.md").read_text().splitlines() for word in line.split()}
+    assert top | entry <= documented("schedules")
+    assert comparison <= described, sorted(comparison - described)
+    assert f"above {OVERLOAD_TTFT_GROWTH:g}" in (REPO_ROOT / "content" / "data" / "sweep.md").read_text()
     html = (built_site / "data.html").read_text()
     assert '<a href="sweep.csv" download>' in html and "<table>" in html
+    for anchor in ("sweep-csv", "progress-csv", "paysoff-csv", "paysoff-crossovers-csv", "recommended-schedules-json", "published-csv", "published-toml"):
+        assert f'<section id="{anchor}" class="dictionary">' in html, anchor
+    # files this build did not record are still described, and the page says they are not recorded
+    assert "paysoff.csv</a>: one row per run of the pays-off sweep. Not recorded in this build." in re.sub(r"\s+", " ", html)
 
 
 def test_modeling_page_has_the_progress_chart_data(built_site, committed_csvs):
@@ -218,9 +252,11 @@ def test_calibration_tables_are_formatted_and_their_source_stated(built_site):
     calibration = html[html.index('<div class="calibration">') : html.index("</section>", html.index('<div class="calibration">'))]
     for raw in ("median_ape", "held_out_mape", "fit_rows", "730.0", "input_layernorm"):
         assert raw not in calibration, f"raw calibration text {raw!r} on the page"
-    for shown in (r"<th[^>]*>Median APE</th>", r"<th[^>]*>Held-out mean APE</th>", r"<th[^>]*>90th-percentile APE</th>", r"<td[^>]*>730</td>", r"<td[^>]*>4.24 %</td>", r"<td[^>]*>input layernorm</td>"):
+    # "%" is joined to its number by a no-break space: a phone never wraps it onto a line of its own
+    for shown in (r"<th[^>]*>Median APE</th>", r"<th[^>]*>Held-out mean APE</th>", r"<th[^>]*>P90 APE</th>", r"<td[^>]*>730</td>", r"<td[^>]*>4.24\u00a0%</td>", r"<td[^>]*>input layernorm</td>"):
         assert re.search(shown, calibration), shown
-    footer = (built_site / "index.html").read_text().split('<footer class="site-footer">')[1]
+    assert not re.search(r"<td[^>]*>[0-9.]+ %</td>", calibration), "a breakable space before %"
+    footer = (built_site / "modeling.html").read_text().split('<footer class="site-footer">')[1]
     assert "Every number on this site comes from" not in footer
     assert "calibration report (docs/calibration-a100.md)" in footer
 
@@ -288,3 +324,63 @@ def test_site_transfer_size_is_within_budget(built_site):
     gzipped = sum(len(gzip.compress(p.read_bytes(), compresslevel=9, mtime=0)) for p in files)
     assert raw <= 1_500_000, f"site is {raw} bytes"
     assert gzipped <= 500_000, f"site is {gzipped} bytes gzipped"
+
+
+def footer_of(html: str) -> str:
+    return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html.split('<footer class="site-footer">')[1]))
+
+
+SEED_SETUP = "300 requests per run"
+
+
+def test_each_page_footer_states_its_own_setup_and_sources(site_sources_copy, tmp_path, committed_csvs):
+    """The seed sweep's setup and files belong to the home page; the other pages say what their
+    own numbers come from (issue 20: the footer called everything sweep.csv's)."""
+    published = REPO_ROOT / "data" / "published.csv"
+    render_site(replace(site_sources_copy, published_csv=published), tmp_path / "site")
+    pages = {name: footer_of((tmp_path / "site" / name).read_text()) for name in PAGES}
+    assert SEED_SETUP in pages["index.html"] and "comes from sweep.csv and published.csv" in pages["index.html"]
+    frame = pd.read_csv(published)
+    simulated = frame[frame["status"] == "simulated"]
+    footer = pages["published.html"]
+    assert SEED_SETUP not in footer and "sweep.csv" not in footer and "progress.csv" not in footer
+    assert "comes from published.csv" in footer and "data/published.toml" in footer
+    for value in simulated["profile_id"].unique():
+        assert value in footer
+    assert f"simulator {simulated['simulator_version'].iloc[0]} (source {simulated['simulator_source_hash'].iloc[0]})" in footer
+    progress = pd.read_csv(committed_csvs[1])
+    footer = pages["modeling.html"]
+    assert SEED_SETUP not in footer and "comes from progress.csv" in footer
+    assert f"{progress['num_requests'].iloc[0]} requests of {progress['prompt_tokens'].iloc[0]} prompt / {progress['output_tokens'].iloc[0]} output tokens" in footer
+    # no pays-off files in this build: its page says so instead of borrowing the seed sweep's setup
+    assert SEED_SETUP not in pages["paysoff.html"] and "sweep.csv" not in pages["paysoff.html"]
+    assert "pays-off sweep is not recorded" in pages["paysoff.html"]
+    assert SEED_SETUP not in pages["validation.html"] and "shows no simulated result" in pages["validation.html"]
+    assert all(name in pages["data.html"] for name in ("sweep.csv", "progress.csv", "published.csv"))
+    for name, footer in pages.items():
+        assert "on this site comes from" not in footer, name
+
+
+def test_the_pays_off_footer_names_its_deployments_loads_and_seeds():
+    from simulator.website.provenance import paysoff_line
+
+    rows = pd.DataFrame({
+        "mode": ["closed_loop", "closed_loop", "poisson"], "concurrency": [1, 64, None], "arrival_rate": [None, None, 2.5],
+        "profile_id": ["builtin-v3:h100"] * 3, "vidur_version": ["0.0.26"] * 3, "simulator_source_hash": ["abc123"] * 3,
+        "workload_seed": [None, None, 42.0], "seed": [0, 0, 0],
+    })
+    schedules = {
+        "workload": {"prompt_tokens": 512, "output_tokens": 256, "closed_loop_length_spread": 0.5},
+        "schedules": [
+            {"label": "EAGLE-3 (vLLM #20780)", "deployment_label": "Llama-3.1-8B-Instruct, 1 × H100, EAGLE-3"},
+            {"label": "i.i.d. 0.7", "deployment_label": "Llama-2-7B, 1 × A100, n-gram"},
+        ],
+    }
+    line = paysoff_line(rows, schedules)
+    for part in ("Llama-3.1-8B-Instruct, 1 × H100, EAGLE-3; Llama-2-7B, 1 × A100, n-gram", "512 prompt / 256 output tokens on average",
+                 "closed loop at 1–64 requests in flight, lengths drawn within ±50 %", "Poisson arrivals at 2.5 req/s",
+                 "acceptance: EAGLE-3 (vLLM #20780), i.i.d. 0.7", "profiles: builtin-v3:h100", "simulator source abc123", "seeds: workload 42, acceptance 0"):
+        assert part in line, part
+    # a file recorded before deployments existed names one model and GPU at its top level
+    old = {"model": "meta-llama/Llama-2-7b-hf", "device": "a100", "workload": schedules["workload"], "schedules": [{"label": "i.i.d. 0.5"}]}
+    assert paysoff_line(rows, old).startswith("Setup: Llama-2-7B, A100 ·")

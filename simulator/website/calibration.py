@@ -3,14 +3,19 @@
 ``docs/calibration-<device>.md`` is written by the calibration tool with raw column names
 (``median_ape``), bare percentages and counts printed as floats ("730.0").  The site renders the
 same Markdown and rewrites the table cells in the parsed token stream: readable headings,
-"%" on absolute-percentage-error columns, whole numbers for counts.
+"%" on absolute-percentage-error values, joined to the number by a no-break space (a phone
+must not wrap "%" onto a line of its own), whole numbers for counts.  Headings stay short
+("P90 APE", not "90th-percentile APE") so all five columns fit a 390 px phone without scrolling.
 """
 
 from __future__ import annotations
 
 from markdown_it.token import Token
 
-WORDS = {"op": "operation", "mape": "mean APE", "ape": "APE", "held": "held-out", "out": "", "p90": "90th-percentile"}
+WORDS = {"op": "operation", "mape": "mean APE", "ape": "APE", "held": "held-out", "out": "", "p90": "P90"}
+
+
+NBSP = "\u00a0"
 
 
 def heading(column: str) -> str:
@@ -27,7 +32,7 @@ def cell(column: str, value: str) -> str:
     except ValueError:
         return value.replace("_", " ") if column == "op" else value
     if column.endswith("ape"):
-        return f"{number:.2f} %"
+        return f"{number:.2f}{NBSP}%"
     if column.endswith("rows"):
         return f"{number:,.0f}"
     return value

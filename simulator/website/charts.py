@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -102,17 +103,47 @@ def speedup_figure(selection: pd.DataFrame, attentions: tuple[str, ...], proposa
     return _style(fig)
 
 
+# The downloaded PNG (site.js draws it at the layout's width and height).  Plotly places
+# annotations and legends in fractions of the plot area and never wraps text, so the export
+# lays everything out in pixels here: captions wrapped to the image's width and stacked below
+# the x-axis title, the legend in its own column on the right, and an image tall enough to hold
+# them all.  Character widths are estimates with headroom (system-ui / DejaVu Sans); the browser
+# tests check the drawn boxes and the PNG itself.
+EXPORT_WIDTH = 1100
+EXPORT_PLOT_HEIGHT = 440
+EXPORT_LEFT, EXPORT_RIGHT, EXPORT_RIGHT_WITH_LEGEND = 80, 30, 270
+TITLE_SIZE, TITLE_CHARS, TITLE_LINE = 17, 100, 24
+NOTE_SIZE, NOTE_CHARS, NOTE_LINE, NOTE_GAP = 12, 110, 16, 8
+AXIS_SPACE = 84  # plot bottom to the first caption: tick labels and the x-axis title
+BOTTOM_PAD = 20
+
+
+def wrap(text: str, width: int) -> list[str]:
+    """Lines of at most ``width`` characters, broken at spaces only (never inside "Llama-2-7B")."""
+    return textwrap.wrap(text, width, break_long_words=False, break_on_hyphens=False) or [""]
+
+
 def export_layout(title: str, notes: list[str], legend: bool = True) -> dict:
     """Layout changes for the PNG download: the title, the selection and caveats in the image."""
+    title_lines = wrap(title, TITLE_CHARS)
+    top = 24 + TITLE_LINE * len(title_lines)
+    annotations, offset = [], AXIS_SPACE
+    for note in notes:
+        lines = wrap(note, NOTE_CHARS)
+        annotations.append({
+            "text": "<br>".join(lines), "xref": "paper", "yref": "paper", "x": 0, "y": 0, "xanchor": "left", "yanchor": "top",
+            "yshift": -offset, "showarrow": False, "align": "left", "font": {"size": NOTE_SIZE},
+        })
+        offset += NOTE_LINE * len(lines) + NOTE_GAP
+    bottom = offset - NOTE_GAP + BOTTOM_PAD
     return {
-        "title": {"text": title, "x": 0.01, "xanchor": "left", "font": {"size": 17}},
+        "title": {"text": "<br>".join(title_lines), "x": 0.01, "xanchor": "left", "xref": "container", "y": 1, "yanchor": "top", "yref": "container", "pad": {"t": 16}, "font": {"size": TITLE_SIZE}},
         "showlegend": legend,
-        "legend": {"orientation": "h", "x": 0, "y": -0.2, "yanchor": "top"},
-        "margin": {"l": 80, "r": 30, "t": 70, "b": 110 + 18 * len(notes)},
-        "annotations": [
-            {"text": note, "xref": "paper", "yref": "paper", "x": 0, "y": -0.33 - 0.06 * i, "xanchor": "left", "yanchor": "top", "showarrow": False, "align": "left", "font": {"size": 12}}
-            for i, note in enumerate(notes)
-        ],
+        "legend": {"orientation": "v", "x": 1.02, "xanchor": "left", "y": 1, "yanchor": "top"},
+        "margin": {"l": EXPORT_LEFT, "r": EXPORT_RIGHT_WITH_LEGEND if legend else EXPORT_RIGHT, "t": top, "b": bottom},
+        "width": EXPORT_WIDTH,
+        "height": top + EXPORT_PLOT_HEIGHT + bottom,
+        "annotations": annotations,
     }
 
 

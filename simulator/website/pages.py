@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulator.website.data_page import COPY as DATA_COPY
+
 
 @dataclass(frozen=True)
 class Page:
@@ -25,7 +27,7 @@ SITE_PAGES: tuple[Page, ...] = (
     Page("published.html", "Published measurements", ("published", "published-misses"), charts=True),
     Page("paysoff.html", "When does it pay off?", ("paysoff/intro", "paysoff/closed-loop", "paysoff/littles"), charts=True),
     Page("validation.html", "Validation workflow", ("validation",)),
-    Page("data.html", "Data", ("data",)),
+    Page("data.html", "Data", DATA_COPY),
 )
 
 # file -> navigation title, in navigation order

@@ -15,12 +15,15 @@ from pathlib import Path
 from typing import Optional
 
 import jinja2
+import pandas as pd
 
 from simulator.errors import ConfigError
 from simulator.schemas import VALIDATION_REPORT_SCHEMA
 from simulator.sweep.runner import OVERLOAD_TTFT_GROWTH
+from simulator.website import data_page
 from simulator.website import markdown as site_markdown
 from simulator.website import paysoff as paysoff_page
+from simulator.website import provenance as page_provenance
 from simulator.website import published as published_page
 from simulator.website import verify as verify_section
 from simulator.website import units
@@ -102,6 +105,9 @@ def render_into(sources: SiteSources, directory: Path) -> None:
     check_sources(sources)
     recorded = load_recorded(sources.sweep_csv)
     progress = load_progress(sources.progress_csv)
+    paysoff_data = paysoff_page.load(sources.paysoff_csv, sources.paysoff_crossovers_csv, sources.schedules_json)
+    published_frame = _published_frame(sources.published_csv)
+    verify = verify_section.context(sources.verify_profile_dir)
     markdown = site_markdown.parser()
     env = _environment(sources.templates_dir)
     copy = _copy(markdown, sources)
@@ -123,7 +129,7 @@ def render_into(sources: SiteSources, directory: Path) -> None:
         "loads": _load_notes(recorded),
         "progress": progress.to_dict("records"),
         "progress_max_difference": float(100 * (progress["simulated_progress_per_step"] / progress["closed_form_progress_per_step"] - 1).abs().max()),
-        "progress_figure": _progress_payload(progress, setup),
+        "progress_figure": _progress_payload(progress),
         "plot_config": PLOT_CONFIG,
         "legend": {
             "attentions": [(a, ATTENTION_STYLE[a]) for a in recorded.attentions],
@@ -139,12 +145,35 @@ def render_into(sources: SiteSources, directory: Path) -> None:
         "calibration_doc": calibration_path,
         "calibration_url": site_markdown.source_link(calibration_path, sources.source_url),
         "source_url": sources.source_url,
-        "paysoff": paysoff_page.context(paysoff_page.load(sources.paysoff_csv, sources.paysoff_crossovers_csv, sources.schedules_json)),
-        "published": published_page.context(sources.published_csv, _setup_line(setup)) if sources.published_csv else None,
-        "verify": verify_section.context(sources.verify_profile_dir, _setup_line(setup)),
+        "paysoff": paysoff_page.context(paysoff_data),
+        "published": published_page.context(sources.published_csv, page_provenance.published_line(published_frame)) if sources.published_csv else None,
+        "verify": verify,
     }
+    context["data_files"] = data_page.entries(
+        _data_sizes(recorded, progress, paysoff_data, published_frame),
+        {
+            SWEEP_CSV_NAME: sources.sweep_csv,
+            PROGRESS_CSV_NAME: sources.progress_csv,
+            paysoff_page.CSV_NAME: sources.paysoff_csv,
+            paysoff_page.CROSSOVERS_NAME: sources.paysoff_crossovers_csv,
+            paysoff_page.SCHEDULES_NAME: sources.schedules_json,
+            published_page.CSV_NAME: sources.published_csv,
+        },
+        sources.source_url,
+    )
+    footers = page_provenance.footers(
+        files=context["files"],
+        progress=progress,
+        calibration_doc=calibration_path,
+        paysoff=paysoff_data,
+        published=published_frame,
+        published_file=published_page.CSV_NAME,
+        paysoff_files=(paysoff_page.CSV_NAME, paysoff_page.CROSSOVERS_NAME, paysoff_page.SCHEDULES_NAME) if paysoff_data is not None else (),
+        validation_name=context["validation"]["name"] if context["validation"] else None,
+        verify_measured=not verify["pending"],
+    )
     for page in PAGES:
-        html = env.get_template(page).render(page=page, **context)
+        html = env.get_template(page).render(page=page, footer=footers[page], **context)
         (directory / page).write_text(html, encoding="utf-8")
     for name in STATIC_FILES:
         shutil.copyfile(STATIC_DIR / name, directory / name)
@@ -242,11 +271,11 @@ def _explorer(recorded: Recorded) -> dict:
     return {"data": data, "selections": selections, "default_key": f"{data['default']['load']}|{data['default']['acceptance']}"}
 
 
-def _progress_payload(progress, setup: dict) -> dict:
+def _progress_payload(progress) -> dict:
     title = "Tokens of progress per verify step: simulated (markers) vs closed form (lines), batch 1"
     return {
         "figure": figure_json(progress_figure(progress)),
-        "export": export_layout(title, [_setup_line(setup)]),
+        "export": export_layout(title, [page_provenance.progress_line(progress) + " Source: progress.csv."]),
         "filename": "progress-per-verify-step",
         "config": PLOT_CONFIG,
     }
@@ -318,6 +347,29 @@ def _validation(path: Optional[Path]) -> Optional[dict]:
 
     walk("", report)
     return {"name": path.name, "rows": rows}
+
+
+def _data_sizes(recorded: Recorded, progress, paysoff_data, published) -> dict[str, str]:
+    """How much each recorded file holds, for the data page's download box."""
+    sizes = {SWEEP_CSV_NAME: f"{len(recorded.frame)} rows", PROGRESS_CSV_NAME: f"{len(progress)} rows"}
+    if paysoff_data is not None:
+        rows, crossovers, schedules = paysoff_data
+        sizes[paysoff_page.CSV_NAME] = f"{len(rows)} rows"
+        sizes[paysoff_page.CROSSOVERS_NAME] = f"{len(crossovers)} rows"
+        sizes[paysoff_page.SCHEDULES_NAME] = f"{len(schedules.get('schedules', []))} schedules"
+    if published is not None:
+        sizes[published_page.CSV_NAME] = f"{len(published)} rows"
+    return sizes
+
+
+def _published_frame(path: Optional[Path]):
+    """published.csv as read for its footer line (the page's own module checks its columns)."""
+    if path is None:
+        return None
+    try:
+        return pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"published comparison {path}: not readable ({exc})") from exc
 
 
 def _kib(path: Path) -> str:

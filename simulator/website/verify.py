@@ -35,22 +35,29 @@ def figure(points) -> go.Figure:
     return _style(fig)
 
 
-def context(profile_dir: Optional[Path], setup_line: str) -> dict:
+def source_line(provenance: dict) -> str:
+    """The PNG's caption: what was measured where (not the seed sweep's setup: nothing here is simulated)."""
+    measured = ", ".join(f"{key.replace('_', ' ')} {value}" for key, value in provenance.items())
+    return "Measured verify attention from the profile's verify_attention.csv" + (f" ({measured})" if measured else "") + "; both bounds from the same table's one-query rows."
+
+
+def context(profile_dir: Optional[Path]) -> dict:
     """{"pending": True, "command": ...} without a verify table, else the fit, chart and rows."""
     if profile_dir is None or not any((Path(profile_dir) / f"verify_attention{ext}").is_file() for ext in (".csv", ".csv.xz")):
         return {"pending": True, "command": MEASURE_COMMAND}
     verify = read_verify_attention(profile_dir)
     points = verify_fit.chart_table(verify)
     fit = verify_fit.fit_summary(verify_fit.fit_lambda(points))
+    provenance = read_provenance(profile_dir)
     return {
         "pending": False,
         "command": MEASURE_COMMAND,
         "fit": fit,
-        "provenance": read_provenance(profile_dir),
+        "provenance": provenance,
         "rows": points.to_dict("records"),
         "figure": {
             "figure": figure_json(figure(points)),
-            "export": export_layout(f"Verify attention: measured against the two bounds (λ = {fit['lambda']})", [setup_line]),
+            "export": export_layout(f"Verify attention: measured against the two bounds (λ = {fit['lambda']})", [source_line(provenance)]),
             "filename": "verify-attention-measured",
             "config": PLOT_CONFIG,
         },

@@ -10,13 +10,20 @@
 
   // The PNG a reader downloads carries the title, the selection and the caveats: the page shows
   // those around the chart, the image has to hold them itself.
+  // The export sets its own size and margins (charts.py's export_layout lays the captions out in
+  // pixels below the plot); a figure whose own left margin is wider (long category labels) keeps it.
   function exportLayout(payload) {
-    return Object.assign({}, payload.figure.layout, payload.export);
+    var layout = Object.assign({}, payload.figure.layout, payload.export);
+    var own = payload.figure.layout.margin || {};
+    var given = payload["export"].margin || {};
+    layout.margin = Object.assign({}, own, given, { l: Math.max(own.l || 0, given.l || 0) });
+    return layout;
   }
 
   function downloadPng(payload) {
-    var figure = { data: payload.figure.data, layout: exportLayout(payload) };
-    return Plotly.toImage(figure, { format: "png", width: 1100, height: 720 }).then(function (url) {
+    var layout = exportLayout(payload);
+    var figure = { data: payload.figure.data, layout: layout };
+    return Plotly.toImage(figure, { format: "png", width: layout.width || 1100, height: layout.height || 720 }).then(function (url) {
       var link = document.createElement("a");
       link.href = url;
       link.download = payload.filename + ".png";
