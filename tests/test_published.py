@@ -397,6 +397,8 @@ def test_speedup_falls_with_load_as_published(committed):
     series = [
         [f"vllm-blog2024-draft-qps{q}" for q in (1, 2, 4, 8)],
         [f"vllm-blog2024-ngram-qps{q}" for q in (1, 2, 4, 8)],
+        [f"eagle3-paper-sglang-eagle-bs{b}" for b in (2, 64)],  # SGLang, chain of 3, H100: falls with batch size
+        [f"eagle3-paper-sglang-eagle3-bs{b}" for b in (2, 64)],
     ]
     for ids in series:
         published, simulated = rows.loc[ids, "published"].to_numpy(), rows.loc[ids, "simulated"].to_numpy()
