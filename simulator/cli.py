@@ -20,6 +20,9 @@ from pathlib import Path
 from typing import Optional
 
 from simulator.config import (
+    ATTENTION_MODES,
+    PROPOSERS,
+    SCHEDULERS,
     VLLM_DEFAULTS_VERSION,
     ClosedLoopWorkload,
     ExplicitWorkload,
@@ -163,7 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--acceptance-per-position", metavar="P1,P2,...", help="comma-separated P(position i accepted | earlier ones accepted), at least k values")
     s.add_argument("--acceptance-seed", "--seed", dest="acceptance_seed", metavar="SEED", type=_non_negative_int, action=_Deprecated, default=rc("seed"), help="seeds the acceptance draws")
-    s.add_argument("--proposer", default=sp("proposer"), help="ngram, draft (a draft model), eagle or eagle3 (an EAGLE head named by --draft-model)")
+    s.add_argument("--proposer", choices=PROPOSERS, default=sp("proposer"), help="ngram, draft (a draft model), eagle or eagle3 (an EAGLE head named by --draft-model)")
     s.add_argument("--ngram-overhead-ms", type=_finite, default=sp("ngram_overhead_ms"), help="CPU time of one n-gram lookup per step")
     s.add_argument(
         "--proposal-probability",
@@ -174,7 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--draft-model", help="e.g. JackFram/llama-68m, or an EAGLE head such as yuhuili/EAGLE-LLaMA3.1-Instruct-8B (required by --proposer draft/eagle/eagle3)")
     s.add_argument("--draft-profile-dir", help="Vidur-format profile of the draft model (default: built-in profile)")
     s.add_argument("--draft-tensor-parallel-size", type=_positive_int, help="GPUs the draft runs on: 1 or the target's (default: the target's)")
-    s.add_argument("--attention", default=sp("attention"), help="verify-attention cost: kv_once, per_token or interpolated")
+    s.add_argument("--attention", choices=ATTENTION_MODES, default=sp("attention"), help="verify-attention cost: kv_once, per_token or interpolated")
     s.add_argument("--interpolation", type=_finite, default=sp("interpolation"), help="lambda for --attention interpolated")
     m = p.add_argument_group(
         f"system (scheduler limits: vLLM {VLLM_DEFAULTS_VERSION}'s `vllm serve` defaults on an A100 and GPUs under 70 GiB; "
@@ -183,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--model", default=rc("model"), help="Hugging Face model name")
     m.add_argument("--device", default=rc("device"), help="GPU, case-insensitive: a100, a100_40gb, h100, h200, ...")
     m.add_argument("--profile-dir", help="Vidur-format profile directory (default: built-in profile)")
-    m.add_argument("--scheduler", default=rc("scheduler"), help="replica scheduler (Sarathi: chunked prefill, as vLLM V1)")
+    m.add_argument("--scheduler", choices=SCHEDULERS, default=rc("scheduler"), help="replica scheduler (Sarathi: chunked prefill, as vLLM V1)")
     m.add_argument(
         "--max-num-batched-tokens",
         "--chunk-size",
@@ -305,6 +308,9 @@ def acceptance_from_args(args) -> tuple[Optional[float], Optional[tuple], Option
         bad = [x for x in vector if not 0 <= x <= 1]
         if bad:
             raise ConfigError(f"--acceptance-per-position {value}: {bad[0]:g} is not a rate in [0, 1]")
+        needed = k if k > 0 else max(row[2] for row in _schedule_from_args(args))
+        if len(vector) < needed:
+            raise ConfigError(f"--acceptance-per-position {value}: {len(vector)} rate(s), but k = {needed} proposals need one per position")
         return None, vector, "per-position rates " + ", ".join(f"{x:.4g}" for x in vector) + " (--acceptance-per-position)"
     from simulator.speculative.acceptance_convert import iid_rate_from_length
 
@@ -325,6 +331,12 @@ def acceptance_from_args(args) -> tuple[Optional[float], Optional[tuple], Option
 def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
     """The run's configuration and, when speculating, the acceptance it uses in words."""
     rate, vector, acceptance_note = acceptance_from_args(args)
+    for flag, value in (("--proposal-probability", args.proposal_probability), ("--interpolation", args.interpolation)):
+        if not 0 <= value <= 1:
+            raise ConfigError(f"{flag} {value:g}: must be in [0, 1]")
+    for flag, value in (("--engine-overhead-ms", args.engine_overhead_ms), ("--ngram-overhead-ms", args.ngram_overhead_ms)):
+        if value < 0:
+            raise ConfigError(f"{flag} {value:g}: must be >= 0 milliseconds")
     for flag, path in (("--profile-dir", args.profile_dir), ("--draft-profile-dir", args.draft_profile_dir), ("--network-profile-dir", args.network_profile_dir)):
         if path is not None and not Path(path).is_dir():
             raise ConfigError(f"{flag} {path}: not a directory; give a Vidur-format profile folder, or drop the flag for the built-in profile")

@@ -159,6 +159,10 @@ def test_a_run_says_which_rate_it_ran_with(capsys):
         (["--max-concurrency", "4", "--request-rate", "2"], ["give one"]),
         (["--k-schedule", "[[1,16,4],[17,128,2]]", "--acceptance", "0.7"], ["ends at batch size 128, below --max-num-seqs 256"]),
         (["--profile-dir", "no/such/folder"], ["--profile-dir no/such/folder: not a directory"]),
+        (["-k", "3", "--acceptance-per-position", "0.8,0.7"], ["--acceptance-per-position 0.8,0.7: 2 rate(s), but k = 3"]),
+        (["-k", "2", "--acceptance", "0.7", "--proposal-probability", "1.5"], ["--proposal-probability 1.5: must be in [0, 1]"]),
+        (["--engine-overhead-ms", "-1"], ["--engine-overhead-ms -1: must be >= 0"]),
+        (["-k", "2", "--acceptance", "0.7", "--attention", "exact"], ["--attention", "invalid choice: 'exact'"]),
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_flags(argv, needles, capsys, tmp_path):
