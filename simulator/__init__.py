@@ -1,11 +1,17 @@
 """Speculative decoding modelled on Microsoft Vidur.
 
 ``simulator.run(RunConfig(...))`` runs one simulation and returns a :class:`RunResult`.
-Vidur is imported on first use, so reading configs or results stays fast.
+Vidur and pandas are imported on first use, so reading configs and every CLI's ``--help`` stay fast.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
 from simulator.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
-from simulator.results import RunResult
+
+if TYPE_CHECKING:
+    from simulator.results import RunResult
 
 __all__ = ["run", "RunConfig", "RunResult", "PoissonWorkload", "ExplicitWorkload", "ClosedLoopWorkload", "SpeculationConfig"]
 
@@ -17,3 +23,11 @@ def run(config: RunConfig) -> RunResult:
     from simulator.engine.simulation import simulate
 
     return simulate(resolve_run(config))
+
+
+def __getattr__(name: str):
+    if name == "RunResult":  # pandas behind it: loaded when asked for
+        from simulator.results import RunResult
+
+        return RunResult
+    raise AttributeError(f"module 'simulator' has no attribute {name!r}")

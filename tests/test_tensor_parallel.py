@@ -21,7 +21,7 @@ from simulator.catalog import model_config, model_shape
 from simulator.config import PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.engine import simulation
 from simulator.engine.generator import vidur_synthetic_config
-from simulator.engine.ids import reset_entity_ids
+from simulator.engine.vidur_seam import reset_entity_ids
 from simulator.engine.resolve import resolve_run
 from simulator.errors import ConfigError
 from simulator.profiles import builtin, network, roofline, source

@@ -12,6 +12,8 @@ from typing import List
 
 from vidur.entities import Batch, BatchStage
 
+from simulator.engine.vidur_seam import adopt, batch_stage_kwargs, q_tokens_as
+
 
 class SpecBatchStage(BatchStage):
     def __init__(self, *args, progress_tokens: List[int], **kwargs):
@@ -19,12 +21,8 @@ class SpecBatchStage(BatchStage):
         self.progress_tokens = progress_tokens
 
     def on_stage_end(self, time: float) -> None:
-        computed = self._num_q_tokens
-        self._num_q_tokens = self.progress_tokens
-        try:
+        with q_tokens_as(self, self.progress_tokens):
             super().on_stage_end(time)
-        finally:
-            self._num_q_tokens = computed
 
 
 class SpecBatch(Batch):
@@ -34,39 +32,25 @@ class SpecBatch(Batch):
         # per request: True when the row is a decode / verify row (prefill done before this step)
         self.decode_rows = decode_rows
         self.num_proposals = sum(self.proposals)
+        self.prefill_rows = None  # the predictor's (KV, chunk) rows of the prefill chunks, once computed
 
     @classmethod
     def adopt(cls, batch: Batch, progress_tokens: List[int], decode_rows: List[bool], num_proposals: int) -> "SpecBatch":
         """Turn the Batch Sarathi just built into a SpecBatch in place (same id, no second build)."""
-        batch.__class__ = cls
+        batch = adopt(batch, cls)
         batch.progress_tokens = progress_tokens
         batch.decode_rows = decode_rows
         batch.num_proposals = num_proposals
+        batch.prefill_rows = None
         return batch
 
     @property
     def proposals(self) -> List[int]:
-        return [q - 1 if is_decode else 0 for q, is_decode in zip(self._num_q_tokens, self.decode_rows)]
+        return [q - 1 if is_decode else 0 for q, is_decode in zip(self.num_q_tokens, self.decode_rows)]
 
     def on_batch_end(self, time: float):
-        computed = self._num_q_tokens
-        self._num_q_tokens = self.progress_tokens
-        try:
+        with q_tokens_as(self, self.progress_tokens):
             super().on_batch_end(time)
-        finally:
-            self._num_q_tokens = computed
 
     def to_batch_stage(self, stage_id, execution_time) -> SpecBatchStage:
-        return SpecBatchStage(
-            self._id,
-            self._replica_id,
-            stage_id,
-            execution_time,
-            self._requests,
-            self._num_q_tokens,
-            self._num_kv_tokens,
-            self._num_active_kvp_groups,
-            self._last_kvp_group_ids,
-            self._kvp_group_id,
-            progress_tokens=self.progress_tokens,
-        )
+        return SpecBatchStage(**batch_stage_kwargs(self, stage_id, execution_time), progress_tokens=self.progress_tokens)

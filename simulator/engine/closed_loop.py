@@ -12,10 +12,11 @@ from __future__ import annotations
 from collections import deque
 
 from vidur.events import RequestArrivalEvent
-from vidur.simulator import Simulator
+
+from simulator.engine.vidur_seam import SimulatorSeam
 
 
-class ClosedLoopSimulator(Simulator):
+class ClosedLoopSimulator(SimulatorSeam):
     def __init__(self, config, concurrency: int):
         self._concurrency = concurrency
         self._waiting: deque = deque()
@@ -25,19 +26,19 @@ class ClosedLoopSimulator(Simulator):
     def _on_request_complete(self, request) -> None:
         self._finished_since_last_event += 1
 
-    def _init_event_queue(self) -> None:
-        requests = self._request_generator.generate()
+    def init_event_queue(self) -> None:
+        requests = self.request_generator.generate()
         for request in requests:
             request.on_complete = self._on_request_complete
         self._waiting.extend(requests[self._concurrency :])
         for request in requests[: self._concurrency]:
-            self._add_event(RequestArrivalEvent(request.arrived_at, request))
+            self.add_event(RequestArrivalEvent(request.arrived_at, request))
 
-    def _add_events(self, events) -> None:
-        super()._add_events(events)
+    def add_events(self, events) -> None:
+        super().add_events(events)
         while self._finished_since_last_event:
             self._finished_since_last_event -= 1
             if self._waiting:
                 request = self._waiting.popleft()
-                request.arrive_at(self._time)
-                self._add_event(RequestArrivalEvent(self._time, request))
+                request.arrive_at(self.now)
+                self.add_event(RequestArrivalEvent(self.now, request))

@@ -24,6 +24,7 @@ from vidur.request_generator.synthetic_request_generator import SyntheticRequest
 from simulator.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, Workload
 from simulator.engine.request import SpecRequest
 from simulator.engine.types import ExtensionType
+from simulator.engine.vidur_seam import reset_entity_ids
 
 
 def vidur_synthetic_config(workload: PoissonWorkload, max_tokens: int) -> SyntheticRequestGeneratorConfig:
@@ -62,7 +63,7 @@ class WorkloadRequestGenerator(BaseRequestGenerator):
             stock = SyntheticRequestGenerator(vidur_synthetic_config(workload, self.config.max_tokens)).generate()
             rows = [(r.arrived_at, r.num_prefill_tokens, r.num_decode_tokens) for r in stock]
         # the stock generator consumed request ids: number ours from zero, in arrival order
-        Request._id = -1
+        reset_entity_ids(Request)
         self.requests = [SpecRequest(float(t), int(p), int(d)) for t, p, d in rows]
         return self.requests
 

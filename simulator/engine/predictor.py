@@ -16,8 +16,6 @@ Changes against the stock forest, each for a reason:
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass, field
 from typing import List, Optional
 
@@ -26,14 +24,15 @@ import pandas as pd
 from sklearn.ensemble import RandomForestRegressor
 from vidur.config import RandomForrestExecutionTimePredictorConfig
 from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
-from vidur.execution_time_predictor.random_forrest_execution_time_predictor import RandomForrestExecutionTimePredictor
 from vidur.execution_time_predictor.sklearn_execution_time_predictor import ModelType
 
 from simulator.engine.batch import SpecBatch
+from simulator.hashing import json_digest
 from simulator.profiles.builtin import BuiltinModel, PredictionGrid, prediction_tables
 from simulator.profiles.logits import LogitsTable
 from simulator.profiles.vidur_format import PREDICTED_MLP_OPS as PREDICTED_OPS
 from simulator.engine.types import ExtensionType
+from simulator.engine.vidur_seam import ForestPredictorSeam
 from simulator.speculative.verify_cost import extrapolate_batch, verify_attention_ms
 from simulator.versions import vidur_version
 
@@ -104,112 +103,113 @@ class StepTime:
         return getattr(self.base, name)
 
 
-class ProfilePredictor(RandomForrestExecutionTimePredictor):
+class ProfilePredictor(ForestPredictorSeam):
+    """Vidur's sklearn predictor over a local profile or the built-in model, costing verify
+    steps, the LM head, the engine overhead and the proposer (every Vidur hook it uses is a
+    public method of :class:`~simulator.engine.vidur_seam.ForestPredictorSeam`)."""
+
     def __init__(self, predictor_config, replica_config, cache_config):
         self.proposer = predictor_config.proposer
         super().__init__(predictor_config=predictor_config, replica_config=replica_config, cache_config=cache_config)
         self._decode_lookup = extrapolate_batch(self._profiled_decode_ms, predictor_config.max_profiled_decode_batch)
 
     # --- offline, seeded, correctly keyed --------------------------------------------------
-    def _get_input_files(self):
-        return self._config.mlp_csv, self._config.attention_csv, self._config.all_reduce_csv, ""
+    def input_files(self):
+        config = self.predictor_config
+        return config.mlp_csv, config.attention_csv, config.all_reduce_csv, ""
 
-    def _load_predictions_from_hf(self):
+    def load_predictions(self) -> dict:
         # The local profile is the only source.  Cached prediction tables are enough to run;
         # the forests themselves are loaded (or trained) only when a table is missing.  The
         # built-in model needs neither: its tables are computed exactly, in well under a second.
-        key = self._get_hash(ModelType.COMPUTE)
+        key = self.cache_key(ModelType.COMPUTE)
         if key not in _TABLES:
-            if self._config.builtin is not None:
+            if self.predictor_config.builtin is not None:
                 _TABLES[key] = self._builtin_predictions()
             else:
                 cached = self._cached_predictions()
-                _TABLES[key] = cached if cached is not None else self._predict_from_models(self._train_models())
+                _TABLES[key] = cached if cached is not None else self.fit_and_predict()
         return _TABLES[key]
 
     def _builtin_predictions(self) -> dict:
         """Vidur's tables from the physical model, on the grid Vidur predicts over; measured
         all-reduce rows (a network profile beside the built-in compute) still go through the forest."""
-        config = self._config
+        config = self.predictor_config
         grid = PredictionGrid(
-            self._max_tokens, config.prediction_max_batch_size, config.prediction_max_prefill_chunk_size, config.kv_cache_prediction_granularity
+            self.table_tokens, config.prediction_max_batch_size, config.prediction_max_prefill_chunk_size, config.kv_cache_prediction_granularity
         )
         tables = prediction_tables(config.builtin, grid)
-        if self._replica_config.tensor_parallel_size > 1 and "all_reduce" not in tables:
-            rows = self._get_all_reduce_df_with_derived_features(self._load_all_reduce_df(config.all_reduce_csv))
-            forest = self._train_model("all_reduce", ModelType.NETWORK, rows, ["num_tokens"], "time_stats.all_reduce.median")
-            tokens = pd.DataFrame({"num_tokens": np.arange(1, self._max_tokens + 1)})
-            tables["all_reduce"] = self._get_model_prediction("all_reduce", ModelType.NETWORK, forest, tokens)
+        if self.replica_config.tensor_parallel_size > 1 and "all_reduce" not in tables:
+            tokens = pd.DataFrame({"num_tokens": np.arange(1, self.table_tokens + 1)})
+            tables["all_reduce"] = self.fit_all_reduce_table(config.all_reduce_csv, tokens)
         return tables
 
     def _cached_predictions(self):
-        key = self._get_hash(ModelType.COMPUTE)
+        key = self.cache_key(ModelType.COMPUTE)
         names = [(name, key) for name in PREDICTED_OPS + ("attn_kv_cache_save", "attn_prefill", "attn_decode")]
-        if self._replica_config.tensor_parallel_size > 1:  # Vidur keys network tables on their own hash
-            names.append(("all_reduce", self._get_hash(ModelType.NETWORK)))
+        if self.replica_config.tensor_parallel_size > 1:  # Vidur keys network tables on their own hash
+            names.append(("all_reduce", self.cache_key(ModelType.NETWORK)))
         tables = {}
         for name, key in names:
-            table = self._load_model_prediction_cache(name, key)
+            table = self.cached_table(name, key)
             if not table:
                 return None
             tables[name] = table
         return tables
 
-    def _get_estimator(self):
+    def estimator(self):
         return RandomForestRegressor(random_state=FOREST_SEED)
 
-    def _get_hash(self, model_type: ModelType) -> str:
-        model = self._model_config
+    def cache_key(self, model_type: ModelType) -> str:
+        model, config, replica = self.model_config, self.predictor_config, self.replica_config
         key = {
             "kind": model_type.value,
             "predictor": type(self).__name__,
             "vidur": vidur_version(),
-            "profile_sha256": self._config.profile_sha256,
+            "profile_sha256": config.profile_sha256,
             "model": [model.get_name(), model.num_q_heads, model.num_kv_heads, model.embedding_dim, model.mlp_hidden_dim, model.vocab_size, model.use_gated_mlp],
-            "device": self._replica_config.device,
-            "tp": self._replica_config.tensor_parallel_size,
-            "block_size": self._block_size,
-            "fit": [self._config.num_estimators, self._config.max_depth, self._config.min_samples_split, self._config.k_fold_cv_splits, FOREST_SEED],
-            "ranges": [self._max_tokens, self._config.prediction_max_batch_size, self._config.prediction_max_prefill_chunk_size, self._config.kv_cache_prediction_granularity],
+            "device": replica.device,
+            "tp": replica.tensor_parallel_size,
+            "block_size": self.block_size,
+            "fit": [config.num_estimators, config.max_depth, config.min_samples_split, config.k_fold_cv_splits, FOREST_SEED],
+            "ranges": [self.table_tokens, config.prediction_max_batch_size, config.prediction_max_prefill_chunk_size, config.kv_cache_prediction_granularity],
         }
-        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
+        return json_digest(key, 16)
 
     # --- verify-aware attention ----------------------------------------------------------
     def _round_kv(self, kv: float) -> int:
-        g = self._config.kv_cache_prediction_granularity
+        g = self.predictor_config.kv_cache_prediction_granularity
         return (int(kv) + g - 1) // g * g
 
     def _profiled_decode_ms(self, batch: int, mean_kv: float) -> float:
-        overhead = 1 + self._attention_decode_batching_overhead_fraction * int(batch > 1)
-        return self._predictions["attn_decode"][(batch, self._round_kv(mean_kv))] * overhead
+        overhead = 1 + self.decode_batching_overhead * int(batch > 1)
+        return self.predictions["attn_decode"][(batch, self._round_kv(mean_kv))] * overhead
 
     def decode_attention_ms(self, rows) -> float:
         """Decode-kernel time for rows [(queries, kv)] under the configured verify assumption."""
-        return verify_attention_ms(rows, self._decode_lookup, self._config.attention_mode, self._config.interpolation)
+        config = self.predictor_config
+        return verify_attention_ms(rows, self._decode_lookup, config.attention_mode, config.interpolation)
 
-    def _get_batch_prefill_attention_params(self, batch):
+    def prefill_attention_rows(self, batch):
         if not isinstance(batch, SpecBatch):
-            return super()._get_batch_prefill_attention_params(batch)
-        if not hasattr(batch, "_prefill_params"):
-            g = self._config.kv_cache_prediction_granularity
-            batch._prefill_params = [
-                ((kv + g - 1) // g * g, q)
-                for q, kv, is_decode in zip(batch.num_q_tokens, batch.num_kv_tokens, batch.decode_rows)
-                if not is_decode
+            return super().prefill_attention_rows(batch)
+        if batch.prefill_rows is None:  # once per batch: Vidur asks once per layer group
+            batch.prefill_rows = [
+                (self._round_kv(kv), q) for q, kv, is_decode in zip(batch.num_q_tokens, batch.num_kv_tokens, batch.decode_rows) if not is_decode
             ]
-        return batch._prefill_params
+        return batch.prefill_rows
 
-    def _get_attention_decode_execution_time(self, batch) -> float:
+    def decode_attention_time(self, batch) -> float:
         if not isinstance(batch, SpecBatch):
             # Vidur's own costing, but past the profiled batch range it extrapolates instead of failing
-            size, mean_kv = self._get_batch_decode_attention_params(batch)
+            size, mean_kv = self.decode_attention_rows(batch)
             return self._decode_lookup(size, mean_kv) if size else 0
         rows = [(q, kv) for q, kv, d in zip(batch.num_q_tokens, batch.num_kv_tokens, batch.decode_rows) if d]
         return self.decode_attention_ms(rows)
 
     def logits_ms(self, tokens: int) -> float:
         """LM head + sampler for ``tokens`` logits rows (0 when the run does not cost them)."""
-        logits = self._config.logits
+        logits = self.predictor_config.logits
         return logits.step_ms(tokens) if logits else 0.0
 
     def pass_seconds(self, batch, logits_rows: int) -> float:
@@ -220,7 +220,7 @@ class ProfilePredictor(RandomForrestExecutionTimePredictor):
 
     def get_execution_time(self, batch, pipeline_stage: int):
         base = super().get_execution_time(batch, pipeline_stage)
-        extra_ms = self._config.engine_overhead_ms + self.logits_ms(logits_tokens(batch))
+        extra_ms = self.predictor_config.engine_overhead_ms + self.logits_ms(logits_tokens(batch))
         if self.proposer is not None and isinstance(batch, SpecBatch):
             extra_ms += 1e3 * self.proposer.step_seconds(batch)
         return StepTime(base, extra_ms * 1e-3) if extra_ms else base

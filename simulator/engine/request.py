@@ -2,6 +2,8 @@
 
 from vidur.entities import Request
 
+from simulator.engine.vidur_seam import reset_stage_progress, set_arrival, set_split
+
 
 class SpecRequest(Request):
     def __init__(self, arrived_at: float, num_prefill_tokens: int, num_decode_tokens: int):
@@ -14,7 +16,7 @@ class SpecRequest(Request):
 
     def arrive_at(self, time: float) -> None:
         """Closed-loop load: the request is released when a slot frees up, not at generation."""
-        self._arrived_at = time
+        set_arrival(self, time)
 
     def on_batch_end(self, time: float, num_tokens_processed: int) -> None:
         super().on_batch_end(time, num_tokens_processed)
@@ -33,12 +35,9 @@ class SpecRequest(Request):
         attempt in place, which trips its prefill assertions on the next step.
         """
         super().restart()
-        if self._num_prefill_tokens < self.prompt_tokens:
-            total = self.total_tokens
-            self._num_prefill_tokens = self.prompt_tokens
-            self._num_decode_tokens = total - self.prompt_tokens
-        self._num_stage_processed_tokens = 0
-        self._is_prefill_stage_complete = False
+        if self.num_prefill_tokens < self.prompt_tokens:
+            set_split(self, self.prompt_tokens, self.total_tokens - self.prompt_tokens)
+        reset_stage_progress(self)
 
     @property
     def verify_steps(self) -> int:

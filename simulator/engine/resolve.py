@@ -71,7 +71,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     draft_name = spec.draft_model if spec.uses_draft_network else None
     if draft_name is not None:
         _check_draft(config, target_config.embedding_dim)
-    cache_dir = _cache_dir(config)
+    cache_dir = cache_directory(config)
 
     target = _side(
         config, device, cache_dir, max_tokens, config.model, config.tensor_parallel_size, config.profile_dir, "tensor_parallel_size",
@@ -133,7 +133,7 @@ def _check_draft(config: RunConfig, target_width: int) -> None:
         )
 
 
-def _cache_dir(config: RunConfig) -> Path:
+def cache_directory(config: RunConfig) -> Path:
     path = Path(config.cache_dir) if config.cache_dir else default_cache_dir()
     try:
         path.mkdir(parents=True, exist_ok=True)

@@ -20,10 +20,10 @@ from dataclasses import dataclass, field
 
 from vidur.config import SarathiSchedulerConfig
 from vidur.scheduler.replica_scheduler.replica_scheduler_registry import ReplicaSchedulerRegistry
-from vidur.scheduler.replica_scheduler.sarathi_replica_scheduler import SarathiReplicaScheduler
 
 from simulator.engine.batch import SpecBatch
 from simulator.engine.types import ExtensionType
+from simulator.engine.vidur_seam import SarathiSeam
 from simulator.speculative.acceptance import AcceptanceSampler
 from simulator.speculative.k_schedule import k_table
 from simulator.speculative.verify_step import VerifyRow, lookahead_slots, plan_verify_row
@@ -50,7 +50,7 @@ class TrackedSarathiSchedulerConfig(SarathiSchedulerConfig):
         return ExtensionType.TRACKED_SARATHI
 
 
-class TrackedSarathiScheduler(SarathiReplicaScheduler):
+class TrackedSarathiScheduler(SarathiSeam):
     """Vidur's Sarathi, unchanged, plus two counters: peak allocated KV blocks and forward passes."""
 
     def __init__(self, *args, **kwargs):
@@ -60,11 +60,11 @@ class TrackedSarathiScheduler(SarathiReplicaScheduler):
 
     @property
     def num_blocks(self) -> int:
-        return int(self._cache_config.num_blocks)
+        return int(self.cache_config.num_blocks)
 
     def allocate(self, request_id: int, num_blocks: int) -> None:
         super().allocate(request_id, num_blocks)
-        self.peak_allocated_blocks = max(self.peak_allocated_blocks, self._num_allocated_blocks)
+        self.peak_allocated_blocks = max(self.peak_allocated_blocks, self.allocated_blocks)
 
     def on_batch_end(self, batch) -> None:
         super().on_batch_end(batch)
@@ -74,28 +74,27 @@ class TrackedSarathiScheduler(SarathiReplicaScheduler):
 class SpecSarathiScheduler(TrackedSarathiScheduler):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
-        self._k = self._config.num_speculative_tokens
+        config = self.scheduler_config
+        self._k = config.num_speculative_tokens
         if self._k <= 0:
             raise ValueError("SpecSarathiScheduler needs k >= 1; use TrackedSarathiScheduler for k = 0")
-        self._sampler = AcceptanceSampler(
-            self._config.conditional_acceptance, self._config.acceptance_seed, self._config.proposal_probability
-        )
+        self._sampler = AcceptanceSampler(config.conditional_acceptance, config.acceptance_seed, config.proposal_probability)
         self._plans: dict[int, VerifyRow] = {}  # decode rows planned this step
-        self._k_table = k_table(self._config.k_schedule) if self._config.k_schedule else ()
+        self._k_table = k_table(config.k_schedule) if config.k_schedule else ()
         self._step_k = self._k
-        self._lookahead = lookahead_slots(self._config.proposer, self._k)
+        self._lookahead = lookahead_slots(config.proposer, self._k)
         self.scheduled_k_steps = 0  # steps planned (with a k), and the sum of their k
         self.scheduled_k_sum = 0
         self._missing_blocks: dict[int, int] = {}  # decode rows planned this step -> blocks to add
-        self._chunk_size = self._config.chunk_size
-        self._block_size = self._cache_config.block_size
+        self._chunk_size = config.chunk_size
+        self._kv_block_size = self.cache_config.block_size
 
-    def _get_request_next_num_q_tokens(self, request, num_batch_tokens: int) -> int:
+    def next_num_q_tokens(self, request, num_batch_tokens: int) -> int:
         # once per decode row per step: locals instead of repeated attribute chains
         k = self._step_k
         if k == 0 or not request.is_prefill_complete:
             # prefill chunks, and every row of a k = 0 step: Vidur's Sarathi unchanged
-            return super()._get_request_next_num_q_tokens(request, num_batch_tokens)
+            return super().next_num_q_tokens(request, num_batch_tokens)
         request_id = request.id
         processed = request.num_processed_tokens
         position = processed - request.prompt_tokens - 1  # output tokens already emitted, less the first
@@ -110,8 +109,8 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
         if plan is None:
             return 0  # no budget left: the request waits for the next step
         self._plans[request_id] = plan
-        needed = -(-plan.kv_slots // self._block_size)
-        self._missing_blocks[request_id] = max(0, needed - self._allocation_map[request_id])
+        needed = -(-plan.kv_slots // self._kv_block_size)
+        self._missing_blocks[request_id] = max(0, needed - self.blocks_held(request_id))
         return plan.computed
 
     def free(self, *request_ids) -> None:
@@ -121,16 +120,16 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
             self._missing_blocks.pop(request_id, None)
             self._plans.pop(request_id, None)
 
-    def _can_allocate_request(self, request) -> bool:
+    def can_allocate(self, request) -> bool:
         missing = self._missing_blocks.get(request.id)
         if missing is None:
-            return super()._can_allocate_request(request)
-        return self._cache_config.num_blocks - self._num_allocated_blocks >= missing
+            return super().can_allocate(request)
+        return self.cache_config.num_blocks - self.allocated_blocks >= missing
 
-    def _allocate_request(self, request) -> None:
+    def allocate_for(self, request) -> None:
         missing = self._missing_blocks.get(request.id)
         if missing is None:
-            return super()._allocate_request(request)
+            return super().allocate_for(request)
         if missing:
             self.allocate(request.id, missing)
 
@@ -141,10 +140,10 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
             return self._k
         return table[min(running, len(table) - 1)]
 
-    def _get_next_batch(self, time: float):
-        if self._k_table and self._num_running_stages == 0:
-            self._step_k = self.pick_k(len(self._allocation_map))
-        batch = super()._get_next_batch(time)
+    def next_batch(self, time: float):
+        if self._k_table and self.stages_running == 0:
+            self._step_k = self.pick_k(self.requests_holding_kv)
+        batch = super().next_batch(time)
         plans, self._plans = self._plans, {}
         self._missing_blocks.clear()
         if batch is None:

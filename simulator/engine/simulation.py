@@ -17,10 +17,11 @@ from simulator.config import ClosedLoopWorkload, RunConfig
 from simulator.engine import generator as _generator  # noqa: F401  (registers the generator)
 from simulator.engine.closed_loop import ClosedLoopSimulator
 from simulator.engine.generator import WorkloadRequestGeneratorConfig
-from simulator.engine.ids import reset_entity_ids
+from simulator.engine.vidur_seam import reset_entity_ids
 from simulator.engine.predictor import ProfilePredictor
 from simulator.engine.proposers import DraftProposer, EagleProposer, NgramProposer
 from simulator.engine.resolve import ModelSide, ResolvedRun
+from simulator.engine.vidur_seam import generated_requests, replica_scheduler
 from simulator.engine.scheduler import SpecSarathiSchedulerConfig, TrackedSarathiScheduler, TrackedSarathiSchedulerConfig
 from simulator.results import REQUEST_COLUMNS, RunResult, inter_token_gaps, summarize, tpot
 from simulator.versions import simulator_version, source_hash, vidur_version
@@ -117,10 +118,10 @@ def simulate(run: ResolvedRun) -> RunResult:
         sim = ClosedLoopSimulator(sim_config, config.workload.concurrency)
     else:
         sim = Simulator(sim_config)
-    scheduler: TrackedSarathiScheduler = next(iter(sim.scheduler._replica_schedulers.values()))
+    scheduler: TrackedSarathiScheduler = replica_scheduler(sim)
     sim.run()
 
-    requests = sim._request_generator.requests
+    requests = generated_requests(sim)
     frame = request_frame(requests)
     makespan = max(r.completed_at for r in requests) - min(r.arrived_at for r in requests)
     summary = summarize(

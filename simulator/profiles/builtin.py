@@ -7,13 +7,13 @@ shard; the all-reduce rows come from the device's NVLink model (:mod:`simulator.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Optional
 
 import numpy as np
 import pandas as pd
 
+from simulator.hashing import text_digest
 from simulator.profiles import grid, network, roofline
 from simulator.profiles.hardware import DeviceSpec, NetworkSpec
 from simulator.shapes import ModelShape
@@ -115,8 +115,7 @@ class BuiltinModel:
 
     def digest(self) -> str:
         """Content hash of every number the tables depend on (provenance and cache keys)."""
-        text = f"{self.shape}|{self.device.fingerprint()}|{self.network}|v{GENERATOR_VERSION}"
-        return hashlib.sha256(text.encode()).hexdigest()
+        return text_digest(f"{self.shape}|{self.device.fingerprint()}|{self.network}|v{GENERATOR_VERSION}")
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,6 @@ else the profile directory's own ``all_reduce.csv``, else the built-in NVLink mo
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import tempfile
 from dataclasses import dataclass, replace
@@ -19,6 +18,7 @@ from typing import Optional
 
 from simulator.catalog import model_shape
 from simulator.errors import ConfigError
+from simulator.hashing import text_digest
 from simulator.profiles import builtin
 from simulator.profiles.hardware import DeviceSpec, get_device
 from simulator.profiles.sharding import check_sharding
@@ -54,7 +54,7 @@ class ResolvedProfile:
 def _builtin_key(model: str, device: str, max_seq_len: int, block_size: int) -> str:
     dev = get_device(device)
     text = f"{model}|{dev.fingerprint()}|{max_seq_len}|{block_size}|v{builtin.GENERATOR_VERSION}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return text_digest(text, 16)
 
 
 def builtin_profile_dir(model: str, device: str, root: Path, max_seq_len: int = 4096, block_size: int = 16) -> Path:
@@ -103,7 +103,7 @@ def builtin_network_file(model: str, device: str, root: Path, max_seq_len: int =
     """The built-in all-reduce rows alone (for a profile directory without its own), generated once."""
     shape, dev = model_shape(model), get_device(device)
     text = f"network|{shape.embedding_dim}|{dev.fingerprint()}|{max_seq_len}|v{builtin.GENERATOR_VERSION}"
-    target = Path(root) / f"builtin-network-{device}-{hashlib.sha256(text.encode()).hexdigest()[:16]}.csv"
+    target = Path(root) / f"builtin-network-{device}-{text_digest(text, 16)}.csv"
     if not target.is_file():
         frame = builtin.all_reduce_table(shape, dev, max_seq_len, builtin.tp_degrees(shape, dev))
         Path(root).mkdir(parents=True, exist_ok=True)
@@ -200,5 +200,5 @@ def _resolve_builtin(network_dir, shape, device: str, tp: int) -> ResolvedProfil
         net, network_source = dev.network, "builtin"
         profile_id += f"+{dev.network.version}"
     model = builtin.BuiltinModel(shape, dev, net)
-    digest = hashlib.sha256((model.digest() + (files.sha256() if files else "")).encode()).hexdigest()
+    digest = text_digest(model.digest() + (files.sha256() if files else ""))
     return ResolvedProfile(files, "builtin", profile_id, digest, builtin.MAX_DECODE_BATCH, tp, network_source, model)

@@ -9,7 +9,6 @@ profile directory itself, in a network directory of that layout, or from the bui
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Optional
 import pandas as pd
 
 from simulator.errors import ConfigError
+from simulator.hashing import files_digest
 from simulator.shapes import ModelShape
 from simulator.textio import atomic_path, atomic_write_text
 
@@ -98,11 +98,7 @@ class ProfileFiles:
 
     def sha256(self) -> str:
         """One digest over the files' bytes, in a fixed order."""
-        digest = hashlib.sha256()
-        for path in (p for p in (self.mlp, self.attention, self.all_reduce) if p is not None):
-            digest.update(path.name.encode())
-            digest.update(path.read_bytes())
-        return digest.hexdigest()
+        return files_digest(p for p in (self.mlp, self.attention, self.all_reduce) if p is not None)
 
 
 def _find(directory: Path, stem: str) -> Path:

@@ -11,14 +11,13 @@ cached CSV is byte-identical to a fresh one) under ``<cache dir>/runs/``, writte
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
 from simulator.config import RunConfig
+from simulator.hashing import folder_digest, json_digest
 from simulator.paths import default_cache_dir
 from simulator.textio import atomic_write_text
 
@@ -30,23 +29,9 @@ def enabled() -> bool:
     return not os.environ.get(DISABLE_ENV)
 
 
-@lru_cache(maxsize=64)
-def _dir_hash(path: str, stamp: tuple) -> str:
-    digest = hashlib.sha256()
-    root = Path(path)
-    for file in sorted(p for p in root.rglob("*") if p.is_file()):
-        digest.update(file.relative_to(root).as_posix().encode() + b"\0")
-        digest.update(file.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
 def directory_hash(path: Optional[str]) -> Optional[str]:
     """SHA-256 of a profile directory's files (names and bytes); memoised per (size, mtime)."""
-    if path is None:
-        return None
-    root = Path(path)
-    stamp = tuple(sorted((p.relative_to(root).as_posix(), p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()))
-    return _dir_hash(str(root.resolve()), stamp)
+    return None if path is None else folder_digest(Path(path))
 
 
 def profile_hash(config: RunConfig) -> str:
@@ -63,7 +48,7 @@ def profile_hash(config: RunConfig) -> str:
         digest = config_digest(name) if name else None
         if digest is not None:
             parts[key] = digest
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+    return json_digest(parts)
 
 
 def run_key(config: RunConfig) -> str:
@@ -81,7 +66,7 @@ def run_key(config: RunConfig) -> str:
         "profile_hash": profile_hash(config),
         "vidur": vidur_version(),
     }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=list).encode()).hexdigest()
+    return json_digest(payload)
 
 
 def cache_root(config: RunConfig) -> Path:

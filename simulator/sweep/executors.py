@@ -10,8 +10,7 @@ import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Optional, Sequence
 
-from tqdm import tqdm
-
+from simulator import progress as progress_policy
 from simulator.errors import ConfigError
 
 EXECUTORS = ("local", "ray")
@@ -26,9 +25,9 @@ class LocalExecutor:
         self.jobs = jobs or os.cpu_count() or 1
         self.progress = progress
 
-    def map(self, fn: Callable, items: Sequence) -> list:
+    def map(self, fn: Callable, items: Sequence, desc: str = "simulating") -> list:
         items = list(items)
-        bar = _bar(len(items), self.progress)
+        bar = progress_policy.bar(len(items), desc, enabled=self.progress)
         try:
             if self.jobs == 1 or len(items) <= 1:
                 results = []
@@ -63,14 +62,14 @@ class RayExecutor:
         self.jobs = jobs
         self.progress = progress
 
-    def map(self, fn: Callable, items: Sequence) -> list:
+    def map(self, fn: Callable, items: Sequence, desc: str = "simulating") -> list:
         import ray
 
         items = list(items)
         started_here = not ray.is_initialized()
         if started_here:
             ray.init(num_cpus=self.jobs, include_dashboard=False, log_to_driver=False, configure_logging=False)
-        bar = _bar(len(items), self.progress)
+        bar = progress_policy.bar(len(items), desc, enabled=self.progress)
         try:
             task = ray.remote(fn)
             refs = [task.remote(item) for item in items]
@@ -92,7 +91,3 @@ def make_executor(name: str, jobs: Optional[int] = None, progress: Optional[bool
         return RayExecutor(jobs, progress)
     raise ConfigError(f"executor = {name!r}: must be one of {EXECUTORS}")
 
-
-def _bar(total: int, progress: Optional[bool]) -> tqdm:
-    # progress=None: show the bar only on a terminal.
-    return tqdm(total=total, desc="simulating", unit="run", disable=None if progress is None else not progress)

@@ -270,7 +270,7 @@ def _order(row: dict) -> tuple:
 
 
 def _simulate(jobs: Sequence[Job], executor, run) -> list[dict]:
-    return [_row(job, rec) for job, rec in zip(jobs, simulate_all([j.config for j in jobs], executor, run))]
+    return [_row(job, rec) for job, rec in zip(jobs, simulate_all([j.config for j in jobs], executor, run, label="pays-off"))]
 
 
 def run_paysoff(spec: PaysoffSpec, executor, profile_dir: Optional[str] = None, run=None) -> PaysoffOutput:

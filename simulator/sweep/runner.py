@@ -12,6 +12,7 @@ from typing import Callable, Optional, Sequence
 
 import pandas as pd
 
+from simulator.progress import say
 from simulator.config import ATTENTION_MODES, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.sweep.metrics import OVERLOAD_TTFT_GROWTH, mean_decode_batch, queue_growth, with_speedups  # noqa: F401  (re-exported)
 from simulator.sweep.spec import SweepSpec
@@ -129,34 +130,37 @@ def run_sweep(spec: SweepSpec, executor, run: Optional[RunFn] = None, profile_di
     """Run the grid and the progress check through one executor call (one pool start-up)."""
     grid = expand(spec, profile_dir)
     progress = expand_progress(spec, profile_dir)
-    records = simulate_all(grid + progress, executor, run)
+    records = simulate_all(grid + progress, executor, run, label="seed sweep")
     rows = with_speedups(records[: len(grid)])
     progress_rows = [_progress_row(config, record) for config, record in zip(progress, records[len(grid) :])]
     return SweepOutput(rows=rows, progress_rows=progress_rows)
 
 
-def simulate_all(configs: Sequence[RunConfig], executor, run: Optional[RunFn] = None) -> list[dict]:
+def simulate_all(configs: Sequence[RunConfig], executor, run: Optional[RunFn] = None, label: str = "simulating") -> list[dict]:
     """One record per config, in order.  Real runs (``run`` None) go through the result cache
-    (:mod:`simulator.sweep.cache`): only the misses are simulated, so a warm rebuild runs none."""
+    (:mod:`simulator.sweep.cache`): only the misses are simulated, so a warm rebuild runs none.
+    ``label`` names the stage in the progress lines and bar."""
     from simulator.sweep import cache
 
     configs = list(configs)
+    shown = getattr(executor, "progress", None)
     if run is not None or not cache.enabled():
         if run is None:
-            warm_predictors(configs)
-        return executor.map(simulate, [(run, config) for config in configs])
+            warm_predictors(configs, shown)
+        return executor.map(simulate, [(run, config) for config in configs], desc=label)
     keys = [cache.run_key(config) for config in configs]
     records = [cache.load(config, key) for config, key in zip(configs, keys)]
     missing = [i for i, found in enumerate(records) if found is None]
+    say(f"{label}: {len(configs)} runs, {len(configs) - len(missing)} from the result cache, {len(missing)} to simulate", shown)
     if missing:
-        warm_predictors([configs[i] for i in missing])
-        for i, fresh in zip(missing, executor.map(simulate, [(None, configs[i]) for i in missing])):
+        warm_predictors([configs[i] for i in missing], shown)
+        for i, fresh in zip(missing, executor.map(simulate, [(None, configs[i]) for i in missing], desc=label)):
             records[i] = fresh
             cache.store(configs[i], fresh, keys[i])
     return records
 
 
-def warm_predictors(configs: Sequence[RunConfig]) -> None:
+def warm_predictors(configs: Sequence[RunConfig], progress: Optional[bool] = None) -> None:
     """Every distinct target predictor the runs need, trained here before any worker starts:
     workers forked while one of them trains (with joblib's own pool) wait on its lock forever."""
     seen = set()
@@ -166,6 +170,8 @@ def warm_predictors(configs: Sequence[RunConfig]) -> None:
         identity = (config.model, config.device, config.profile_dir, config.tensor_parallel_size, config.network_profile_dir, config.block_size, draft)
         if identity not in seen:
             seen.add(identity)
+            drafting = f" with {spec.draft_model} at TP {config.draft_tensor_parallel_size}" if draft else ""
+            say(f"preparing {config.model} on {config.device} at TP {config.tensor_parallel_size}{drafting}", progress)
             warm_predictor(config)
 
 

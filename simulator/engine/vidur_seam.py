@@ -1,0 +1,362 @@
+"""The one seam to Vidur's private internals (PyPI ``vidur`` 0.0.26).
+
+Vidur's extension points are its registries and config dataclasses; the rest of what this project
+changes (how a Sarathi step sizes a decode row, how the predictor loads its tables, what a batch
+hands its requests at the end of a step) lives in underscore-prefixed methods and attributes.
+Every such access is in this module and nowhere else:
+
+* the base classes below override Vidur's private methods and forward each to a public method
+  with a name that says what it is for (``next_num_q_tokens``, ``load_predictions``, ...), whose
+  default is Vidur's own behaviour; the project's subclasses override those public methods;
+* the functions and properties below read or write Vidur's private state under public names.
+
+:data:`HOOKS` lists every private member used, what it is used for and the signature relied on;
+``tests/test_vidur_seam.py`` checks each against the installed Vidur, so an upgrade that renames
+or reshapes one fails with the hook's name rather than deep inside a simulation.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, List
+
+from vidur.entities import Batch, BatchStage, Request
+from vidur.entities.base_entity import BaseEntity
+from vidur.execution_time_predictor.random_forrest_execution_time_predictor import RandomForrestExecutionTimePredictor
+from vidur.execution_time_predictor.sklearn_execution_time_predictor import ModelType
+from vidur.scheduler.global_scheduler.base_global_scheduler import BaseGlobalScheduler
+from vidur.scheduler.replica_scheduler.sarathi_replica_scheduler import SarathiReplicaScheduler
+from vidur.simulator import Simulator
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One private member of Vidur's that the project relies on."""
+
+    name: str  # the project's name for it
+    owner: type  # the Vidur class that defines it
+    member: str  # the private member
+    kind: str  # "override" (we replace it), "call" (we call it), "read" or "write" (instance state)
+    params: tuple = ()  # for methods: the parameter names after ``self`` we rely on
+
+
+HOOKS: tuple[Hook, ...] = (
+    # Sarathi scheduler
+    Hook("decode row size", SarathiReplicaScheduler, "_get_request_next_num_q_tokens", "override", ("request", "num_batch_tokens")),
+    Hook("can allocate", SarathiReplicaScheduler, "_can_allocate_request", "override", ("request",)),
+    Hook("allocate", SarathiReplicaScheduler, "_allocate_request", "override", ("request",)),
+    Hook("next batch", SarathiReplicaScheduler, "_get_next_batch", "override", ("time",)),
+    Hook("scheduler config", SarathiReplicaScheduler, "_config", "read"),
+    Hook("cache config", SarathiReplicaScheduler, "_cache_config", "read"),
+    Hook("allocation map", SarathiReplicaScheduler, "_allocation_map", "read"),
+    Hook("allocated blocks", SarathiReplicaScheduler, "_num_allocated_blocks", "read"),
+    Hook("running stages", SarathiReplicaScheduler, "_num_running_stages", "read"),
+    Hook("execution time predictor", SarathiReplicaScheduler, "_execution_time_predictor", "read"),
+    # sklearn / random-forest predictor
+    Hook("profile files", RandomForrestExecutionTimePredictor, "_get_input_files", "override"),
+    Hook("load predictions", RandomForrestExecutionTimePredictor, "_load_predictions_from_hf", "override"),
+    Hook("forest estimator", RandomForrestExecutionTimePredictor, "_get_estimator", "override"),
+    Hook("cache key", RandomForrestExecutionTimePredictor, "_get_hash", "override", ("model_type",)),
+    Hook("prefill attention rows", RandomForrestExecutionTimePredictor, "_get_batch_prefill_attention_params", "override", ("batch",)),
+    Hook("decode attention time", RandomForrestExecutionTimePredictor, "_get_attention_decode_execution_time", "override", ("batch",)),
+    Hook("decode attention rows", RandomForrestExecutionTimePredictor, "_get_batch_decode_attention_params", "call", ("batch",)),
+    Hook("cached table", RandomForrestExecutionTimePredictor, "_load_model_prediction_cache", "call", ("model_name", "model_hash")),
+    Hook("fit forests", RandomForrestExecutionTimePredictor, "_train_models", "call"),
+    Hook("predict tables", RandomForrestExecutionTimePredictor, "_predict_from_models", "call", ("models",)),
+    Hook("fit one forest", RandomForrestExecutionTimePredictor, "_train_model", "call", ("model_name", "model_type", "df", "feature_cols", "target_col")),
+    Hook("predict one table", RandomForrestExecutionTimePredictor, "_get_model_prediction", "call", ("model_name", "model_type", "model", "X")),
+    Hook("all-reduce rows", RandomForrestExecutionTimePredictor, "_load_all_reduce_df", "call", ("file_path",)),
+    Hook("all-reduce tokens", RandomForrestExecutionTimePredictor, "_get_all_reduce_df_with_derived_features", "call", ("df",)),
+    Hook("predictor config", RandomForrestExecutionTimePredictor, "_config", "read"),
+    Hook("replica config", RandomForrestExecutionTimePredictor, "_replica_config", "read"),
+    Hook("model config", RandomForrestExecutionTimePredictor, "_model_config", "read"),
+    Hook("block size", RandomForrestExecutionTimePredictor, "_block_size", "read"),
+    Hook("table tokens", RandomForrestExecutionTimePredictor, "_max_tokens", "read"),
+    Hook("prediction tables", RandomForrestExecutionTimePredictor, "_predictions", "read"),
+    Hook("GQA decode overhead", RandomForrestExecutionTimePredictor, "_attention_decode_batching_overhead_fraction", "read"),
+    # batches and requests
+    Hook("batch tokens", Batch, "_num_q_tokens", "write"),
+    Hook("batch stage tokens", BatchStage, "_num_q_tokens", "write"),
+    Hook("batch stage fields", Batch, "_id", "read"),
+    Hook("batch stage fields", Batch, "_replica_id", "read"),
+    Hook("batch stage fields", Batch, "_requests", "read"),
+    Hook("batch stage fields", Batch, "_num_kv_tokens", "read"),
+    Hook("batch stage fields", Batch, "_num_active_kvp_groups", "read"),
+    Hook("batch stage fields", Batch, "_last_kvp_group_ids", "read"),
+    Hook("batch stage fields", Batch, "_kvp_group_id", "read"),
+    Hook("batch stage constructor", BatchStage, "__init__", "call", (
+        "batch_id", "replica_id", "pipeline_stage", "execution_time", "requests", "num_q_tokens", "num_kv_tokens",
+        "num_active_kvp_groups", "last_kvp_group_ids", "kvp_group_id",
+    )),
+    Hook("request arrival", Request, "_arrived_at", "write"),
+    Hook("request prefill split", Request, "_num_prefill_tokens", "write"),
+    Hook("request decode split", Request, "_num_decode_tokens", "write"),
+    Hook("request stage progress", Request, "_num_stage_processed_tokens", "write"),
+    Hook("request stage prefill flag", Request, "_is_prefill_stage_complete", "write"),
+    Hook("entity id counter", BaseEntity, "_id", "write"),
+    # the simulator's event loop
+    Hook("event queue setup", Simulator, "_init_event_queue", "override"),
+    Hook("add events", Simulator, "_add_events", "override", ("events",)),
+    Hook("add event", Simulator, "_add_event", "call", ("event",)),
+    Hook("simulated time", Simulator, "_time", "read"),
+    Hook("request generator", Simulator, "_request_generator", "read"),
+    Hook("replica schedulers", BaseGlobalScheduler, "_replica_schedulers", "read"),
+)
+
+
+# --- Sarathi --------------------------------------------------------------------------------------
+class SarathiSeam(SarathiReplicaScheduler):
+    """Vidur's Sarathi with its private extension points under public names."""
+
+    # Vidur calls these; each forwards to the public method below
+    def _get_request_next_num_q_tokens(self, request, num_batch_tokens: int) -> int:
+        return self.next_num_q_tokens(request, num_batch_tokens)
+
+    def _can_allocate_request(self, request) -> bool:
+        return self.can_allocate(request)
+
+    def _allocate_request(self, request) -> None:
+        self.allocate_for(request)
+
+    def _get_next_batch(self, time: float):
+        return self.next_batch(time)
+
+    # defaults: Vidur's own behaviour
+    def next_num_q_tokens(self, request, num_batch_tokens: int) -> int:
+        """Tokens ``request`` computes in the step being formed (Sarathi: a prefill chunk or 1)."""
+        return super()._get_request_next_num_q_tokens(request, num_batch_tokens)
+
+    def can_allocate(self, request) -> bool:
+        return super()._can_allocate_request(request)
+
+    def allocate_for(self, request) -> None:
+        super()._allocate_request(request)
+
+    def next_batch(self, time: float):
+        return super()._get_next_batch(time)
+
+    # Vidur's private state, read-only
+    @property
+    def scheduler_config(self):
+        return self._config
+
+    @property
+    def cache_config(self):
+        return self._cache_config
+
+    @property
+    def allocated_blocks(self) -> int:
+        return self._num_allocated_blocks
+
+    def blocks_held(self, request_id: int) -> int:
+        return self._allocation_map[request_id]
+
+    @property
+    def requests_holding_kv(self) -> int:
+        return len(self._allocation_map)
+
+    @property
+    def stages_running(self) -> int:
+        return self._num_running_stages
+
+    @property
+    def execution_time_predictor(self):
+        return self._execution_time_predictor
+
+
+# --- the sklearn predictor ------------------------------------------------------------------------
+class ForestPredictorSeam(RandomForrestExecutionTimePredictor):
+    """Vidur's random-forest predictor with its private extension points under public names.
+
+    Vidur's constructor already calls ``_load_predictions_from_hf``; that and the other hooks
+    forward to the public methods, which subclasses override.
+    """
+
+    def _get_input_files(self):
+        return self.input_files()
+
+    def _load_predictions_from_hf(self):
+        return self.load_predictions()
+
+    def _get_estimator(self):
+        return self.estimator()
+
+    def _get_hash(self, model_type: ModelType) -> str:
+        return self.cache_key(model_type)
+
+    def _get_batch_prefill_attention_params(self, batch):
+        return self.prefill_attention_rows(batch)
+
+    def _get_attention_decode_execution_time(self, batch) -> float:
+        return self.decode_attention_time(batch)
+
+    # defaults: Vidur's own behaviour
+    def input_files(self):
+        return super()._get_input_files()
+
+    def load_predictions(self) -> dict:
+        return super()._load_predictions_from_hf()
+
+    def estimator(self):
+        return super()._get_estimator()
+
+    def cache_key(self, model_type: ModelType) -> str:
+        return super()._get_hash(model_type)
+
+    def prefill_attention_rows(self, batch) -> list:
+        return super()._get_batch_prefill_attention_params(batch)
+
+    def decode_attention_time(self, batch) -> float:
+        return super()._get_attention_decode_execution_time(batch)
+
+    # Vidur's machinery, called by name
+    def decode_attention_rows(self, batch) -> tuple[int, int]:
+        """Vidur's (decode batch size, mean KV rounded up to the granularity)."""
+        return self._get_batch_decode_attention_params(batch)
+
+    def cached_table(self, name: str, key: str) -> dict:
+        return self._load_model_prediction_cache(name, key)
+
+    def fit_and_predict(self) -> dict:
+        """Vidur's path: fit every forest on the profile, predict every table."""
+        return self._predict_from_models(self._train_models())
+
+    def fit_all_reduce_table(self, all_reduce_csv: str, tokens) -> dict:
+        """The all-reduce table alone, by Vidur's forest over measured rows."""
+        rows = self._get_all_reduce_df_with_derived_features(self._load_all_reduce_df(all_reduce_csv))
+        forest = self._train_model("all_reduce", ModelType.NETWORK, rows, ["num_tokens"], "time_stats.all_reduce.median")
+        return self._get_model_prediction("all_reduce", ModelType.NETWORK, forest, tokens)
+
+    # Vidur's private state, read-only
+    @property
+    def predictor_config(self):
+        return self._config
+
+    @property
+    def replica_config(self):
+        return self._replica_config
+
+    @property
+    def model_config(self):
+        return self._model_config
+
+    @property
+    def block_size(self) -> int:
+        return self._block_size
+
+    @property
+    def table_tokens(self) -> int:
+        return self._max_tokens
+
+    @property
+    def predictions(self) -> dict:
+        return self._predictions
+
+    @property
+    def decode_batching_overhead(self) -> float:
+        """Vidur's GQA decode-batching overhead fraction (0 for models without GQA)."""
+        return self._attention_decode_batching_overhead_fraction
+
+
+# --- batches ------------------------------------------------------------------------------------
+@contextmanager
+def q_tokens_as(entity, tokens: List[int]) -> Iterator[None]:
+    """Within the block, a Batch's or BatchStage's per-request tokens read as ``tokens``: Vidur's
+    end-of-step handlers hand requests their ``num_q_tokens`` as progress."""
+    computed = entity._num_q_tokens
+    entity._num_q_tokens = tokens
+    try:
+        yield
+    finally:
+        entity._num_q_tokens = computed
+
+
+def adopt(batch: Batch, cls: type) -> Batch:
+    """Make the Batch Sarathi just built an instance of a Batch subclass, in place: same id and
+    fields, no second construction (which would draw another id from Vidur's counter)."""
+    batch.__class__ = cls
+    return batch
+
+
+def batch_stage_kwargs(batch: Batch, stage_id: int, execution_time) -> dict:
+    """BatchStage's constructor arguments for a stage of ``batch``, by name, as Vidur's
+    ``Batch.to_batch_stage`` passes them by position."""
+    return dict(
+        batch_id=batch._id,
+        replica_id=batch._replica_id,
+        pipeline_stage=stage_id,
+        execution_time=execution_time,
+        requests=batch._requests,
+        num_q_tokens=batch._num_q_tokens,
+        num_kv_tokens=batch._num_kv_tokens,
+        num_active_kvp_groups=batch._num_active_kvp_groups,
+        last_kvp_group_ids=batch._last_kvp_group_ids,
+        kvp_group_id=batch._kvp_group_id,
+    )
+
+
+# --- requests -----------------------------------------------------------------------------------
+def set_arrival(request: Request, time: float) -> None:
+    request._arrived_at = time
+
+
+def set_split(request: Request, prefill_tokens: int, decode_tokens: int) -> None:
+    request._num_prefill_tokens = prefill_tokens
+    request._num_decode_tokens = decode_tokens
+
+
+def reset_stage_progress(request: Request) -> None:
+    """Vidur 0.0.26's restart leaves the pipeline-stage counters of the old attempt in place."""
+    request._num_stage_processed_tokens = 0
+    request._is_prefill_stage_complete = False
+
+
+def reset_entity_ids(root: type = BaseEntity) -> None:
+    """Vidur numbers entities with process-global class counters; reset them (``root``'s and its
+    subclasses') before every run: a second simulation in one process would start at
+    ReplicaId(1) and fail, and request ids, which key the acceptance draws, would depend on what
+    ran before."""
+    stack = [root]
+    while stack:
+        cls = stack.pop()
+        stack.extend(cls.__subclasses__())
+        if "_id" in cls.__dict__:
+            cls._id = -1
+
+
+# --- the simulator ------------------------------------------------------------------------------
+class SimulatorSeam(Simulator):
+    """Vidur's Simulator with its event-queue hooks under public names."""
+
+    def _init_event_queue(self) -> None:
+        self.init_event_queue()
+
+    def _add_events(self, events) -> None:
+        self.add_events(events)
+
+    def init_event_queue(self) -> None:
+        super()._init_event_queue()
+
+    def add_events(self, events) -> None:
+        super()._add_events(events)
+
+    def add_event(self, event) -> None:
+        self._add_event(event)
+
+    @property
+    def now(self) -> float:
+        return self._time
+
+    @property
+    def request_generator(self):
+        return self._request_generator
+
+
+def replica_scheduler(sim: Simulator):
+    """The one replica's scheduler of a single-replica simulation."""
+    return next(iter(sim.scheduler._replica_schedulers.values()))
+
+
+def generated_requests(sim: Simulator) -> list:
+    return sim._request_generator.requests
