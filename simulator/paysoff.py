@@ -24,8 +24,6 @@ from simulator.errors import ConfigError
 PROG = "python -m simulator.paysoff"
 DEFAULT_CONCURRENCY = "1-128"
 DEFAULT_K = "1-5"
-DEFAULT_MAX_NUM_SEQS = 128
-DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,10 +45,15 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs the target is sharded over")
     s.add_argument("--proposer", default="ngram", choices=("ngram", "draft", "eagle", "eagle3"), help="ngram, draft (a draft model), eagle or eagle3 (a head)")
     s.add_argument("--draft-model", default=None, help="the draft model or EAGLE head (for --proposer draft, eagle, eagle3)")
-    s.add_argument("--max-num-seqs", type=int, default=DEFAULT_MAX_NUM_SEQS, help="vLLM's --max-num-seqs: the largest running batch (set your server's)")
     s.add_argument(
-        "--max-num-batched-tokens", type=int, default=DEFAULT_MAX_NUM_BATCHED_TOKENS,
-        help="vLLM's --max-num-batched-tokens: tokens per step (set your server's; vLLM's own default depends on version and GPU)",
+        "--max-num-seqs", type=int, default=None,
+        help="vLLM's --max-num-seqs, the largest running batch (default: what vllm serve 0.10.1 picks on --device: 1024 on GPUs of 70 GiB "
+        "or more other than the A100, else 256)",
+    )
+    s.add_argument(
+        "--max-num-batched-tokens", type=int, default=None,
+        help="vLLM's --max-num-batched-tokens, tokens per step (default: vllm serve 0.10.1's on --device: 8192 on GPUs of 70 GiB or more "
+        "other than the A100, else 2048)",
     )
     a = p.add_argument_group("acceptance (exactly one)")
     a.add_argument("--acceptance-length", type=float, default=None, help="vLLM's mean acceptance length L (bonus included), measured at -k")
@@ -174,6 +177,11 @@ def _check_system(args) -> str:
         get_device(device)
     except ConfigError:
         raise ConfigError(f"--device {args.device}: unknown; use one of {', '.join(sorted(load_devices()))}") from None
+    from simulator.config import vllm_serve_scheduler_defaults
+
+    seqs, tokens = vllm_serve_scheduler_defaults(device)
+    args.max_num_seqs = seqs if args.max_num_seqs is None else args.max_num_seqs
+    args.max_num_batched_tokens = tokens if args.max_num_batched_tokens is None else args.max_num_batched_tokens
     if args.proposer == "ngram" and args.draft_model:
         raise ConfigError(f"--draft-model {args.draft_model}: --proposer ngram uses no draft model; drop it or pick --proposer draft, eagle or eagle3")
     if args.proposer != "ngram":

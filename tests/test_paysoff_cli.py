@@ -38,7 +38,8 @@ def _run(argv, capsys):
         (["--acceptance", "0.7", "--concurrency", "", "--request-rate", ","], "--request-rate ',': empty"),
         (["--acceptance", "0.7", "--concurrency", ""], "the grid is empty: give --concurrency"),
         (["--acceptance", "0.7", "--k-range", "3-1"], "--k-range '3-1': not a list of positive integers"),
-        (["--acceptance", "0.7", "--concurrency", "1-256"], "\\[256\\] exceed --max-num-seqs 128.*raise --max-num-seqs to 256"),
+        (["--acceptance", "0.7", "--concurrency", "1-512"], "\\[512\\] exceed --max-num-seqs 256.*raise --max-num-seqs to 512"),
+        (["--acceptance", "0.7", "--concurrency", "1-64", "--max-num-seqs", "32"], "\\[64\\] exceed --max-num-seqs 32"),
         (["--acceptance-per-position", "0.9,0.8", "--k-range", "1-4"], "has 2 rates but --k-range goes to 4"),
         (["--proposer", "eagle3", "--acceptance", "0.7"], "--proposer eagle3 needs --draft-model"),
         (["--draft-model", "JackFram/llama-68m", "--acceptance", "0.7"], "--proposer ngram uses no draft model"),
@@ -87,7 +88,7 @@ def test_one_deployment_answer_from_vllm_s_acceptance_length(capsys, tmp_path):
     assert "stops paying" in out
     config = json.loads(out.split("--speculative-config '", 1)[1].split("'", 1)[0])
     assert config["num_speculative_tokens_per_batch_size"] == answer["num_speculative_tokens_per_batch_size"]
-    assert "vllm serve meta-llama/Llama-2-7b-hf --max-num-seqs 128 --max-num-batched-tokens 2048 --speculative-config" in out
+    assert "vllm serve meta-llama/Llama-2-7b-hf --max-num-seqs 256 --max-num-batched-tokens 2048 --speculative-config" in out
     assert "0.24.0" in out and "https://github.com/vllm-project/vllm/pull/32374" in out
     runs = pd.read_csv(csv_path)
     assert set(runs["concurrency"].dropna()) == {1, 8} and set(runs["arrival_rate"].dropna()) == {4.0}
@@ -109,4 +110,4 @@ def test_help_names_every_flag_of_the_issue_and_the_conversion():
                  "--acceptance-length", "--at-k", "--acceptance", "--acceptance-per-position", "--trace", "--concurrency", "--request-rate",
                  "--k-range", "--json", "--csv"):
         assert flag in text
-    assert "iid_rate_from_length" in text and "(default: 128)" in text
+    assert "iid_rate_from_length" in text and "vllm serve 0.10.1" in text

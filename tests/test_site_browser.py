@@ -610,7 +610,7 @@ def test_paysoff_y_axis_reaches_the_highest_curve_and_tooltips_carry_units(page:
     )
     top = max(max(y) for y in chart["ys"] if y)
     assert 10 ** chart["range"][1] >= top and all(t <= 10 ** chart["range"][1] for t in chart["ticks"])
-    curve = next(i for i, n in enumerate(chart["names"]) if n.startswith("k = "))
+    curve = next(i for i, n in enumerate(chart["names"]) if (n or "").startswith("k = "))
     page.evaluate(f"() => Plotly.Fx.hover('paysoff-closed', [{{curveNumber: {curve}, pointNumber: 0}}])")
     page.wait_for_selector("#paysoff-closed .hoverlayer .hovertext")
     text = page.locator("#paysoff-closed .hoverlayer .hovertext").first.text_content()

@@ -341,15 +341,28 @@ def test_the_page_renders_with_selectors_schedule_and_explanation(small_run, tmp
     render_site(sources, out)
     html = (out / "paysoff.html").read_text()
     assert "When does speculation pay off?" in html
-    assert 'id="pay-acceptance"' in html and 'id="pay-bound"' in html
+    assert 'id="pay-deployment"' in html
     assert "--speculative-config" in html and "num_speculative_tokens_per_batch_size" in html
     assert "Little" in html and "closed-loop view separates" in html.replace("\n", " ")
     for name in ("paysoff.csv", "paysoff_crossovers.csv", "recommended_schedules.json", "paysoff.js"):
         assert (out / name).is_file()
     data = json.loads(html.split('id="paysoff-data">', 1)[1].split("</script>", 1)[0])
-    figure = data["figures"]["closed|iid-0.8|per_token"]["figure"]
+    figure = data["figures"]["closed|iid-0.8"]["figure"]
     assert figure["layout"]["xaxis"]["type"] == "log"
-    assert any(trace.get("name") == "1× (no speculation)" for trace in figure["data"])
+    assert any(trace.get("name") == "1× = no speculation" for trace in figure["data"])
+    assert any(trace.get("fill") == "tonexty" for trace in figure["data"])  # the band
+    assert "open|iid-0.8" in data["figures"] and "open|decaying" not in data["figures"]
+    # the y axis labels reach past the highest curve
+    top = max(max(t["y"]) for t in figure["data"] if t.get("y"))
+    assert 10 ** figure["layout"]["yaxis"]["range"][1] >= top
+    assert all(v <= 10 ** figure["layout"]["yaxis"]["range"][1] for v in figure["layout"]["yaxis"]["tickvals"])
+    # every schedule card names model, GPU, TP, proposer and head, acceptance with its source, verify cost and vLLM version
+    for entry in small_run.schedules["schedules"]:
+        card = html.split(f'data-paysoff-key="{entry["acceptance"]}"', 1)[1].split('class="pay-selection', 1)[0]
+        assert entry["model"] in card and entry["device"].upper() in card and f"tensor parallel {entry['tensor_parallel_size']}" in card
+        assert entry["proposer"] in card and (entry["draft_model"] or "") in card
+        assert "Source: made up for the test" in card and "Verify cost" in card and "0.24.0" in card
+    assert "ties" in html.lower() and "smaller k wins" in html
     # without the recorded files the page says how to record them
     render_site(site_sources_copy, tmp_path / "bare")
     assert "has not been recorded" in (tmp_path / "bare" / "paysoff.html").read_text()

@@ -154,7 +154,7 @@ def verify_settings() -> tuple[str, float, str]:
     why = (
         f"the simulator's default (simulator.config.SpeculationConfig.attention = '{default.attention}'"
         + (f", interpolation = {default.interpolation:g}" if default.attention == "interpolated" else "")
-        + "); the bounds kv_once (each request's KV read once per verify step) and per_token (read once per verified token) are simulated as the band"
+        + "), chosen from published verify-attention kernel timings (docs/model.md, 'What decided the default'); the bounds kv_once (each request's KV read once per verify step) and per_token (read once per verified token) are simulated as the band"
     )
     return default.attention, default.interpolation, why
 

@@ -1,8 +1,11 @@
-"""The "When does speculation pay off?" page: its charts, tables and the files it publishes.
+"""The "When does speculation pay off?" page: one answer per deployment, with its uncertainty.
 
 Everything comes from the pays-off sweep's recorded files (``paysoff.csv``,
 ``paysoff_crossovers.csv``, ``recommended_schedules.json``); nothing is computed in the
-browser.  Without those files the page says so and shows how to record them.
+browser.  Each deployment (model, GPU, tensor parallelism, proposer and head, acceptance) gets
+one answer under the primary verify-cost setting; the two verify-attention bounds are drawn as
+a band around the recommended schedule, not as a second answer.  Without the files the page
+says so and shows how to record them.
 """
 
 from __future__ import annotations
@@ -17,17 +20,21 @@ import plotly.graph_objects as go
 
 from simulator.errors import ConfigError
 from simulator.inputs import read_json
-from simulator.website.charts import PLOT_CONFIG, REFERENCE_COLOR, export_layout, figure_json
 from simulator.website import units
+from simulator.website.charts import PLOT_CONFIG, REFERENCE_COLOR, SPEEDUP_TICKS, export_layout, figure_json
 
 CSV_NAME = "paysoff.csv"
 CROSSOVERS_NAME = "paysoff_crossovers.csv"
 SCHEDULES_NAME = "recommended_schedules.json"
 SCRIPT = Path(__file__).resolve().parent / "static" / "paysoff.js"
 K_COLORS = ("#1f5fa8", "#0e7490", "#4d7c0f", "#a16207", "#c2410c", "#b91c1c", "#86198f", "#4b5563")
+K_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot", "solid", "dash")
 SCHEDULE_COLOR = "#111827"
+BAND_COLOR = "rgba(107, 114, 128, 0.25)"
 FONT = "system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
 BOUND_LABEL = {"kv_once": "KV read once (lower bound)", "per_token": "per token (upper bound)", "interpolated": "interpolated"}
+PROPOSER_LABEL = {"ngram": "n-gram (prompt lookup)", "draft": "draft model", "eagle": "EAGLE head", "eagle3": "EAGLE-3 head"}
+REQUIRED = ("mode", "acceptance", "tpot_speedup", "num_speculative_tokens", "k_schedule", "attention", "model", "device", "tensor_parallel_size", "mean_decode_batch")
 
 
 def _bool(series: pd.Series) -> pd.Series:
@@ -44,139 +51,169 @@ def load(paysoff_csv: Optional[Path], crossovers_csv: Optional[Path], schedules_
         crossovers = pd.read_csv(crossovers_csv, keep_default_na=False, na_values=[""])
     except (OSError, ValueError) as exc:
         raise ConfigError(f"pays-off CSV {paysoff_csv}: not readable ({exc})") from exc
-    for name in ("mode", "acceptance", "tpot_speedup", "num_speculative_tokens", "k_schedule", "attention"):
+    for name in REQUIRED:
         if name not in rows.columns:
             raise ConfigError(f"pays-off CSV {paysoff_csv}: missing column {name!r}; rebuild with `python build.py`")
-    rows["acceptance"] = rows["acceptance"].fillna("")
-    rows["k_schedule"] = rows["k_schedule"].fillna("")
-    rows["attention"] = rows["attention"].fillna("")
+    for name in ("acceptance", "k_schedule", "attention"):
+        rows[name] = rows[name].fillna("")
     for name in ("crossover", "crossings"):
         if name not in crossovers.columns:
             raise ConfigError(f"crossovers CSV {crossovers_csv}: missing column {name!r}; rebuild with `python build.py`")
         crossovers[name] = crossovers[name].fillna("").astype(str)
-    return rows, crossovers, read_json(schedules_json, "recommended schedules")
+    schedules = read_json(schedules_json, "recommended schedules")
+    if "verify_cost" not in schedules or any("deployment" not in e for e in schedules.get("schedules", [])):
+        raise ConfigError(f"recommended schedules {schedules_json}: from an older sweep (no deployments or verify cost); rebuild with `python build.py`")
+    return rows, crossovers, schedules
 
 
 def _axis(title: str, log: bool = False) -> dict:
-    axis = {"title": {"text": title}, "gridcolor": "#e5e7eb", "zeroline": False}
+    axis = {"title": {"text": title, "standoff": 8}, "gridcolor": "#e5e7eb", "zeroline": False, "automargin": True}
     if log:
         axis.update(type="log", dtick=math.log10(2), tickformat="d")
     return axis
 
 
-def _layout(fig: go.Figure, x_title: str, y_title: str, log_x: bool, y_range=None) -> go.Figure:
+def y_ticks(y_range) -> list[float]:
+    """The speedup ticks inside the (log10) range, so the top curve is never above the last label."""
+    lo, hi = 10 ** y_range[0], 10 ** y_range[1]
+    return [t for t in SPEEDUP_TICKS if lo <= t <= hi]
+
+
+def _layout(fig: go.Figure, x_title: str, log_x: bool, y_range) -> go.Figure:
+    ticks = y_ticks(y_range)
     fig.update_layout(
         template="none",
         font={"family": FONT, "size": 14, "color": "#111827"},
-        margin={"l": 64, "r": 16, "t": 16, "b": 56},
-        height=440,
+        margin={"l": 56, "r": 12, "t": 8, "b": 8},
+        height=460,
         xaxis=_axis(x_title, log_x),
-        yaxis={**_axis(y_title), "type": "log", "range": y_range, "tickvals": [0.5, 0.75, 1, 1.5, 2, 3, 4], "ticktext": ["0.5×", "0.75×", "1×", "1.5×", "2×", "3×", "4×"]},
-        legend={"orientation": "h", "y": -0.2},
+        yaxis={**_axis("median TPOT speedup (×, log scale)"), "type": "log", "range": y_range, "tickvals": ticks, "ticktext": [f"{t:g}×" for t in ticks]},
+        # the legend sits above the plot: below it, it collided with the x-axis title
+        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom", "traceorder": "normal"},
         hovermode="closest",
     )
     return fig
 
 
-def speedup_vs_x(rows: pd.DataFrame, crossovers: pd.DataFrame, mode: str, acceptance: str, attention: str, y_range) -> go.Figure:
-    """TPOT speedup per fixed k against concurrency or load, the recommended schedule, 1x and crossovers."""
-    x_name = "concurrency" if mode == "closed_loop" else "arrival_rate"
-    at = rows[(rows["mode"] == mode) & (rows["acceptance"] == acceptance) & (rows["attention"] == attention)]
+def _unit(mode: str) -> tuple[str, str]:
+    return ("concurrency", " in flight") if mode == "closed_loop" else ("arrival_rate", " req/s")
+
+
+def speedup_vs_x(rows: pd.DataFrame, crossovers: pd.DataFrame, mode: str, entry: dict, bounds: list[str], y_range) -> go.Figure:
+    """Fixed-k speedups and the recommended schedule under the primary setting, the schedule's band under
+    the bounds, 1× and the crossovers, against concurrency or load."""
+    x_name, unit = _unit(mode)
+    acceptance, primary = entry["acceptance"], entry["attention"]
+    mine = rows[(rows["mode"] == mode) & (rows["acceptance"] == acceptance)]
     fig = go.Figure()
-    xs = sorted(rows[rows["mode"] == mode][x_name].dropna().unique())
-    fig.add_trace(go.Scatter(x=[xs[0], xs[-1]], y=[1, 1], mode="lines", line={"color": REFERENCE_COLOR, "dash": "dash", "width": 1.5}, name="1× (no speculation)", hoverinfo="skip"))
-    fixed = at[at["k_schedule"] == ""]
-    for i, (k, group) in enumerate(fixed.groupby("num_speculative_tokens", sort=True)):
+    xs = sorted(rows[(rows["mode"] == mode) & (rows["model"] == entry["model"])][x_name].dropna().unique())
+    fig.add_trace(go.Scatter(x=[xs[0], xs[-1]], y=[1, 1], mode="lines", line={"color": REFERENCE_COLOR, "dash": "dash", "width": 1.5}, name="1× = no speculation", hoverinfo="skip"))
+    scheduled = mine[mine["k_schedule"] != ""]
+    band = scheduled[scheduled["attention"].isin(bounds)]
+    if len(band):
+        by_x = band.groupby(x_name)["tpot_speedup"]
+        lo, hi = by_x.min(), by_x.max()
+        main = scheduled[scheduled["attention"] == primary].set_index(x_name)["tpot_speedup"]
+        lo, hi = pd.concat([lo, main], axis=1).min(axis=1), pd.concat([hi, main], axis=1).max(axis=1)
+        fig.add_trace(go.Scatter(x=[float(v) for v in hi.index], y=hi.round(4).tolist(), mode="lines", line={"width": 0}, showlegend=False, hoverinfo="skip"))
+        fig.add_trace(
+            go.Scatter(
+                x=[float(v) for v in lo.index], y=lo.round(4).tolist(), mode="lines", line={"width": 0}, fill="tonexty", fillcolor=BAND_COLOR,
+                name="schedule's band (verify-cost bounds)", hoverinfo="skip",
+            )
+        )
+    fixed = mine[(mine["k_schedule"] == "") & (mine["attention"] == primary)]
+    for k, group in fixed.groupby("num_speculative_tokens", sort=True):
         group = group.sort_values(x_name)
+        i = (int(k) - 1) % len(K_COLORS)
         fig.add_trace(
             go.Scatter(
-                x=group[x_name].tolist(),
-                y=group["tpot_speedup"].round(4).tolist(),
-                mode="lines+markers",
-                name=f"k = {k}",
-                line={"color": K_COLORS[(int(k) - 1) % len(K_COLORS)], "width": 1.5},
-                marker={"size": 6},
-                hovertemplate=f"k = {k}<br>%{{x}}: %{{y:.2f}}×<extra></extra>",
+                x=group[x_name].tolist(), y=group["tpot_speedup"].round(4).tolist(), mode="lines+markers", name=f"k = {k}",
+                line={"color": K_COLORS[i], "width": 1.5, "dash": K_DASHES[i]}, marker={"size": 6},
+                hovertemplate=f"k = {k}, %{{x}}{unit}: %{{y:.2f}}× median TPOT speedup<extra></extra>",
             )
         )
-    scheduled = at[at["k_schedule"] != ""].sort_values(x_name)
-    if len(scheduled):
+    main = scheduled[scheduled["attention"] == primary].sort_values(x_name)
+    if len(main):
         fig.add_trace(
             go.Scatter(
-                x=scheduled[x_name].tolist(),
-                y=scheduled["tpot_speedup"].round(4).tolist(),
-                mode="lines+markers",
-                name="recommended schedule",
-                line={"color": SCHEDULE_COLOR, "width": 4},
-                marker={"size": 9, "symbol": "diamond"},
-                customdata=scheduled["mean_scheduled_k"].round(2).tolist(),
-                hovertemplate="schedule (mean k %{customdata})<br>%{x}: %{y:.2f}×<extra></extra>",
+                x=main[x_name].tolist(), y=main["tpot_speedup"].round(4).tolist(), mode="lines+markers", name="recommended schedule",
+                line={"color": SCHEDULE_COLOR, "width": 4}, marker={"size": 9, "symbol": "diamond"}, customdata=main["mean_scheduled_k"].round(2).tolist(),
+                hovertemplate=f"schedule (mean k %{{customdata}}), %{{x}}{unit}: %{{y:.2f}}× median TPOT speedup<extra></extra>",
             )
         )
-    crossed = crossovers[(crossovers["mode"] == mode) & (crossovers["acceptance"] == acceptance) & (crossovers["attention"] == attention)]
+    crossed = crossovers[(crossovers["mode"] == mode) & (crossovers["acceptance"] == acceptance) & (crossovers["attention"] == primary)]
     crossed = crossed[crossed["crossover_x"].notna()]
     if len(crossed):
         fig.add_trace(
             go.Scatter(
-                x=crossed["crossover_x"].round(3).tolist(),
-                y=[1] * len(crossed),
-                mode="markers",
-                name="crossover (speedup = 1)",
+                x=crossed["crossover_x"].round(3).tolist(), y=[1] * len(crossed), mode="markers", name="k crosses 1×",
                 marker={"symbol": "x-thin", "size": 14, "line": {"width": 3, "color": "#b91c1c"}, "color": "#b91c1c"},
-                customdata=crossed["num_speculative_tokens"].tolist(),
-                hovertemplate="k = %{customdata} crosses 1× at %{x:.3g}<extra></extra>",
+                customdata=crossed["num_speculative_tokens"].tolist(), hovertemplate=f"k = %{{customdata}} crosses 1× at %{{x:.3g}}{unit}<extra></extra>",
             )
         )
-    title = "concurrency (requests in flight, log scale)" if mode == "closed_loop" else "Poisson arrival rate (req/s)"
-    return _layout(fig, title, "median TPOT speedup", mode == "closed_loop", y_range)
+    title = "requests in flight (log scale)" if mode == "closed_loop" else "Poisson arrival rate (req/s)"
+    return _layout(fig, title, mode == "closed_loop", y_range)
 
 
-def best_k_map(rows: pd.DataFrame, attention: str, labels: dict) -> go.Figure:
-    """Best k per (acceptance profile, concurrency), closed loop: 0 = do not speculate."""
-    best = rows[(rows["mode"] == "closed_loop") & (rows["attention"] == attention) & _bool(rows["best_k"])]
-    fig = go.Figure()
-    xs, ys, ks, hover = [], [], [], []
-    for acceptance in labels:
-        at = rows[(rows["mode"] == "closed_loop") & (rows["attention"] == attention) & (rows["acceptance"] == acceptance) & (rows["k_schedule"] == "")]
-        for c in sorted(at["concurrency"].unique()):
-            chosen = best[(best["acceptance"] == acceptance) & (best["concurrency"] == c)]
-            k = int(chosen["num_speculative_tokens"].iloc[0]) if len(chosen) else 0
-            s = float(chosen["tpot_speedup"].iloc[0]) if len(chosen) else 1.0
-            xs.append(str(int(c)))
-            ys.append(labels[acceptance])
-            ks.append(k)
-            hover.append(f"{labels[acceptance]}, concurrency {int(c)}: best k = {k} ({s:.2f}×)" if k else f"{labels[acceptance]}, concurrency {int(c)}: do not speculate")
-    fig.add_trace(
-        go.Scatter(
-            x=xs,
-            y=ys,
-            mode="markers+text",
-            text=[str(k) if k else "off" for k in ks],
-            textfont={"color": "#ffffff", "size": 13},
-            marker={"symbol": "square", "size": 40, "color": ks, "colorscale": [[0, "#9ca3af"], [0.0001, "#bfdbfe"], [1, "#1e3a8a"]], "cmin": 0, "cmax": 8, "line": {"width": 1, "color": "#ffffff"}},
-            hovertext=hover,
-            hoverinfo="text",
-            showlegend=False,
+def describe(entry: dict, mode: str, bounds: list[str], ks: list[int]) -> str:
+    """The chart's text description: what it shows and what it says, for screen readers and no-JS readers."""
+    compared = [c for c in entry["comparison"] if c["mode"] == mode]
+    if not compared:
+        return ""
+    _, unit = _unit(mode)
+    first, last = compared[0], compared[-1]
+    what = "requests in flight" if mode == "closed_loop" else "Poisson load"
+    text = (
+        f"Median TPOT speedup over no speculation against {what}, one line per fixed k ({', '.join(map(str, ks))}), "
+        f"verify cost {entry['attention']}. "
+    )
+    if entry["speculative_config"]:
+        text += (
+            f"The recommended schedule gives {first['schedule_tpot_speedup']:.2f}× at {units.number(first['x'])}{unit} "
+            f"(band {first['band_low']:.2f}–{first['band_high']:.2f}×) and {last['schedule_tpot_speedup']:.2f}× at {units.number(last['x'])}{unit} "
+            f"(band {last['band_low']:.2f}–{last['band_high']:.2f}×)."
         )
-    )
-    fig.update_layout(
-        template="none",
-        font={"family": FONT, "size": 14, "color": "#111827"},
-        margin={"l": 250, "r": 16, "t": 16, "b": 56},
-        height=120 + 56 * len(labels),
-        xaxis={"title": {"text": "concurrency (requests in flight)"}, "type": "category"},
-        yaxis={"type": "category", "autorange": "reversed"},
-    )
-    return fig
+    else:
+        text += "No k beats running without speculation anywhere in this range."
+    return text
 
 
-def setup_line(schedules: dict, rows: pd.DataFrame) -> str:
-    workload = schedules.get("workload", {})
-    return (
-        f"Simulated with Vidur {schedules.get('vidur_version')} + vidur-specdec (model hash {schedules.get('simulator_source_hash')}): "
-        f"{units.model_label(schedules.get('model'))}, {str(schedules.get('device')).upper()} built-in profile, "
-        f"{workload.get('prompt_tokens')} prompt / {workload.get('output_tokens')} output tokens on average, n-gram proposer cost. Source: {CSV_NAME}."
-    )
+def best_k_table(entries: list[dict], bounds: list[str]) -> dict:
+    """Best k per deployment and concurrency (closed loop, primary setting), with the bounds' best k beside it
+    and, where the measured best k rises again at a larger batch, by how much it beats the schedule's k."""
+    xs = sorted({c["x"] for e in entries for c in e["comparison"] if c["mode"] == "closed_loop"})
+    table = []
+    for e in entries:
+        by_x = {c["x"]: c for c in e["comparison"] if c["mode"] == "closed_loop"}
+        cells = []
+        for x in xs:
+            c = by_x.get(x)
+            if c is None:
+                cells.append(None)
+                continue
+            scheduled = _schedule_k(e["num_speculative_tokens_per_batch_size"], int(x))
+            others = sorted(set(c.get("best_k_under_bounds", {}).values()))
+            gain = c["best_fixed_tpot_speedup"] / c["schedule_tpot_speedup"] - 1 if c["best_fixed_k"] != scheduled and c["schedule_tpot_speedup"] else None
+            cells.append({"k": c["best_fixed_k"], "bounds": others, "schedule_k": scheduled, "gain": gain})
+        table.append({"label": e["deployment_label"], "acceptance": e["label"], "cells": cells})
+    return {"xs": [int(x) for x in xs], "rows": table, "bounds": bounds}
+
+
+def _ks(rows: pd.DataFrame, acceptance: str, mode: str) -> list[int]:
+    fixed = rows[(rows["acceptance"] == acceptance) & (rows["mode"] == mode) & (rows["k_schedule"] == "")]
+    return sorted(int(k) for k in fixed["num_speculative_tokens"].unique())
+
+
+def _schedule_k(schedule, batch: int) -> int:
+    return next((k for start, end, k in schedule if start <= batch <= end), 0)
+
+
+def _y_range(rows: pd.DataFrame) -> list[float]:
+    speculative = rows[rows["num_speculative_tokens"] > 0]["tpot_speedup"]
+    low, high = min(float(speculative.min()), 1.0), max(float(speculative.max()), 1.0)
+    pad = 0.05 * (math.log10(high) - math.log10(low)) + 0.02
+    return [math.log10(low) - pad, math.log10(high) + pad]
 
 
 def context(data) -> dict:
@@ -184,30 +221,31 @@ def context(data) -> dict:
     if data is None:
         return {"recorded": False}
     rows, crossovers, schedules = data
-    note = setup_line(schedules, rows)
-    labels = {entry["acceptance"]: entry["label"] for entry in schedules["schedules"]}
-    acceptances = list(dict.fromkeys(labels))
-    attentions = list(dict.fromkeys(entry["attention"] for entry in schedules["schedules"]))
-    speculative = rows[rows["num_speculative_tokens"] > 0]["tpot_speedup"]
-    low, high = min(float(speculative.min()), 1.0), max(float(speculative.max()), 1.0)
-    pad = 0.05 * (math.log10(high) - math.log10(low)) + 0.02
-    y_range = [math.log10(low) - pad, math.log10(high) + pad]
+    entries = schedules["schedules"]
+    verify = schedules["verify_cost"]
+    bounds = list(verify.get("bounds", []))
+    y_range = _y_range(rows)
     figures, selections = {}, []
-    for entry in schedules["schedules"]:
-        acceptance, attention = entry["acceptance"], entry["attention"]
-        key = f"{acceptance}|{attention}"
-        label = f"{entry['label']}, verify attention {BOUND_LABEL.get(attention, attention)}"
-        notes = [note, "Dashed line: 1× = no speculation; ×: where a fixed k crosses 1× (interpolated); black diamonds: the recommended schedule, simulated."]
-        for mode, name in (("closed_loop", "closed"), ("poisson", "open")):
-            title = f"Median TPOT speedup vs {'concurrency (closed loop)' if mode == 'closed_loop' else 'Poisson load (open loop)'}: {label}"
+    provenance = f"Simulated with Vidur {schedules.get('vidur_version')} + vidur-specdec (model hash {schedules.get('simulator_source_hash')}); source: {CSV_NAME}."
+    for entry in entries:
+        key = entry["acceptance"]
+        card = (
+            f"{units.model_label(entry['model'])} on {entry['tensor_parallel_size']} × {entry['device'].upper()} (TP {entry['tensor_parallel_size']}), "
+            f"{PROPOSER_LABEL.get(entry['proposer'], entry['proposer'])}" + (f" {entry['draft_model']}" if entry.get("draft_model") else "")
+            + f"; acceptance: {entry['label']}; verify cost {entry['attention']}, band {' / '.join(bounds)}"
+        )
+        modes = [m for m in ("closed_loop", "poisson") if any(c["mode"] == m for c in entry["comparison"])]
+        for mode in modes:
+            name = "closed" if mode == "closed_loop" else "open"
+            title = f"Median TPOT speedup vs {'requests in flight (closed loop)' if mode == 'closed_loop' else 'Poisson load (open loop)'}: {entry['deployment_label']}"
             figures[f"{name}|{key}"] = {
-                "figure": figure_json(speedup_vs_x(rows, crossovers, mode, acceptance, attention, y_range)),
-                "export": export_layout(title, notes),
-                "filename": f"paysoff-{name}-{acceptance}-{attention}",
+                "figure": figure_json(speedup_vs_x(rows, crossovers, mode, entry, bounds, y_range)),
+                "export": export_layout(title, [card, provenance, "Dashed: 1× = no speculation; ×: where a fixed k crosses 1×; black diamonds: the recommended schedule; grey: its band under the verify-cost bounds."]),
+                "filename": f"paysoff-{name}-{key}",
             }
-        cross = crossovers[(crossovers["acceptance"] == acceptance) & (crossovers["attention"] == attention)]
-        poisson = rows[(rows["mode"] == "poisson") & (rows["acceptance"] == acceptance) & (rows["attention"] == attention) & (rows["k_schedule"] == "")]
-        baselines = rows[(rows["mode"] == "poisson") & (rows["num_speculative_tokens"] == 0)].set_index("arrival_rate")
+        cross = crossovers[(crossovers["acceptance"] == key) & (crossovers["attention"] == entry["attention"])]
+        poisson = rows[(rows["mode"] == "poisson") & (rows["acceptance"] == key) & (rows["k_schedule"] == "") & (rows["attention"] == entry["attention"])]
+        baselines = rows[(rows["mode"] == "poisson") & (rows["num_speculative_tokens"] == 0) & (rows["model"] == entry["model"])].set_index("arrival_rate")
         little = [
             {
                 "load": r["arrival_rate"],
@@ -220,42 +258,59 @@ def context(data) -> dict:
             }
             for r in poisson.sort_values(["arrival_rate", "num_speculative_tokens"]).to_dict("records")
         ]
+        closed_batches = rows[(rows["mode"] == "closed_loop") & (rows["model"] == entry["model"]) & (rows["k_schedule"] == "")
+                              & ((rows["acceptance"] == key) | (rows["num_speculative_tokens"] == 0)) & (rows["attention"].isin(["", entry["attention"]]))]
         selections.append(
             {
                 "key": key,
-                "id": f"sel-{acceptance}-{attention}".replace(".", "_"),
-                "label": label,
+                "id": f"sel-{key}".replace(".", "_"),
                 "entry": entry,
+                "modes": modes,
+                "descriptions": {m: describe(entry, m, bounds, _ks(rows, key, m)) for m in modes},
                 "crossovers": cross.sort_values(["mode", "num_speculative_tokens"]).to_dict("records"),
                 "little": little,
-                "default": False,
+                "poisson_k": sorted({int(r["k"]) for r in little}),
+                "batches": _batches(closed_batches),
             }
         )
-    default = next((s for s in selections if s["entry"]["acceptance"] == acceptances[len(acceptances) // 2] and s["entry"]["attention"] == attentions[-1]), selections[0])
-    default["default"] = True
-    maps = {
-        attention: {
-            "figure": figure_json(best_k_map(rows, attention, labels)),
-            "export": export_layout(f"Best k per concurrency (closed loop), verify attention {BOUND_LABEL.get(attention, attention)}", [note], legend=False),
-            "filename": f"paysoff-best-k-{attention}",
-        }
-        for attention in attentions
-    }
+    default = next((s for s in selections if s["entry"]["proposer"] == "eagle3"), selections[0])
+    groups: dict[str, list] = {}
+    for s in selections:
+        groups.setdefault(s["entry"]["deployment_label"], []).append(s)
     return {
         "recorded": True,
-        "acceptances": [(a, labels[a]) for a in acceptances],
-        "attentions": [(a, BOUND_LABEL.get(a, a)) for a in attentions],
-        "default": {"acceptance": default["entry"]["acceptance"], "attention": default["entry"]["attention"]},
+        "groups": groups,
+        "default": default["key"],
         "selections": selections,
-        "data": {"figures": figures, "maps": maps, "config": PLOT_CONFIG, "default": default["key"]},
-        "model": schedules.get("model"),
-        "device": schedules.get("device"),
+        "data": {"figures": figures, "config": PLOT_CONFIG, "default": default["key"], "keys": [s["key"] for s in selections]},
+        "verify": verify,
+        "bounds": bounds,
+        "tie_rule": schedules.get("tie_rule", ""),
+        "vllm": schedules.get("vllm", {}),
+        "best": best_k_table(entries, bounds),
         "workload": schedules.get("workload", {}),
         "batch_size_cap": schedules.get("batch_size_cap"),
+        "chunk_size": schedules.get("chunk_size"),
+        "provenance": provenance,
         "files": {"csv": CSV_NAME, "crossovers": CROSSOVERS_NAME, "schedules": SCHEDULES_NAME},
-        "concurrency": sorted(int(c) for c in rows["concurrency"].dropna().unique()),
         "loads": sorted(float(r) for r in rows["arrival_rate"].dropna().unique()),
     }
+
+
+def _batches(rows: pd.DataFrame) -> list[dict]:
+    """Mean decoding batch per concurrency: without speculation, and at the smallest and largest k."""
+    out = []
+    for c, group in rows.groupby("concurrency", sort=True):
+        base = group[group["num_speculative_tokens"] == 0]["mean_decode_batch"]
+        spec = group[group["num_speculative_tokens"] > 0].sort_values("num_speculative_tokens")
+        if base.empty or spec.empty:
+            continue
+        out.append({
+            "concurrency": int(c), "baseline": float(base.iloc[0]),
+            "k_low": int(spec.iloc[0]["num_speculative_tokens"]), "low": float(spec.iloc[0]["mean_decode_batch"]),
+            "k_high": int(spec.iloc[-1]["num_speculative_tokens"]), "high": float(spec.iloc[-1]["mean_decode_batch"]),
+        })
+    return out
 
 
 def copy_files(paysoff_csv, crossovers_csv, schedules_json, directory: Path) -> None:

@@ -1,5 +1,5 @@
-// The pays-off page: draws the selected acceptance profile and verify-attention bound, shows
-// that selection's schedule and tables, and keeps the choice in the URL (#acceptance=...&bound=...).
+// The pays-off page: draws the selected deployment's charts, shows its schedule card and the
+// charts' text descriptions, and keeps the choice in the URL (#deployment=...).
 // Every number comes from the page's JSON (the recorded CSVs); nothing is computed here.
 "use strict";
 
@@ -7,8 +7,7 @@
   var dataNode = document.getElementById("paysoff-data");
   if (!dataNode || typeof Plotly === "undefined") return;
   var data = JSON.parse(dataNode.textContent);
-  var acceptance = document.getElementById("pay-acceptance");
-  var bound = document.getElementById("pay-bound");
+  var select = document.getElementById("pay-deployment");
   var notice = document.getElementById("pay-notice");
 
   function configFor(payload) {
@@ -31,43 +30,48 @@
     Plotly.react(div, payload.figure.data, payload.figure.layout, configFor(payload));
   }
 
-  function key() {
-    return acceptance.value + "|" + bound.value;
+  function description(key, mode) {
+    var card = document.querySelector('[data-paysoff-key="' + key + '"]');
+    return card ? card.getAttribute("data-desc-" + mode) || "" : "";
   }
 
   function show() {
-    var k = key();
+    var k = select.value;
     draw("paysoff-closed", data.figures["closed|" + k]);
-    draw("paysoff-open", data.figures["open|" + k]);
-    draw("paysoff-map", data.maps[bound.value]);
+    document.getElementById("closed-desc").textContent = description(k, "closed");
+    var open = data.figures["open|" + k];
+    document.getElementById("open-block").hidden = !open;
+    document.getElementById("open-missing").hidden = !!open;
+    if (open) {
+      draw("paysoff-open", open);
+      document.getElementById("open-desc").textContent = description(k, "open");
+    }
     document.querySelectorAll("[data-paysoff-key]").forEach(function (el) {
       el.hidden = el.getAttribute("data-paysoff-key") !== k;
     });
   }
 
   function fromUrl() {
-    var text = window.location.hash.replace(/^#/, "");
+    var text = window.location.hash.replace(/^#/, "") || window.location.search.replace(/^\?/, "");
     if (!text) return;
-    var params = new URLSearchParams(text);
-    var problems = [];
-    [["acceptance", acceptance], ["bound", bound]].forEach(function (pair) {
-      var wanted = params.get(pair[0]);
-      if (wanted === null) return;
-      var found = Array.prototype.some.call(pair[1].options, function (o) { return o.value === wanted; });
-      if (found) pair[1].value = wanted;
-      else problems.push(pair[0] + " '" + wanted + "' is not recorded");
-    });
-    notice.textContent = problems.length ? "Link: " + problems.join("; ") + "; showing the default instead." : "";
+    var wanted = new URLSearchParams(text).get("deployment");
+    if (wanted === null) return;
+    if (data.keys.indexOf(wanted) >= 0) {
+      select.value = wanted;
+      notice.textContent = "";
+    } else {
+      select.value = data["default"];
+      notice.textContent = "Link: deployment '" + wanted + "' is not recorded; showing the default instead.";
+    }
   }
 
   function onChange() {
     notice.textContent = "";
-    history.replaceState(null, "", "#acceptance=" + encodeURIComponent(acceptance.value) + "&bound=" + encodeURIComponent(bound.value));
+    history.replaceState(null, "", "#deployment=" + encodeURIComponent(select.value));
     show();
   }
 
-  acceptance.addEventListener("change", onChange);
-  bound.addEventListener("change", onChange);
+  select.addEventListener("change", onChange);
   window.addEventListener("hashchange", function () { fromUrl(); show(); });
   fromUrl();
   show();
