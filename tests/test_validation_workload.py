@@ -151,7 +151,7 @@ def test_generate_cli_writes_a_readable_file(tmp_path, capsys):
 def test_generate_cli_bad_input_exits_2_and_writes_nothing(tmp_path, capsys):
     out = tmp_path / "w.jsonl"
     assert main(["generate", "--out", str(out), "--output-tokens", "-3"]) == 2
-    assert "output_tokens = -3" in capsys.readouterr().err
+    assert "--output-tokens -3: must be a positive integer" in capsys.readouterr().err
     assert main(["generate", "--out", str(out), "--trace", str(tmp_path / "missing.csv")]) == 2
     assert "missing.csv" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == []

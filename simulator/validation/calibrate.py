@@ -179,7 +179,8 @@ def _unnoticed_restart(step: Snapshot, records: list) -> Optional[str]:
     the session's own records: a server that restarted from zero counters without exporting
     process_start_time_seconds leaves deltas that are too small (often zero)."""
     received = received_tokens(records)
-    if step.generation_tokens is not None and step.generation_tokens < received:
+    # 2% slack: a counter may be updated a moment after its tokens were streamed
+    if step.generation_tokens is not None and step.generation_tokens < 0.98 * received:
         return (
             f"its counters rose by {step.generation_tokens:g} generated tokens while its {len(records)} records received {received}: "
             "the server restarted (counters from zero) between the scrapes, unnoticed by process_start_time_seconds"
@@ -399,6 +400,11 @@ def check_calibration(path: Path, data: dict) -> None:
     need(proposal is None or (_number(proposal) and 0 < proposal <= 1), "proposal_probability", proposal, "null or a number in (0, 1]")
     for name in ("acceptance_rate", "mean_acceptance_length"):
         need(data.get(name) is None or _number(data.get(name)), name, data.get(name), "null or a number")
+    for name in ("notes", "warnings"):
+        value = data.get(name, [])
+        need(isinstance(value, list) and all(isinstance(v, str) for v in value), name, value, "a list of strings")
+    dropped = data.get("sessions_dropped", [])
+    need(isinstance(dropped, list) and all(isinstance(d, dict) for d in dropped), "sessions_dropped", dropped, "a list of objects")
     kv = data.get("kv_cache", {})
     need(isinstance(kv, dict), "kv_cache", kv, "an object with num_gpu_blocks and block_size")
     for name in ("num_gpu_blocks", "block_size"):

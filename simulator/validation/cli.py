@@ -98,6 +98,11 @@ def _generate(args) -> None:
     check_output_file(args.out, "workload file")
 
     lengths = args.lengths or ("trace" if args.trace else "uniform" if args.prompt_range or args.output_range else "fixed")
+    if lengths == "uniform" and not (args.prompt_range and args.output_range):
+        given, other = ("--prompt-range", "--output-range") if args.prompt_range else ("--output-range", "--prompt-range")
+        raise ConfigError(f"uniform lengths draw both prompt and output lengths: pass {other} MIN MAX too" + (f" (with {given})" if args.prompt_range or args.output_range else ""))
+    if args.max_total_tokens is not None and (lengths != "trace" or args.max_total_tokens <= 0):
+        raise ConfigError(f"--max-total-tokens {args.max_total_tokens}: " + ("must be a positive number of tokens (the server's context)" if lengths == "trace" else "applies to --trace rows only; leave it out"))
     trace_rows = None
     if lengths == "trace":
         if not args.trace:
@@ -140,6 +145,7 @@ def _workload_spec(args, lengths, trace_rows):
 
 
 def _replay(args) -> int:
+    from simulator.validation.compare import summary_line
     from simulator.validation.replay import ReplayOptions, replay
     from simulator.validation.replay_files import read_results, unfinished_requests
     from simulator.validation.workload import read_workload
@@ -170,6 +176,7 @@ def _replay(args) -> int:
         print(summary["note"])
     else:
         print(f"session {summary['session']}: sent {summary['sent']} requests in {summary['wall_s']:.1f} s; " + ", ".join(f"{k} {v}" for k, v in summary["statuses"].items()) + f"; length mismatches {summary['length_mismatches']}")
+        print(f"measured (as vllm bench serve, ITL over every chunk gap): {summary_line(summary['metrics'])}")
         overhead = summary["client_overhead"]
         print(f"client overhead: send lag p99 {overhead['send_lag_s']['p99'] * 1000:.2f} ms, event-loop lag p99 {overhead['event_loop_lag_s']['p99'] * 1000:.2f} ms, {overhead['chunk_handling_s_mean'] * 1e6:.1f} us per chunk")
     # The exit code describes the replay directory, not only this session: a rerun that sent

@@ -97,6 +97,20 @@ def simulated_metrics(frame: pd.DataFrame, percentiles=DEFAULT_PERCENTILES) -> d
     }
 
 
+def measured_metrics(records: list, duration_s: Optional[float], prompt_tokens: dict, percentiles=DEFAULT_PERCENTILES) -> dict:
+    """A replay session summarised exactly as vllm bench serve summarises its run: successful
+    requests only, ITL pooled over every gap between content chunks, TPOT over requests with
+    more than one output token, throughput over the session's duration."""
+    done = [r for r in records if r.get("status") == "ok"]
+    gaps = [later[0] - earlier[0] for r in done for earlier, later in zip(r["chunks"], r["chunks"][1:])]
+    output = sum(r["completion_tokens"] if r.get("completion_tokens") is not None else r["expected_output_tokens"] for r in done)
+    columns = {"ttft": [r["ttft_s"] for r in done], "tpot": [r["tpot_s"] for r in done], "itl": gaps, "e2el": [r["e2e_s"] for r in done]}
+    return {
+        "latency": {metric: latency_stats(columns[metric], percentiles) for metric in METRICS},
+        "throughput": throughput(duration_s, len(done), int(output), int(output + sum(prompt_tokens[r["request_id"]] for r in done))),
+    }
+
+
 def _ms(value: Optional[float]) -> str:
     return "n/a" if value is None else f"{value:.2f} ms"
 

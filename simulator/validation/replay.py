@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 from concurrent.futures import ThreadPoolExecutor
 import time
 from dataclasses import asdict, dataclass
@@ -24,6 +25,7 @@ from httpx_sse import SSEError, aconnect_sse
 from tqdm import tqdm
 
 from simulator.errors import ConfigError
+from simulator.validation.compare import measured_metrics
 from simulator.validation.files import DurableAppender, atomic_write_json, atomic_write_text, check_output_dir
 from simulator.validation.metrics import check_vllm_metrics, scrape, spec_counter_problem
 from simulator.validation.replay_files import (
@@ -59,11 +61,20 @@ class ReplayOptions:
     def __post_init__(self):
         if not (isinstance(self.concurrency, int) and self.concurrency > 0):
             raise ConfigError(f"--max-concurrency {self.concurrency!r}: must be a positive integer")
-        if not (self.timeout_s > 0):
+        if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
             raise ConfigError(f"--timeout {self.timeout_s!r}: must be > 0 seconds of silence")
         if not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"--base-url {self.base_url!r}: must start with http:// or https://, e.g. http://127.0.0.1:8000")
-        path = urlsplit(self.base_url).path.rstrip("/")
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise ConfigError(f"--temperature {self.temperature!r}: must be a number >= 0 (0: greedy, as the simulated run)")
+        try:
+            parts = urlsplit(self.base_url)
+            parts.port  # noqa: B018  (parses the port, raising on a bad one)
+        except ValueError as err:
+            raise ConfigError(f"--base-url {self.base_url!r}: not a valid URL ({err}); pass the server root, e.g. http://127.0.0.1:8000") from None
+        if not parts.hostname:
+            raise ConfigError(f"--base-url {self.base_url!r}: names no host; pass the server root, e.g. http://127.0.0.1:8000")
+        path = parts.path.rstrip("/")
         if path.endswith("/completions"):
             root = self.base_url[: self.base_url.rstrip("/").rindex(path)]
             raise ConfigError(f"--base-url {self.base_url!r} names an endpoint: pass the server root ({root}) as --base-url, and the path with --endpoint (default /v1/completions)")
@@ -114,6 +125,7 @@ def replay(workload: Workload, out_dir: Path, options: ReplayOptions) -> dict:
     """
     out_dir = check_output_dir(out_dir, "replay directory", files=(RESULTS_FILE, SUMMARY_FILE), dirs=(SCRAPES_DIR,))
     existing = read_results(out_dir, workload.workload_hash)
+    read_summary(out_dir)  # a damaged summary stops the replay before it sends anything
     records = existing.records if existing else {}
     pending = pending_requests(workload, records, options.retry_failed)
     return run_async(_session(workload, out_dir, options, existing, pending))
@@ -241,7 +253,15 @@ async def _send_all(client, pending: list[Request], model: str, options: ReplayO
         bar.close()
     wall = clock() - t0
     largest = max((c[1] for r in finished if r["status"] == "ok" for c in r["chunks"][1:] if c[1] is not None), default=0)
-    return {"sent": len(pending), "wall_s": wall, **_tally(finished), "largest_decode_chunk": largest, "client_overhead": _overhead(finished, lags)}
+    prompts = {r.request_id: r.prompt_tokens for r in pending}
+    return {
+        "sent": len(pending),
+        "wall_s": wall,
+        **_tally(finished),
+        "largest_decode_chunk": largest,
+        "metrics": measured_metrics(finished, wall, prompts),  # vllm bench serve's summary of this session
+        "client_overhead": _overhead(finished, lags),
+    }
 
 
 def _tally(records: list[dict]) -> dict:

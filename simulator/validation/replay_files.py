@@ -96,8 +96,19 @@ def list_scrapes(directory: Path) -> dict:
 
 
 def read_summary(directory: Path) -> dict:
+    """The per-session summaries; a damaged file is refused, naming it."""
     path = Path(directory) / SUMMARY_FILE
-    return read_json(path, "replay summary") if path.exists() else {"sessions": []}
+    if not path.exists():
+        return {"sessions": []}
+    data = read_json(path, "replay summary")
+    sessions = data.get("sessions", [])
+    if not (isinstance(sessions, list) and all(isinstance(s, dict) for s in sessions)):
+        raise ConfigError(f"replay summary {path}: sessions = {str(sessions)[:60]!r} has the wrong type, expected a list of objects; the file was edited or damaged: replay into a new --out")
+    for session in sessions:
+        wall = session.get("wall_s")
+        if wall is not None and not (isinstance(wall, (int, float)) and not isinstance(wall, bool) and wall >= 0):
+            raise ConfigError(f"replay summary {path}: wall_s = {wall!r} has the wrong type, expected seconds >= 0; the file was edited or damaged: replay into a new --out")
+    return data
 
 
 def _wrong(where: str, name: str, value, expected: str) -> ConfigError:

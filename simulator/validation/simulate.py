@@ -107,7 +107,18 @@ def read_simulated(directory: Path):
         raise ConfigError(f"{path}: file not found") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
         raise ConfigError(f"{path}: not a readable CSV ({err}); run simulate again") from None
-    missing = {"request_id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s"} - set(frame.columns)
+    for name in ("workload_hash",):
+        if not isinstance(record.get(name), str):
+            raise ConfigError(f"simulated summary {directory / SUMMARY_FILE}: {name} = {record.get(name)!r} has the wrong type, expected a string; run simulate again")
+    for name in ("config", "summary", "calibration"):
+        if not isinstance(record.get(name, {}), dict):
+            raise ConfigError(f"simulated summary {directory / SUMMARY_FILE}: {name} has the wrong type, expected an object; run simulate again")
+    required = ("request_id", "arrival_s", "prompt_tokens", "output_tokens", "ttft_s", "tpot_s", "e2e_s")
+    missing = set(required) - set(frame.columns)
     if missing:
-        raise ConfigError(f"{path}: missing column(s) {sorted(missing)}")
+        raise ConfigError(f"{path}: missing column(s) {sorted(missing)}; run simulate again")
+    for name in required + (("accepted_tokens",) if "accepted_tokens" in frame.columns else ()):
+        if not pd.api.types.is_numeric_dtype(frame[name]):
+            bad = frame.loc[pd.to_numeric(frame[name], errors="coerce").isna() & frame[name].notna(), name].iloc[0]
+            raise ConfigError(f"{path}: column {name} holds {bad!r}, not a number; run simulate again")
     return record, frame
