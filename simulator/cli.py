@@ -417,10 +417,13 @@ def limits_note(config: RunConfig) -> Optional[str]:
     seqs, tokens = vllm_serve_scheduler_defaults(config.device)
     if (config.batch_size_cap, config.chunk_size) == (seqs, tokens):
         return None
-    return (
-        f"note: vllm serve {VLLM_DEFAULTS_VERSION} on {config.device} defaults to --max-num-seqs {seqs} "
-        f"--max-num-batched-tokens {tokens}; pass those to simulate an untuned server"
-    )
+    from simulator.catalog import model_config
+
+    note = f"note: vllm serve {VLLM_DEFAULTS_VERSION} on {config.device} defaults to --max-num-seqs {seqs} --max-num-batched-tokens {tokens}"
+    context = model_config(config.model).max_model_len
+    if seqs + tokens > context:
+        return note + f", which the simulator cannot model for {config.model}: a step's tokens must fit its context of {context}"
+    return note + "; pass those to simulate an untuned server"
 
 
 def format_summary(result, acceptance_note: Optional[str] = None) -> str:
