@@ -322,6 +322,13 @@ def test_deprecated_flags_warn_and_still_work(tmp_path, capsys):
         (["calibrate", "--replay", "r", "--num-speculative-tokens", "-1"], "-1 must be >= 0"),
         (["replay", "--workload", "w", "--base-url", "http://a", "--url", "http://b", "--out", "o"], "not allowed with argument"),
         (["simulate", "--workload", "w", "--calibration", "c", "--out", "o", "--proposer", "medusa"], "invalid choice: 'medusa'"),
+        (["replay", "--workload", "w", "--base-url", "http://[::1", "--out", "o"], "--base-url 'http://[::1': not a valid URL"),
+        (["replay", "--workload", "w", "--base-url", "http://", "--out", "o"], "names no host"),
+        (["replay", "--workload", "w", "--base-url", "http://a", "--temperature", "-1", "--out", "o"], "--temperature -1.0: must be a number >= 0"),
+        (["replay", "--workload", "w", "--base-url", "http://a", "--endpoint", "/v1/chat/completions", "--out", "o"], "--endpoint '/v1/chat/completions': must be an OpenAI completions path"),
+        (["replay", "--workload", "w", "--base-url", "http://a", "--timeout", "nan", "--out", "o"], "--timeout nan: must be > 0 seconds of silence"),
+        (["generate", "--out", "w.jsonl", "--max-total-tokens", "100"], "--max-total-tokens 100: applies to --trace rows only"),
+        (["generate", "--out", "w.jsonl", "--output-range", "1", "5"], "pass --prompt-range MIN MAX too"),
     ],
 )
 def test_usage_errors_are_one_line(tmp_path, capsys, monkeypatch, args, message):
@@ -347,3 +354,34 @@ def test_eagle_proposers_need_a_draft_model(tmp_path, capsys, v1_replay):
     assert calibrate(v1_replay / "r", "--out", str(tmp_path / "c.json")) == 0
     config = build_run_config(read_workload(v1_replay / "w.jsonl"), read_calibration(tmp_path / "c.json"), model="meta-llama/Llama-3.1-8B-Instruct", proposer="eagle", draft_model="yuhuili/EAGLE-LLaMA3.1-Instruct-8B", seed=5)
     assert (config.speculation.proposer, config.speculation.draft_model, config.seed) == ("eagle", "yuhuili/EAGLE-LLaMA3.1-Instruct-8B", 5)
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        ("simulated_csv", "column ttft_s holds 'x', not a number; run simulate again"),
+        ("simulated_json", "config has the wrong type, expected an object; run simulate again"),
+        ("replay_summary", "sessions = 'x' has the wrong type, expected a list of objects"),
+        ("calibration_notes", "notes = 5 is wrong, expected a list of strings; run calibrate again"),
+    ],
+)
+def test_compare_refuses_damaged_inputs_naming_them(tmp_path, capsys, damage, message):
+    import pandas as pd
+    from test_validation_compare import compare_args, write_inputs
+
+    write_inputs(tmp_path)
+    if damage == "simulated_csv":
+        frame = pd.read_csv(tmp_path / "sim" / "simulated.csv").astype({"ttft_s": object})
+        frame.loc[1, "ttft_s"] = "x"
+        frame.to_csv(tmp_path / "sim" / "simulated.csv", index=False)
+    elif damage == "simulated_json":
+        data = json.loads((tmp_path / "sim" / "simulated.json").read_text())
+        (tmp_path / "sim" / "simulated.json").write_text(json.dumps(data | {"config": [1]}))
+    elif damage == "replay_summary":
+        (tmp_path / "replay" / "replay-summary.json").write_text(json.dumps({"sessions": "x"}))
+    else:
+        data = json.loads((tmp_path / "calibration.json").read_text())
+        (tmp_path / "calibration.json").write_text(json.dumps(data | {"notes": 5}))
+    assert main(compare_args(tmp_path, tmp_path / "out")) == 2
+    one_line_error(capsys, message)
+    assert not (tmp_path / "out").exists()

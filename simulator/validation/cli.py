@@ -150,7 +150,6 @@ def _replay(args) -> int:
     from simulator.validation.replay_files import read_results, unfinished_requests
     from simulator.validation.workload import read_workload
 
-    workload = read_workload(Path(args.workload))
     options = ReplayOptions(
         base_url=args.base_url,
         endpoint=args.endpoint,
@@ -161,7 +160,8 @@ def _replay(args) -> int:
         retry_failed=args.retry_failed,
         request_token_ids=not args.no_token_ids,
         progress=not args.no_progress,
-    )
+    )  # the flags are checked before the workload is read
+    workload = read_workload(Path(args.workload))
     try:
         summary = replay(workload, Path(args.out), options)
     except KeyboardInterrupt:
