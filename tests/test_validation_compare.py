@@ -162,7 +162,7 @@ def test_report_has_vllm_metrics_throughput_and_one_unit_policy(tmp_path, capsys
     assert "| E2EL | p99 |" in markdown and "| ITL | median |" in markdown
     assert "request throughput (req/s)" in markdown and "Latencies in milliseconds" in markdown
     out = capsys.readouterr().out
-    assert "TTFT: 2 requests, mean 150.0 ms measured" in out
+    assert "TTFT: 2 requests, mean 150.00 ms measured vs 150.00 ms simulated, MAPE 15.0%" in out
 
 
 def test_markdown_shows_the_numbers():

@@ -250,7 +250,8 @@ def _compare(args) -> None:
     report = compare_files(Path(args.workload), Path(args.replay), Path(args.calibration), Path(args.simulated), Path(args.out), percentiles=percentiles, percentile_metrics=metrics)
     for metric, values in report["metrics"].items():
         mape = values["mape_pct"]
-        print(f"{values['label']}: {values['requests']} requests, mean {values['measured']['mean_ms']} ms measured vs {values['simulated']['mean_ms']} ms simulated, MAPE {'n/a' if mape is None else f'{mape:.1f}%'}")
+        means = " vs ".join("n/a" if values[side]["mean_ms"] is None else f"{values[side]['mean_ms']:.2f} ms {side}" for side in ("measured", "simulated"))
+        print(f"{values['label']}: {values['requests']} requests, mean {means}, MAPE {'n/a' if mape is None else f'{mape:.1f}%'}")
     print(f"wrote the report to {args.out}")
 
 

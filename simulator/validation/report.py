@@ -37,7 +37,7 @@ from simulator.validation.simulate import read_simulated
 from simulator.validation.workload import read_workload
 
 SCHEMA = VALIDATION_REPORT_SCHEMA  # shared with the site, which reads report.json
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: vllm bench serve metrics (mean, median, percentiles in ms; ITL, E2EL; throughput)
 FILES = {"json": "report.json", "markdown": "report.md", "csv": "comparison.csv", "scatter_html": "scatter.html", "scatter_json": "scatter.json", "plotlyjs": "plotly.min.js"}
 UNITS = "per-request values (comparison.csv) in seconds; summaries (report.json, report.md) in milliseconds; throughput in req/s and tok/s, as vllm bench serve"
 
