@@ -11,6 +11,7 @@ release as deprecated aliases (:data:`DEPRECATED`) that print a warning.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
@@ -237,7 +238,13 @@ def _simulate(args) -> None:
     workload = read_workload(Path(args.workload))
     calibration = read_calibration(Path(args.calibration))
     config = build_run_config(workload, calibration, model=args.model, device=args.device, profile_dir=args.profile_dir, proposer=args.proposer, draft_model=args.draft_model, seed=args.acceptance_seed)
-    record = simulate(config, workload, calibration, Path(args.out))
+    previous = logging.root.manager.disable
+    if not args.verbose:
+        logging.disable(logging.INFO)  # Vidur's INFO lines, as python -m simulator hides them without -v
+    try:
+        record = simulate(config, workload, calibration, Path(args.out))
+    finally:
+        logging.disable(previous)
     print(f"simulated {record['summary'].get('num_requests')} requests: {summary_line(record['metrics'])}; wrote {args.out}")
 
 
@@ -318,6 +325,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--draft-model", help="the draft model or EAGLE head the server ran, e.g. JackFram/llama-68m or yuhuili/EAGLE-LLaMA3.1-Instruct-8B")
     s.add_argument("--acceptance-seed", dest="acceptance_seed", type=int, default=0, help="seeds the simulator's acceptance draws (as python -m simulator's --acceptance-seed)")
     _alias(s, "simulate", "--seed", "acceptance_seed", type=int)
+    s.add_argument("-v", "--verbose", action="store_true", help="show Vidur's log")
 
     m = steps.add_parser("compare", help="join measured and simulated per request; write the report")
     m.add_argument("--workload", required=True)
