@@ -315,6 +315,12 @@ def format_answer(spec, output) -> str:
     )
     lines.append(f"Ties: {doc['tie_rule']}.")
     lines.append("")
+    top = entry.get("simulated_up_to")
+    if entry["speculative_config"] and top and top < spec.batch_size_cap:
+        lines.append(
+            f"Note: the schedule's last row runs to --max-num-seqs {spec.batch_size_cap}, but only up to {top} in flight was simulated; "
+            f"above that it keeps the last measured k. Add larger values to --concurrency to check them."
+        )
     if entry["speculative_config"]:
         lines += [
             "Recommended num_speculative_tokens_per_batch_size (rows [first batch size, last batch size, k]): "

@@ -86,6 +86,7 @@ def test_one_deployment_answer_from_vllm_s_acceptance_length(capsys, tmp_path):
         assert any(line.strip().startswith(x) for line in out.splitlines()), x
     assert "k = 1" in out and "k = 2" in out and "best k" in out
     assert "stops paying" in out
+    assert "only up to 8 in flight was simulated" in out  # the schedule's rows above the grid are not simulated, and it says so
     config = json.loads(out.split("--speculative-config '", 1)[1].split("'", 1)[0])
     assert config["num_speculative_tokens_per_batch_size"] == answer["num_speculative_tokens_per_batch_size"]
     assert "vllm serve meta-llama/Llama-2-7b-hf --max-num-seqs 256 --max-num-batched-tokens 2048 --speculative-config" in out

@@ -376,6 +376,7 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
                 "speculative_config_json": json.dumps(config, separators=(",", ":")) if config else None,
                 "serve_command": serve_command(spec, profile, config),
                 "note": "" if config else "speculation never pays in this range: run without --speculative-config",
+                "simulated_up_to": max(spec.concurrency) if spec.concurrency else None,
                 "stops_paying_from": off[spec.attention],
                 "stops_paying_band": {b: off[b] for b in bounds},
                 "comparison": compared,
