@@ -123,3 +123,28 @@ def test_run_by_hand_it_serves_until_interrupted(tmp_path):
     finally:
         process.send_signal(signal.SIGINT)
         assert process.wait(timeout=30) == 0, process.stderr.read()
+
+
+def test_v0_counters_count_emitted_tokens_and_accept_at_any_position():
+    """V0 exports draft, accepted and emitted tokens (no drafts, no per-position counters) and
+    two gauges; its accepted count includes tokens accepted after an earlier rejection."""
+    with FakeServer(FakeServerConfig(engine="v0", num_speculative_tokens=3, acceptance_rate=0.6, **FAST)) as server:
+        events, done = stream(server.url, list(range(200, 240)), 60)
+        text = httpx.get(f"{server.url}/metrics").text
+    metrics = parse_metrics(text, "fake")
+    counts = [len(e["choices"][0]["token_ids"]) for e in events if e["choices"]]
+    steps = len(counts) - 1
+    assert done and metrics.engine == "v0" and metrics.drafts is None and not metrics.accepted_per_pos
+    assert metrics.draft_tokens == 3 * steps
+    assert metrics.emitted_tokens >= sum(counts[1:])  # the last step may be cut short of what it emitted
+    assert metrics.accepted_tokens >= metrics.emitted_tokens - steps  # any-position acceptance >= the accepted prefix
+    assert metrics.v0_gauges == ("vllm:spec_decode_draft_acceptance_rate", "vllm:spec_decode_efficiency")
+
+
+def test_v0_gauges_only_and_a_stream_without_done():
+    with FakeServer(FakeServerConfig(engine="v0-gauges", fault_no_done=1.0, **FAST)) as server:
+        events, done = stream(server.url, [7, 8, 9], 10)
+        metrics = parse_metrics(httpx.get(f"{server.url}/metrics").text, "fake")
+    assert not done and sum(len(e["choices"][0]["token_ids"]) for e in events if e["choices"]) == 10
+    assert events[-1]["usage"]["completion_tokens"] == 10
+    assert metrics.engine is None and metrics.draft_tokens is None and len(metrics.v0_gauges) == 2
