@@ -122,7 +122,7 @@ def test_timed_out_requests_do_not_inflate_the_proposal_probability(tmp_path, ca
     generate(tmp_path / "w.jsonl", n=40, seed=5)
     config = FakeServerConfig(num_speculative_tokens=3, proposal_probability=0.7, fault_stall=0.1, stall_s=3600.0, **FAST)
     with FakeServer(config) as server:
-        assert replay(tmp_path / "w.jsonl", server.url, tmp_path / "r", "--timeout", "3") == EXIT_REQUESTS_FAILED
+        assert replay(tmp_path / "w.jsonl", server.url, tmp_path / "r", "--timeout", "5") == EXIT_REQUESTS_FAILED
     statuses = [r["status"] for r in read_results(tmp_path / "r").records.values()]
     assert statuses.count("timeout") >= 2
     assert calibrate(tmp_path / "r") == 0
