@@ -188,3 +188,27 @@ def test_failed_requests_drafts_are_weighed_out_by_their_share_of_generated_toke
     _, probability, _ = proposal_probability(Snapshot(drafts=0.7 * 200, generation_tokens=generated), records, 3, [])
     assert probability == pytest.approx(0.7)
     # counting every chunk (the old estimate) would have said 140 / 101
+
+
+def test_restarts_without_a_start_time_are_told_by_the_sessions_records(tmp_path):
+    """Defect 1, unit level: no process_start_time_seconds.  Session 0's counters did not rise
+    by the tokens its records received (a restart from zero: zero deltas); session 1's
+    generation counter rose but its drafts did not, while its records show multi-token chunks;
+    session 2 is consistent and is the only one used."""
+
+    def scrape(drafts, generated):
+        return exposition(drafts, 3 * drafts, drafts, (drafts, 0, 0), extra=f"# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total {generated}\n")
+
+    texts = {(0, "before"): scrape(0, 0), (0, "after"): scrape(0, 0), (1, "before"): scrape(10, 40), (1, "after"): scrape(10, 400), (2, "before"): scrape(10, 400), (2, "after"): scrape(30, 460)}
+    for (session, when), text in texts.items():
+        path = scrape_path(tmp_path, session, when)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    history = [record(21, tokens=2, session=0), record(21, tokens=2, session=1), record(21, tokens=2, session=2)]  # 41 tokens each
+    counters = collect_counters(tmp_path, history)
+    assert counters.used == [2]
+    reasons = {d["session"]: d["reason"] for d in counters.dropped}
+    assert "rose by 0 generated tokens while its 1 records received 41" in reasons[0]
+    assert "spec-decode counters did not move while its records show 20 multi-token decode chunks" in reasons[1]
+    # without the records (an older caller) nothing tells them apart
+    assert collect_counters(tmp_path).used == [0, 1, 2]
