@@ -46,6 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--proposer", default="ngram", choices=("ngram", "draft", "eagle", "eagle3"), help="ngram, draft (a draft model), eagle or eagle3 (a head)")
     s.add_argument("--draft-model", default=None, help="the draft model or EAGLE head (for --proposer draft, eagle, eagle3)")
     s.add_argument(
+        "--draft-tensor-parallel-size", type=int, default=None,
+        help="GPUs the draft runs on: 1 or --tensor-parallel-size (vLLM's draft_tensor_parallel_size; default: the target's)",
+    )
+    s.add_argument(
         "--max-num-seqs", type=int, default=None,
         help="vLLM's --max-num-seqs, the largest running batch (default: what vllm serve 0.10.1 picks on --device: 1024 on GPUs of 70 GiB "
         "or more other than the A100, else 256)",
@@ -227,7 +231,13 @@ def spec_from_args(args):
             f"--concurrency {args.concurrency}: {too_big} exceed --max-num-seqs {args.max_num_seqs}, so those requests would wait in the queue, "
             f"not run; raise --max-num-seqs to {max(too_big)} or lower --concurrency"
         )
-    deployment = dict(model=args.model, device=device, tensor_parallel_size=args.tensor_parallel_size, proposer=args.proposer, draft_model=args.draft_model)
+    if args.draft_tensor_parallel_size is not None and (args.proposer == "ngram" or args.draft_tensor_parallel_size not in (1, args.tensor_parallel_size)):
+        raise ConfigError(
+            f"--draft-tensor-parallel-size {args.draft_tensor_parallel_size}: must be 1 or --tensor-parallel-size ({args.tensor_parallel_size}), "
+            "and only with a draft model or head"
+        )
+    deployment = dict(model=args.model, device=device, tensor_parallel_size=args.tensor_parallel_size, proposer=args.proposer, draft_model=args.draft_model,
+                      draft_tensor_parallel_size=args.draft_tensor_parallel_size)
     profile = _acceptance(args, deployment)
     if profile.per_position is not None and len(profile.per_position) < max(ks):
         raise ConfigError(f"per-position acceptance has {len(profile.per_position)} rates but --k-range goes to {max(ks)}: give {max(ks)} rates or lower --k-range")

@@ -42,6 +42,7 @@ def _run(argv, capsys):
         (["--acceptance", "0.7", "--concurrency", "1-64", "--max-num-seqs", "32"], "\\[64\\] exceed --max-num-seqs 32"),
         (["--acceptance-per-position", "0.9,0.8", "--k-range", "1-4"], "has 2 rates but --k-range goes to 4"),
         (["--proposer", "eagle3", "--acceptance", "0.7"], "--proposer eagle3 needs --draft-model"),
+        (["--acceptance", "0.7", "--draft-tensor-parallel-size", "1"], "--draft-tensor-parallel-size 1: must be 1 or --tensor-parallel-size \\(1\\), and only with a draft"),
         (["--draft-model", "JackFram/llama-68m", "--acceptance", "0.7"], "--proposer ngram uses no draft model"),
         (
             ["--model", "meta-llama/Llama-2-7b-hf", "--proposer", "eagle3", "--draft-model", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "--acceptance", "0.7"],

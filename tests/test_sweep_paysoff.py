@@ -102,6 +102,18 @@ def test_the_committed_spec_parses_and_covers_the_issue():
     assert max(spec.arrival_rates) > 6.0  # past the seed sweep's baseline saturation (overloaded at 6 req/s)
 
 
+def test_every_committed_deployment_resolves():
+    """Each deployment passes the simulator's own checks (head for its target, sharding, context) at its
+    largest run, so a bad combination fails here rather than in the build."""
+    from simulator.sweep.paysoff import closed_loop_workload, run_config, speculation
+    from simulator.sweep.runner import warm_predictor
+
+    spec = load_paysoff_spec(DATA_DIR / "paysoff.toml")
+    for profile in spec.profiles:
+        workload = closed_loop_workload(spec, max(spec.concurrency), profile.model)
+        warm_predictor(run_config(spec, profile.system, workload, speculation(spec, profile, spec.attention, max(spec.speculative_tokens))))
+
+
 def test_the_committed_spec_run_count_stays_modest():
     from simulator.sweep.paysoff import fixed_k_jobs
 
@@ -128,6 +140,8 @@ def test_the_committed_spec_run_count_stays_modest():
         (('name = "iid-0.8"', 'name = "iid-0.3"'), "acceptance names repeat"),
         (("concurrency = [1, 4, 16]", "concurrency = [1, 4, 32]"), "concurrency \\[32\\] exceeds max_num_seqs = 16"),
         (("concurrency = [1, 4, 16]", "concurrency = []"), "concurrency is empty"),
+        (('draft_model = "meta-llama/Llama-3.2-1B-Instruct"', 'draft_model = "meta-llama/Llama-3.2-1B-Instruct"\ndraft_tensor_parallel_size = 2'),
+         "draft_tensor_parallel_size = 2 must be 1 or the target's tensor_parallel_size \\(1\\)"),
     ],
 )
 def test_bad_specs_name_the_key(change, message):

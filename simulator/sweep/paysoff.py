@@ -158,6 +158,7 @@ def speculation(spec: PaysoffSpec, profile: AcceptanceProfile, attention: str, k
         acceptance_per_position=profile.per_position,
         proposer=profile.proposer,
         draft_model=profile.draft_model,
+        draft_tensor_parallel_size=profile.draft_tensor_parallel_size,
         attention=attention,
         interpolation=spec.interpolation,
     )
@@ -296,6 +297,8 @@ def speculative_config(profile: AcceptanceProfile, schedule: Schedule) -> Option
     config = {"method": profile.method}
     if profile.draft_model:
         config["model"] = profile.draft_model
+    if profile.draft_tensor_parallel_size is not None:
+        config["draft_tensor_parallel_size"] = profile.draft_tensor_parallel_size
     if profile.proposer == "ngram":
         config["prompt_lookup_max"] = NGRAM_LOOKUP_MAX
     config["num_speculative_tokens"] = k_max
@@ -364,6 +367,7 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
                 "tensor_parallel_size": profile.tensor_parallel_size,
                 "proposer": profile.proposer,
                 "draft_model": profile.draft_model,
+                "draft_tensor_parallel_size": profile.draft_tensor_parallel_size,
                 "acceptance_source": profile.source,
                 "acceptance_derivation": profile.derivation,
                 "acceptance_rate": profile.rate,

@@ -62,6 +62,7 @@ _DEPLOYMENT_FIELDS = {
     "tensor_parallel_size": int,
     "proposer": str,
     "draft_model": str,
+    "draft_tensor_parallel_size": int,
     "poisson": bool,
     "acceptance": list,
 }
@@ -104,6 +105,7 @@ class AcceptanceProfile:
     tensor_parallel_size: int = 1
     proposer: str = "ngram"
     draft_model: Optional[str] = None
+    draft_tensor_parallel_size: Optional[int] = None  # 1 or the target's (None: the target's, vLLM's default)
     poisson: bool = True  # also run the open-loop (Poisson) grid
 
     @property
@@ -259,6 +261,11 @@ def check_spec(spec: PaysoffSpec, where: str = "pays-off spec") -> PaysoffSpec:
                 f"{where}: acceptance {p.name!r} has {len(p.per_position)} per-position rates; k up to {max(spec.speculative_tokens)} needs "
                 f"{max(spec.speculative_tokens)}: give more positions or lower the k range"
             )
+        if p.draft_tensor_parallel_size is not None and (p.proposer == "ngram" or p.draft_tensor_parallel_size not in (1, p.tensor_parallel_size)):
+            raise ConfigError(
+                f"{where}: deployment {p.deployment!r}: draft_tensor_parallel_size = {p.draft_tensor_parallel_size!r} must be 1 or the target's "
+                f"tensor_parallel_size ({p.tensor_parallel_size}), and only with a draft model or head"
+            )
         if p.proposer == "ngram" and p.draft_model:
             raise ConfigError(f"{where}: deployment {p.deployment!r}: proposer = 'ngram' takes no draft_model ({p.draft_model!r})")
     return spec
@@ -315,7 +322,8 @@ def parse_paysoff_spec(text: str, source: str = "<spec>") -> PaysoffSpec:
                 raise ConfigError(f"{at}: {key} must be a non-empty string")
         deployment = dict(
             deployment=name, deployment_label=table["label"], model=table["model"], device=table["device"], tensor_parallel_size=tp,
-            proposer=table["proposer"], draft_model=table.get("draft_model"), poisson=table.get("poisson", True),
+            proposer=table["proposer"], draft_model=table.get("draft_model"), draft_tensor_parallel_size=table.get("draft_tensor_parallel_size"),
+            poisson=table.get("poisson", True),
         )
         if not table["acceptance"]:
             raise ConfigError(f"{at}: acceptance is empty; give at least one [[deployment.acceptance]]")
