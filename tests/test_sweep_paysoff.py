@@ -380,3 +380,20 @@ def test_the_page_renders_with_selectors_schedule_and_explanation(small_run, tmp
     # without the recorded files the page says how to record them
     render_site(site_sources_copy, tmp_path / "bare")
     assert "has not been recorded" in (tmp_path / "bare" / "paysoff.html").read_text()
+
+
+def test_best_k_table_marks_off_and_rises_without_mangling_two_digit_k():
+    entry = {
+        "deployment_label": "d", "label": "a", "num_speculative_tokens_per_batch_size": [[1, 7, 4], [8, 64, 0]],
+        "comparison": [
+            {"mode": "closed_loop", "x": 1, "best_fixed_k": 4, "best_fixed_tpot_speedup": 2.0, "schedule_tpot_speedup": 2.0, "best_k_under_bounds": {"per_token": 10}},
+            {"mode": "closed_loop", "x": 8, "best_fixed_k": 0, "best_fixed_tpot_speedup": 1.0, "schedule_tpot_speedup": 1.0, "best_k_under_bounds": {"per_token": 0}},
+            {"mode": "closed_loop", "x": 64, "best_fixed_k": 2, "best_fixed_tpot_speedup": 1.05, "schedule_tpot_speedup": 1.0, "best_k_under_bounds": {}},
+        ],
+    }
+    table = page.best_k_table([entry], ["per_token"])
+    cells = table["rows"][0]["cells"]
+    assert table["xs"] == [1, 8, 64]
+    assert cells[0]["bounds"] == ["10"] and cells[0]["gain"] is None
+    assert cells[1]["k"] == 0 and cells[1]["bounds"] == ["off"]
+    assert cells[2]["schedule_k"] == 0 and cells[2]["gain"] == pytest.approx(0.05)

@@ -193,7 +193,7 @@ def best_k_table(entries: list[dict], bounds: list[str]) -> dict:
                 cells.append(None)
                 continue
             scheduled = _schedule_k(e["num_speculative_tokens_per_batch_size"], int(x))
-            others = sorted(set(c.get("best_k_under_bounds", {}).values()))
+            others = [str(k) if k else "off" for k in sorted(set(c.get("best_k_under_bounds", {}).values()))]
             gain = c["best_fixed_tpot_speedup"] / c["schedule_tpot_speedup"] - 1 if c["best_fixed_k"] != scheduled and c["schedule_tpot_speedup"] else None
             cells.append({"k": c["best_fixed_k"], "bounds": others, "schedule_k": scheduled, "gain": gain})
         table.append({"label": e["deployment_label"], "acceptance": e["label"], "cells": cells})
