@@ -69,7 +69,7 @@ class ReplayOptions:
             raise ConfigError(f"--temperature {self.temperature!r}: must be a number >= 0 (0: greedy, as the simulated run)")
         try:
             parts = urlsplit(self.base_url)
-            parts.port  # noqa: B018  (parses the port, raising on a bad one)
+            _ = parts.port  # parses the port, raising ValueError on a bad one
         except ValueError as err:
             raise ConfigError(f"--base-url {self.base_url!r}: not a valid URL ({err}); pass the server root, e.g. http://127.0.0.1:8000") from None
         if not parts.hostname:
