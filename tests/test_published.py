@@ -107,7 +107,8 @@ def _load(tmp_path, text):
         (lambda s: s.replace('role = "check"', 'role = "calibration"'), r"\(a-b-c\) is a calibration row: name the constant"),
         (lambda s: s.replace('role = "check"', 'role = "calibration"\nsets = ["luck"]'), r"sets names \['luck'\]"),
         (lambda s: s.replace("value = 130.0", "value = 130.0\nplausible = { output_len = [300, 200] }"), r"plausible.output_len = \[300, 200\] must be \[low, high\]"),
-        (lambda s: s.replace("value = 130.0", "value = 130.0\nplausible = { gpu = [1, 2] }"), r"plausible.gpu: only"),
+        (lambda s: s.replace("value = 130.0", "value = 130.0\nplausible = { tp = [1, 2] }"), r"plausible.tp: only"),
+        (lambda s: s.replace("value = 130.0", 'value = 130.0\nplausible = { gpu = ["a100", "h200"] }'), r"the row's gpu = 'h100' among them"),
         (lambda s: s.replace("value = 130.0", "value = 130.0\ndraft_tp = 1"), r"draft_tp is for proposer"),
     ],
 )
@@ -194,7 +195,8 @@ def test_rows_map_to_runs_by_one_rule():
     poisson = plan(rows["vllm-blog2024-ngram-qps1"], assumptions, rows)
     assert poisson.run.workload.arrival_rate == 1.0 and poisson.run.tensor_parallel_size == 4
     assert poisson.baseline is not None and not poisson.baseline.speculation.enabled
-    assert plan(rows["vllm-issue20780-eagle1-k2"], assumptions, rows).reason == "the source does not state the GPU"
+    inferred = plan(rows["vllm-issue20780-eagle1-k2"], assumptions, rows)  # GPU inferred, the H200 run as its range
+    assert inferred.run.device == "h100" and [run.device for _, run, _ in inferred.variants] == ["h100", "h200"]
     assert "rtx4090" in plan(rows["vllm-pr24243-minicpm3-eagle3-c1"], assumptions, rows).reason
 
 

@@ -15,7 +15,7 @@ The mapping, the same for every row (no per-row tuning):
   engine overhead per step, LM head costed, Sarathi chunk 512, KV-once verify attention); a draft
   model's tensor parallelism is the row's ``draft_tp``, else vLLM's default (the target's).
 * settings a source leaves unknowable (``plausible``): the row is also run at each end of the
-  range, so the table can say how much of its error that range could account for.
+  range (each candidate GPU), so the table can say how much of its error that range accounts for.
 """
 
 from __future__ import annotations
@@ -84,8 +84,9 @@ def _unreproducible(m: Measurement, devices, assumptions: Assumptions) -> str:
     """Why a row is out of reach, or '' when it can be simulated."""
     if m.gpu is None:
         return "the source does not state the GPU"
-    if m.gpu not in devices:
-        return f"no device constants for {m.gpu} (known: {', '.join(sorted(devices))})"
+    for gpu in (m.gpu, *dict(m.plausible).get("gpu", ())):
+        if gpu not in devices:
+            return f"no device constants for {gpu} (known: {', '.join(sorted(devices))})"
     if m.proposer == "medusa":
         return "Medusa heads are not modelled"
     if m.drafting == "tree":
@@ -109,8 +110,9 @@ def _unreproducible(m: Measurement, devices, assumptions: Assumptions) -> str:
 
 def _workload(m: Measurement, assumptions: Assumptions, override: Optional[dict] = None):
     dataset = assumptions.datasets.get(m.dataset or "unstated")
-    prompt = (override or {}).get("input_len") or m.input_len or dataset.input_len
-    output = (override or {}).get("output_len") or m.output_len or dataset.output_len
+    override = override or {}
+    prompt = override.get("input_len") or m.input_len or dataset.input_len
+    output = override.get("output_len") or m.output_len or dataset.output_len
     if m.qps is not None:
         return PoissonWorkload(num_requests=POISSON_REQUESTS, prompt_tokens=prompt, output_tokens=output, arrival_rate=m.qps, seed=WORKLOAD_SEED)
     in_flight = m.batch_size or m.concurrency
@@ -140,17 +142,17 @@ def plan(m: Measurement, assumptions: Assumptions, rows: dict, devices=None) -> 
     try:
         run, baseline = _runs(m, acceptance, _workload(m, assumptions))
         variants = tuple(
-            (f"{key} {value}", *_runs(m, acceptance, _workload(m, assumptions, {key: value})))
-            for key, low, high in m.plausible
-            for value in (low, high)
+            (f"{key} {value}", *_runs(m, acceptance, _workload(m, assumptions, {key: value}), value if key == "gpu" else m.gpu))
+            for key, values in m.plausible
+            for value in values
         )
     except ConfigError as exc:
         return Plan(m, reason=f"the simulator refuses the setting: {exc}")
     return Plan(m, run=run, baseline=baseline, acceptance=acceptance, variants=variants)
 
 
-def _runs(m: Measurement, acceptance: Optional[Acceptance], workload) -> tuple[RunConfig, Optional[RunConfig]]:
-    base = dict(workload=workload, model=m.model, device=m.gpu, tensor_parallel_size=m.tp, seed=SEED)
+def _runs(m: Measurement, acceptance: Optional[Acceptance], workload, gpu: Optional[str] = None) -> tuple[RunConfig, Optional[RunConfig]]:
+    base = dict(workload=workload, model=m.model, device=gpu or m.gpu, tensor_parallel_size=m.tp, seed=SEED)
     run = RunConfig(speculation=_speculation(m, acceptance), **base)
     return run, (RunConfig(**base) if m.metric == "speedup" else None)
 

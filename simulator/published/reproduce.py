@@ -40,9 +40,13 @@ def run_plans(plans: Sequence[Plan], executor, run=None) -> list[dict]:
         for config in (p.run, p.baseline, *(c for _, *pair in p.variants for c in pair)):
             if config is not None and config not in configs:
                 configs.append(config)
-    records = simulate_all(configs, executor, run) if configs else []
+    records = simulate_all(configs, executor, run, label="published reproductions") if configs else []
     by_config = dict(zip(configs, records))
     return [_row(p, by_config) for p in plans]
+
+
+def _range_text(key: str, values: tuple) -> str:
+    return f"{key} {' or '.join(values)}" if key == "gpu" else f"{key} {values[0]}-{values[1]}"
 
 
 def _error_range(p: Plan, by_config: dict) -> str:
@@ -58,7 +62,7 @@ def _row(p: Plan, by_config: dict) -> dict:
     row = {
         "id": m.id, "source_url": m.source_url, "metric": m.metric, "unit": METRICS[m.metric], "published": m.value,
         "role": m.role, "acceptance_class": m.acceptance_class, "sets": " ".join(m.sets),
-        "plausible": "; ".join(f"{key} {low}-{high}" for key, low, high in m.plausible), "source": source_of(m),
+        "plausible": "; ".join(_range_text(key, values) for key, values in m.plausible), "source": source_of(m),
         **{key: getattr(m, key) for key in ("engine", "engine_version", "gpu", "tp", "model", "proposer", "draft", "k",
                                            "batch_size", "concurrency", "qps", "dataset", "input_len", "output_len")},
     }

@@ -27,9 +27,10 @@ ROLES = ("calibration", "check")
 ACCEPTANCE_CLASSES = ("same_source", "same_setting_other_run", "other_dataset", "assumed")
 # The constants a calibration row may set (RunConfig fields and the verify cost).
 CONSTANTS = ("engine_overhead_ms", "verify_cost", "draft_pass_cost")
-# Settings a source leaves unknowable that a row may give a plausible [low, high] range for: the
-# reproduction runs the row at both ends and reports the error's range.
-PLAUSIBLE_KEYS = ("input_len", "output_len")
+# Settings a source leaves unknowable that a row may give a plausible range for: [low, high] for a
+# length, the candidate devices for a GPU the source does not name (the row's ``gpu`` among them).
+# The reproduction runs the row at each value and reports the error's range.
+PLAUSIBLE_KEYS = ("input_len", "output_len", "gpu")
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class Measurement:
     baseline_id: Optional[str] = None
     drafting: str = "chain"  # "tree": several candidates per position (k then is the tree's depth)
     draft_tp: Optional[int] = None  # the draft model's tensor parallelism (proposer "draft")
-    plausible: tuple[tuple[str, int, int], ...] = ()  # (setting, low, high) for settings the source leaves unknowable
+    plausible: tuple[tuple[str, tuple], ...] = ()  # (setting, values) for settings the source leaves unknowable
     notes: str = ""
 
 
@@ -118,7 +119,7 @@ def _measurement(table: dict, where: str) -> Measurement:
     if "draft_tp" in table:
         require(table["proposer"] == "draft", where, "draft_tp is for proposer = \"draft\" rows")
         require(positive_int(table["draft_tp"]), where, f"draft_tp = {table['draft_tp']!r} must be a positive integer")
-    table = {**table, "sets": tuple(table.get("sets", ())), "plausible": _plausible(table.get("plausible", {}), where)}
+    table = {**table, "sets": tuple(table.get("sets", ())), "plausible": _plausible(table.get("plausible", {}), where, table.get("gpu"))}
     return Measurement(**{key: (float(v) if _TYPES[key] in ("float", "Optional[float]") else v) for key, v in table.items()})
 
 
@@ -135,13 +136,17 @@ def _check_role(table: dict, where: str) -> None:
         require(bool(sets), where, "is a calibration row: name the constant(s) it set in sets = [...], or make it a check row")
 
 
-def _plausible(ranges: dict, where: str) -> tuple:
+def _plausible(ranges: dict, where: str, gpu: Optional[str] = None) -> tuple:
     out = []
-    for key, bounds in ranges.items():
+    for key, values in ranges.items():
         require(key in PLAUSIBLE_KEYS, where, f"plausible.{key}: only {list(PLAUSIBLE_KEYS)} can be given a range")
-        ok = isinstance(bounds, list) and len(bounds) == 2 and all(positive_int(b) for b in bounds) and bounds[0] < bounds[1]
-        require(ok, where, f"plausible.{key} = {bounds!r} must be [low, high], positive integers with low < high")
-        out.append((key, bounds[0], bounds[1]))
+        if key == "gpu":
+            ok = isinstance(values, list) and len(set(values)) == len(values) >= 2 and all(non_empty_str(v) for v in values) and gpu in values
+            require(ok, where, f"plausible.gpu = {values!r} must list two or more devices, the row's gpu = {gpu!r} among them")
+        else:
+            ok = isinstance(values, list) and len(values) == 2 and all(positive_int(b) for b in values) and values[0] < values[1]
+            require(ok, where, f"plausible.{key} = {values!r} must be [low, high], positive integers with low < high")
+        out.append((key, tuple(values)))
     return tuple(out)
 
 
