@@ -3,7 +3,10 @@ screen, JavaScript off, keyboard focus, and an axe-core accessibility audit of e
 
 from __future__ import annotations
 
+import base64
 import os
+import re
+import struct
 from pathlib import Path
 
 import pandas as pd
@@ -429,6 +432,202 @@ def test_first_chart_appears_quickly_from_file(browser, built_site):
         times.append(page.evaluate("window.__firstChartMs"))
         context.close()
     assert min(times) <= 3000, f"first chart after {min(times):.0f} ms"
+
+
+# --- issue 20: PNG downloads, each page's footer, the data page, the calibration table on a phone --------
+@pytest.fixture(scope="module")
+def full_site(tmp_path_factory, committed_csvs) -> Path:
+    """The site rendered from the committed seed, progress and published results (the pays-off
+    page has its own fixture, a small sweep: paysoff_site)."""
+    from repo import DATA_DIR, site_dirs
+    from simulator.website.render import SiteSources, render_site
+
+    out = tmp_path_factory.mktemp("full") / "site"
+    render_site(SiteSources(sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1], published_csv=DATA_DIR / "published.csv", **site_dirs()), out)
+    return out
+
+
+# Every PNG payload a page offers: its data-figure charts, the home page's nine selections, the
+# pays-off page's charts and maps.
+PAYLOADS = """() => {
+  const out = [];
+  document.querySelectorAll('[data-figure]').forEach(div => out.push([div.dataset.figure, JSON.parse(document.getElementById(div.dataset.figure).textContent)]));
+  const explorer = document.getElementById('explorer-data');
+  if (explorer) { const d = JSON.parse(explorer.textContent); for (const [k, p] of Object.entries(d.figures)) out.push(['explorer ' + k, p]); }
+  const pay = document.getElementById('paysoff-data');
+  if (pay) { const d = JSON.parse(pay.textContent);
+    for (const [k, p] of Object.entries(d.figures || {})) out.push(['paysoff ' + k, p]);
+    for (const [k, p] of Object.entries(d.maps || {})) out.push(['paysoff map ' + k, p]); }
+  return out;
+}"""
+
+# The exported figure drawn at the PNG's size, as Plotly.toImage draws it: where everything lands.
+# (1100 × 720 when the export names no size: what site.js downloaded before issue 20.)
+EXPORT_GEOMETRY = """async (payload) => {
+  const layout = Object.assign({width: 1100, height: 720}, siteCharts.exportLayout(payload));
+  const div = document.createElement('div');
+  div.style.position = 'absolute'; div.style.left = '-30000px'; div.style.top = '0';
+  document.body.appendChild(div);
+  await Plotly.newPlot(div, payload.figure.data, layout, {staticPlot: true});
+  const svg = div.querySelector('.main-svg').getBoundingClientRect();
+  const box = el => { if (!el) return null; const r = el.getBoundingClientRect(); return {x: r.left - svg.left, y: r.top - svg.top, w: r.width, h: r.height, text: el.textContent}; };
+  const out = {width: layout.width, height: layout.height, drawn: [svg.width, svg.height],
+    annotations: Array.from(div.querySelectorAll('.annotation')).map(box),
+    legend: box(div.querySelector('.legend')), title: box(div.querySelector('.gtitle')), xtitle: box(div.querySelector('.xtitle'))};
+  Plotly.purge(div); div.remove();
+  return out;
+}"""
+
+
+def _inside(box: dict, width: float, height: float, margin: float = 2) -> bool:
+    return box["x"] >= margin and box["y"] >= 0 and box["x"] + box["w"] <= width - margin and box["y"] + box["h"] <= height - margin
+
+
+def _overlap(a: dict, b: dict) -> bool:
+    return a["x"] < b["x"] + b["w"] and b["x"] < a["x"] + a["w"] and a["y"] < b["y"] + b["h"] and b["y"] < a["y"] + a["h"]
+
+
+def assert_export_fits(geometry: dict, name: str):
+    """Title, legend, axis title and every caption lie inside the image and apart from each other."""
+    width, height = geometry["width"], geometry["height"]
+    assert geometry["drawn"] == [width, height]
+    assert geometry["annotations"], f"{name}: no captions"
+    parts = [("title", geometry["title"]), ("x-axis title", geometry["xtitle"])] + [(f"caption {i + 1}", a) for i, a in enumerate(geometry["annotations"])]
+    if geometry["legend"]:
+        parts.append(("legend", geometry["legend"]))
+    for label, box in parts:
+        if box is not None:
+            assert _inside(box, width, height), f"{name}: the {label} ({box}) is not inside the {width}×{height} image"
+    for i, (label_a, a) in enumerate(parts):
+        for label_b, b in parts[i + 1 :]:
+            if a is not None and b is not None:
+                assert not _overlap(a, b), f"{name}: the {label_a} and the {label_b} overlap"
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from the PNG's IHDR chunk (bytes 16-24)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])
+
+
+INK = """async ([url, boxes]) => {
+  const img = new Image(); img.src = url; await img.decode();
+  const canvas = document.createElement('canvas'); canvas.width = img.width; canvas.height = img.height;
+  const ctx = canvas.getContext('2d'); ctx.drawImage(img, 0, 0);
+  const dark = (x, y, w, h) => { const d = ctx.getImageData(x, y, w, h).data; let n = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && d[i] + d[i + 1] + d[i + 2] < 3 * 140) n++; return n; };
+  return {inBoxes: boxes.map(b => dark(Math.floor(b.x), Math.floor(b.y), Math.ceil(b.w), Math.ceil(b.h))),
+          bottomEdge: dark(0, img.height - 3, img.width, 3), rightEdge: dark(img.width - 3, 0, 3, img.height)};
+}"""
+
+
+def test_png_download_holds_title_selection_and_every_caveat(page: Page, site_server):
+    """Issue 20: at 6 req/s the 1100×720 PNG showed one pixel row of its first caption."""
+    page.goto(site_server + "index.html#load=6&acceptance=0.9")
+    page.wait_for_selector("#speedup-chart .main-svg")
+    payload = page.evaluate("() => JSON.parse(document.getElementById('explorer-data').textContent).figures['6|0.9']")
+    geometry = page.evaluate(EXPORT_GEOMETRY, payload)
+    assert_export_fits(geometry, "6 req/s, α 0.9")
+    captions = [a["text"].replace("<br>", " ") for a in payload["export"]["annotations"]]
+    assert len(captions) == len(geometry["annotations"]) == 3
+    assert captions[0].startswith("Overloaded at 6 req/s") and any("not a confidence interval" in c for c in captions)
+    assert any("sweep.csv" in c for c in captions)
+    page.hover("#speedup-chart")
+    with page.expect_download() as download:
+        page.locator("#speedup-chart .modebar-btn").first.click()
+    png = Path(download.value.path()).read_bytes()
+    assert png_size(png) == (geometry["width"], geometry["height"])
+    # the downloaded image itself: ink in every caption's box, none on the bottom or right edge
+    ink = page.evaluate(INK, ["data:image/png;base64," + base64.b64encode(png).decode(), geometry["annotations"]])
+    assert all(n > 200 for n in ink["inBoxes"]), f"a caption is blank in the PNG: {ink['inBoxes']}"
+    assert ink["bottomEdge"] == 0 and ink["rightEdge"] == 0, "something is cut off at the image's edge"
+
+
+@pytest.mark.parametrize("name", ["index.html", "modeling.html", "published.html", "paysoff.html"])
+def test_every_png_export_fits_its_captions(page: Page, request, name):
+    """Title, legend, axis title and every caption inside the image, for every chart with a PNG."""
+    site = request.getfixturevalue("paysoff_site" if name == "paysoff.html" else "full_site")
+    page.goto(site.as_uri() + "/" + name)
+    page.wait_for_selector(".chart .main-svg")
+    payloads = page.evaluate(PAYLOADS)
+    assert payloads, f"{name} offers no PNG"
+    for label, payload in payloads:
+        assert_export_fits(page.evaluate(EXPORT_GEOMETRY, payload), f"{name} {label}")
+
+
+def footer_text(page: Page) -> str:
+    return re.sub(r"\s+", " ", page.locator("footer.site-footer").inner_text())
+
+
+def test_each_footer_states_its_own_page_setup_and_its_links_resolve(page: Page, full_site, paysoff_site, committed_csvs):
+    """Issue 20: every footer read 'Setup: Llama-2-7B · A100 · 300 requests …' and 'comes from
+    sweep.csv or progress.csv', wrong for the pays-off and published pages."""
+    seed = pd.read_csv(committed_csvs[0])
+    seed_setup = f"{seed['num_requests'].iloc[0]} requests per run"
+    for site, name in [(full_site, name) for name in PAGES] + [(paysoff_site, "paysoff.html")]:
+        page.goto(site.as_uri() + "/" + name)
+        text = footer_text(page)
+        assert "on this site comes from" not in text, name
+        assert ("sweep.csv" in text) == (name in ("index.html", "data.html")), name
+        assert (seed_setup in text) == (name == "index.html"), f"{name}: {text}"
+        for link in page.locator("footer.site-footer a").all():
+            href = link.get_attribute("href")
+            assert (site / href).is_file(), f"{name}: footer links to missing {href}"
+        if name == "published.html":
+            assert "comes from published.csv" in text and "data/published.toml" in text
+        if name == "paysoff.html":
+            recorded = site == paysoff_site
+            assert ("comes from paysoff.csv, paysoff_crossovers.csv and recommended_schedules.json" in text) == recorded, text
+            assert ("requests in flight" in text) == recorded and ("not recorded" in text) != recorded
+
+
+def test_data_page_documents_every_file_and_published_links_to_its_input(page: Page, full_site):
+    """Issue 20: data.html documented only sweep.csv and progress.csv; published.html linked
+    data/published.toml to a page that did not describe it."""
+    site = full_site
+    page.goto(site.as_uri() + "/published.html")
+    links = page.locator("main a", has_text="published.toml")
+    assert links.count() >= 1
+    for i in range(links.count()):
+        href = links.nth(i).get_attribute("href")
+        assert href.split("#")[0] == "data.html", href
+    links.first.click()
+    page.wait_for_url(re.compile(r"data\.html"))
+    section = page.locator("#published-toml")
+    expect(section.locator("h2")).to_contain_text("published.toml")
+    expect(section.locator("h3", has_text="data/published_assumptions.toml")).to_have_count(1)
+    for anchor, title in (("paysoff-csv", "paysoff.csv"), ("paysoff-crossovers-csv", "paysoff_crossovers.csv"),
+                          ("recommended-schedules-json", "recommended_schedules.json"), ("published-csv", "published.csv")):
+        block = page.locator(f"#{anchor}")
+        expect(block.locator("h2")).to_contain_text(title)
+        assert block.locator("table tbody tr").count() >= 8, f"{title} has no column dictionary"
+        page.goto(site.as_uri() + f"/data.html#{anchor}")
+        expect(block).to_be_in_viewport()
+    for link in page.locator(".files a[download]").all():
+        assert (site / link.get_attribute("href")).is_file()
+    # the generic scroll box every page's wide tables use
+    page.evaluate("document.body.insertAdjacentHTML('beforeend', '<div class=\"table-scroll\" id=\"probe\"></div>')")
+    assert page.evaluate("getComputedStyle(document.getElementById('probe')).overflowX") == "auto"
+
+
+def test_calibration_tables_fit_a_phone_without_a_lone_percent_sign(page: Page, built_site):
+    """Issue 20: at 390 px the calibration table wrapped "%" onto its own line and its p90 column
+    needed scrolling."""
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(built_site.as_uri() + "/modeling.html")
+    wraps = page.locator(".calibration .table-wrap")
+    assert wraps.count() >= 3
+    for wrap in wraps.all():
+        assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth"), "a calibration table scrolls at 390 px"
+        last = wrap.locator("thead th").last.bounding_box()
+        assert last["x"] + last["width"] <= 390, "the last column is off screen"
+    lines = page.evaluate(
+        """() => Array.from(document.querySelectorAll('.calibration td, .calibration th')).filter(c => c.textContent.includes('%')).map(c => {
+             const r = document.createRange(); r.selectNodeContents(c);
+             return [c.textContent, new Set(Array.from(r.getClientRects()).map(x => Math.round(x.top))).size]; })"""
+    )
+    assert lines, "no percentage in the calibration tables"
+    assert [text for text, n in lines if n != 1] == [], "a percentage breaks over two lines"
 
 
 # --- published.html (issues 18 and 20): check rows vs calibration rows, cells, a phone --------------
