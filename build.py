@@ -9,7 +9,6 @@ or not at all, also on Ctrl-C.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
@@ -59,16 +58,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def quiet_vidur() -> None:
-    """Vidur logs every simulation at INFO on stdout; the build shows a progress bar instead.
-    Its logger resets its level when first imported, so import it before lowering it."""
-    import vidur.logger  # noqa: F401
-
-    logging.getLogger("vidur").setLevel(logging.WARNING)
-
-
 def main(argv=None) -> int:
     args = parse_args(argv)
+    from simulator.progress import quiet_vidur
+
     quiet_vidur()
     report = args.validation_report
     if report is None and DEFAULT_VALIDATION_REPORT.is_file():
@@ -76,8 +69,8 @@ def main(argv=None) -> int:
     try:
         if args.jobs is not None and args.jobs < 1:
             raise ConfigError(f"--jobs {args.jobs}: must be a positive integer")
-        from simulator.website.pipeline import BuildOptions, PublishedInputs, build
-        from simulator.website.pipeline import PaysoffInputs
+        from simulator.pipeline import BuildOptions, PublishedInputs, build
+        from simulator.pipeline import PaysoffInputs
         from simulator.website.render import SiteSources
 
         paysoff_files = (args.paysoff_csv, args.crossovers_csv, args.schedules_json)

@@ -5,10 +5,10 @@ import ast
 from simulator import versions
 
 PACKAGE = versions.PACKAGE_DIR
-TOOLS = ("simulator.sweep", "simulator.website", "simulator.validation", "simulator.published")
+TOOLS = ("simulator.sweep", "simulator.website", "simulator.validation", "simulator.published", "simulator.pipeline", "simulator.paysoff")
 # The simulator: modelling, Vidur glue, profiles, and what they are configured and reported with.
-CORE = ("speculative", "engine", "profiles", "config.py", "catalog.py", "shapes.py", "results.py", "workloads.py",
-        "inputs.py", "textio.py", "errors.py", "paths.py", "versions.py", "cli.py", "__init__.py", "__main__.py")
+CORE = ("speculative", "engine", "profiles", "models", "config.py", "catalog.py", "shapes.py", "results.py", "workloads.py",
+        "inputs.py", "textio.py", "errors.py", "paths.py", "versions.py", "hashing.py", "progress.py", "cli.py", "__init__.py", "__main__.py")
 
 
 def _imports(path):
@@ -44,3 +44,16 @@ def test_catalog_and_profiles_import_one_way():
 def test_the_site_takes_nothing_from_the_validation_harness():
     for path in sorted((PACKAGE / "website").rglob("*.py")):
         assert not [m for m in _imports(path) if m.startswith("simulator.validation")], path
+
+
+def test_the_site_only_renders():
+    """website/ turns recorded files into pages: it never runs a simulation or the build pipeline
+    (the pipeline, simulator/pipeline.py, calls it)."""
+    forbidden = ("simulator.engine", "simulator.pipeline", "simulator.sweep.executors", "simulator.sweep.cache", "vidur")
+    offenders = [
+        f"{path.relative_to(PACKAGE)} imports {module}"
+        for path in sorted((PACKAGE / "website").rglob("*.py"))
+        for module in _imports(path)
+        if module.startswith(forbidden)
+    ]
+    assert offenders == []

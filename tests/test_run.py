@@ -16,7 +16,7 @@ from simulator.config import PoissonWorkload, RunConfig
 from simulator.engine import simulation
 from simulator.engine.resolve import resolve_run
 from simulator.engine.generator import vidur_synthetic_config
-from simulator.engine.ids import reset_entity_ids
+from simulator.engine.vidur_seam import reset_entity_ids
 from simulator.errors import ConfigError
 
 SMALL = RunConfig(workload=PoissonWorkload(num_requests=60, arrival_rate=4.0, seed=7))

@@ -17,6 +17,7 @@ Changes against the stock forest, each for a reason:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import List, Optional
 
 import numpy as np
@@ -28,6 +29,7 @@ from vidur.execution_time_predictor.sklearn_execution_time_predictor import Mode
 
 from simulator.engine.batch import SpecBatch
 from simulator.hashing import json_digest
+from simulator.progress import say
 from simulator.profiles.builtin import BuiltinModel, PredictionGrid, prediction_tables
 from simulator.profiles.logits import LogitsTable
 from simulator.profiles.vidur_format import PREDICTED_MLP_OPS as PREDICTED_OPS
@@ -128,6 +130,8 @@ class ProfilePredictor(ForestPredictorSeam):
                 _TABLES[key] = self._builtin_predictions()
             else:
                 cached = self._cached_predictions()
+                if cached is None:  # the one slow step of a first run on a profile directory: say so
+                    say(f"fitting Vidur's random forests for {self.model_config.get_name()} on {Path(self.predictor_config.mlp_csv).parent} (once; cached)")
                 _TABLES[key] = cached if cached is not None else self.fit_and_predict()
         return _TABLES[key]
 

@@ -1,7 +1,11 @@
-"""`python build.py` end to end: sweep -> CSVs -> site, publishing nothing unless all of it worked.
+"""`python build.py` end to end: sweeps -> CSVs -> site, publishing nothing unless all of it worked.
 
-Bad inputs and unwritable outputs are caught before the (slow) sweep; new CSVs and the new site
-are staged beside their targets and renamed into place together after the site rendered.
+The stages, in order: the seed sweep, the pays-off sweep, the published reproductions (each
+simulating only what the result cache lacks), then rendering; each says what it starts
+(:mod:`simulator.progress`).  Bad inputs and unwritable outputs are caught before any
+simulation; new CSVs and the new site are staged beside their targets and renamed into place
+together after the site rendered.  The site itself is rendered by :mod:`simulator.website`,
+which computes nothing.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from simulator.errors import ConfigError
+from simulator.progress import say
 from simulator.published import reproduce as published_reproduce
 from simulator.published import spec as published_spec
 from simulator.sweep import paysoff as paysoff_sweep
@@ -19,7 +24,7 @@ from simulator.sweep.paysoff_spec import load_paysoff_spec
 from simulator.sweep.runner import PROGRESS_COLUMNS, SWEEP_COLUMNS, run_sweep, to_csv_text
 from simulator.sweep.spec import load_spec
 from simulator.textio import check_writable_dir, check_writable_file
-from simulator.website.publish import Publication, remove_leftovers
+from simulator.publication import Publication, remove_leftovers
 from simulator.website.render import SiteSources, check_sources, render_into, render_site
 
 
@@ -80,12 +85,21 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
         check_writable_file(options.published.csv, "CSV")
         published = published_reproduce.plans_for(*published_spec.load(options.published.measurements, options.published.assumptions))
     executor = make_executor(options.executor, options.jobs, options.progress_bar)
+    stages = 2 + (paysoff_spec is not None) + (published is not None)
+    stage = _Stages(stages, options.progress_bar)
+    stage(f"seed sweep ({options.spec.name})")
     output = run_sweep(spec, executor, run=run, profile_dir=options.profile_dir)
-    paysoff = paysoff_sweep.run_paysoff(paysoff_spec, executor, options.profile_dir, run) if paysoff_spec is not None else None
-    if options.paysoff is not None:
+    paysoff = None
+    if paysoff_spec is not None:
+        stage(f"pays-off sweep ({options.paysoff.spec.name})")
+        paysoff = paysoff_sweep.run_paysoff(paysoff_spec, executor, options.profile_dir, run)
         for target in (options.paysoff.csv, options.paysoff.crossovers_csv, options.paysoff.schedules_json):
             remove_leftovers(target)
-    published_rows = published_reproduce.run_plans(published, executor, run) if published is not None else None
+    published_rows = None
+    if published is not None:
+        stage(f"published reproductions ({options.published.measurements.name})")
+        published_rows = published_reproduce.run_plans(published, executor, run)
+    stage("rendering the site")
     for target in (options.sweep_csv, options.progress_csv, options.out_dir):
         remove_leftovers(target)
     # The CSVs and the site are published together: all three are renamed into place at the end,
@@ -112,6 +126,17 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
         except ConfigError as exc:  # name the CSV the user knows, not its staging copy
             message = str(exc).replace(str(sweep_csv), str(options.sweep_csv)).replace(str(progress_csv), str(options.progress_csv))
             raise ConfigError(message) from exc
+
+
+class _Stages:
+    """Numbered stage lines: "build [2/4] pays-off sweep (paysoff.toml)"."""
+
+    def __init__(self, total: int, enabled: Optional[bool]):
+        self.total, self.enabled, self.done = total, enabled, 0
+
+    def __call__(self, what: str) -> None:
+        self.done += 1
+        say(f"build [{self.done}/{self.total}] {what}", self.enabled)
 
 
 def check_site_dir(out_dir: Path) -> None:
