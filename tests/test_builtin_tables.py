@@ -98,3 +98,19 @@ def test_the_profile_digest_follows_the_device_numbers():
     assert a.content_sha256 != b.content_sha256
     changed = dataclasses.replace(a.builtin.device, constants=dataclasses.replace(a.builtin.device.constants, add_eff=0.5))
     assert dataclasses.replace(a.builtin, device=changed).digest() != a.builtin.digest()
+
+
+def test_a_prompt_chunk_longer_than_vidurs_default_range_is_covered():
+    """A 7,096-token prompt under an 8,192-token budget is one 7,104-token prefill chunk; Vidur's
+    default table range stops at 4,096, so the tables must follow the budget (this run once failed
+    with KeyError (7168, 7104))."""
+    config = RunConfig(
+        model="meta-llama/Llama-3.1-8B-Instruct",
+        device="h100",
+        chunk_size=8192,
+        workload=PoissonWorkload(num_requests=2, prompt_tokens=7096, output_tokens=8, arrival_rate=1.0),
+    )
+    result = simulator.run(config)  # the KeyError was raised here
+    assert _predictor(config)._config.prediction_max_prefill_chunk_size == 8192
+    assert result.summary.num_requests == 2 and result.summary.e2e_p50_s > 0
+    assert _predictor(RunConfig())._config.prediction_max_prefill_chunk_size == 4096  # unchanged where the budget fits

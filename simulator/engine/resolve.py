@@ -16,7 +16,6 @@ from typing import Callable, Optional
 
 from vidur.config import ReplicaConfig
 
-import simulator.catalog  # noqa: F401  (registers extra models and devices with Vidur)
 from simulator.catalog import eagle_head, model_config, model_shape
 from simulator.config import RunConfig
 from simulator.engine.memory_plan import ModelMemory, draft_memory, model_memory, plan_kv_blocks
@@ -187,6 +186,16 @@ def _side(
     return ModelSide(name, tp, shape, model_config(name).max_model_len, replica, profile, predictor, memory(replica))
 
 
+VIDUR_PREFILL_CHUNK_RANGE = 4096  # Vidur's default prediction_max_prefill_chunk_size
+
+
+def prefill_chunk_range(chunk_size: int) -> int:
+    """The longest prefill chunk the tables cover: Vidur's default, or the run's token budget
+    rounded up to Vidur's 32-token chunk granularity when the budget is larger (a 7,096-token
+    prompt under an 8,192-token budget is looked up as a 7,104-token chunk)."""
+    return max(VIDUR_PREFILL_CHUNK_RANGE, -(-chunk_size // 32) * 32)
+
+
 def predictor_config(
     config: RunConfig, device: DeviceSpec, cache_dir: Path, max_tokens: int, shard: ModelShape, profile: ResolvedProfile, engine_overhead_ms: float
 ) -> ProfilePredictorConfig:
@@ -209,6 +218,7 @@ def predictor_config(
         max_profiled_decode_batch=profile.max_decode_batch,
         prediction_max_batch_size=profile.max_decode_batch,
         prediction_max_tokens_per_request=max_tokens,
+        prediction_max_prefill_chunk_size=prefill_chunk_range(config.chunk_size),
         cache_dir=str(cache_dir / "predictor"),
         attention_mode=config.speculation.attention,
         interpolation=config.speculation.interpolation,
