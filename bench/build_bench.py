@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import statistics
+import importlib.util
 import subprocess
 import sys
 import tempfile
@@ -47,12 +48,7 @@ def tree_rss_bytes(pid: int) -> int:
 def timed_build(args: list[str], env: dict) -> dict:
     """Run build.py; wall time, peak RSS of the process tree (sampled every 50 ms) and the
     largest single process's peak RSS (from the kernel's rusage)."""
-    try:
-        import psutil  # noqa: F401
-
-        sample = True
-    except ImportError:
-        sample = False
+    sample = importlib.util.find_spec("psutil") is not None
     start = time.perf_counter()
     with tempfile.TemporaryFile(mode="w+") as stderr:
         proc = subprocess.Popen([sys.executable, str(REPO_ROOT / "build.py"), *args], env=env, stdout=subprocess.DEVNULL, stderr=stderr)
@@ -156,7 +152,7 @@ def main() -> None:
     }
     OUT_DIR.mkdir(parents=True, exist_ok=True)
     (OUT_DIR / "build_bench.json").write_text(json.dumps(result, indent=2) + "\n")
-    print(f"| measure | value |\n|---|---|")
+    print("| measure | value |\n|---|---|")
     for name in ("cold_build", "warm_build", "render_only"):
         r = result[name]
         print(f"| {name.replace('_', ' ')} | {r['wall_s']} s, peak RSS {r['peak_tree_rss_mib']} MiB (process tree), {r['peak_single_process_rss_mib']} MiB (largest process) |")

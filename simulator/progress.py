@@ -28,8 +28,9 @@ def say(message: str, enabled: Optional[bool] = None) -> None:
 def quiet_vidur() -> None:
     """Vidur logs every simulation at INFO on stdout; the project shows its own progress instead.
     Vidur's logger sets its level when ``vidur.logger`` is first imported, so import it first."""
+    import importlib
     import logging
 
-    import vidur.logger  # noqa: F401
+    importlib.import_module("vidur.logger")
 
     logging.getLogger("vidur").setLevel(logging.WARNING)

@@ -79,7 +79,7 @@ def test_committed_h200_profile_and_its_fitted_constants(measured_h200):
 # attention fitted on the H200 profile and carried over (docs/calibration.md) ----------------------
 import contextlib
 import io
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 from simulator.profiles import builtin, holdout
 from simulator.profiles.__main__ import main as profiles_main

@@ -20,7 +20,6 @@ from simulator.config import (
     DEFAULT_MAX_NUM_SEQS,
     ClosedLoopWorkload,
     ExplicitWorkload,
-    PoissonWorkload,
     RunConfig,
     SpeculationConfig,
 )

@@ -81,7 +81,7 @@ def test_one_deployment_answer_from_vllm_s_acceptance_length(capsys, tmp_path):
     # the output says which rate it ran with and how it was converted
     assert f"{rate:.4f}" in out and "mean acceptance length 2.2 at k = 3" in out and "iid_rate_from_length" in out
     # one verify setting named with its reason, the bounds as a band
-    assert f"Verify cost: " in out and document["verify_cost"]["attention"] in out and "band" in out
+    assert "Verify cost: " in out and document["verify_cost"]["attention"] in out and "band" in out
     # the table: one line per concurrency (and load), a cell per k, best k, the schedule
     for x in ("1 |", "8 |", "4 |"):
         assert any(line.strip().startswith(x) for line in out.splitlines()), x

@@ -14,7 +14,6 @@ from vidur.simulator import Simulator
 
 from simulator.catalog import eagle_head
 from simulator.config import ClosedLoopWorkload, RunConfig
-from simulator.engine import generator as _generator  # noqa: F401  (registers the generator)
 from simulator.engine.closed_loop import ClosedLoopSimulator
 from simulator.engine.generator import WorkloadRequestGeneratorConfig
 from simulator.engine.vidur_seam import reset_entity_ids

@@ -8,7 +8,7 @@ be simulated stay in the CSV with their reason, so the page can list them.
 from __future__ import annotations
 
 import statistics
-from typing import Optional, Sequence
+from typing import Sequence
 
 from simulator.published.plan import Plan, plan, simulated_value
 from simulator.published.spec import ACCEPTANCE_CLASSES, METRICS, Assumptions, Measurement

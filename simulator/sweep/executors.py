@@ -6,6 +6,7 @@ the rows a sweep writes cannot depend on which executor ran it or on completion 
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from typing import Callable, Optional, Sequence
@@ -55,10 +56,8 @@ class RayExecutor:
     this project installed), otherwise starts a local Ray with ``jobs`` CPUs and stops it after."""
 
     def __init__(self, jobs: Optional[int] = None, progress: Optional[bool] = None):
-        try:
-            import ray  # noqa: F401
-        except ImportError as exc:
-            raise ConfigError("executor 'ray' needs Ray: pip install 'vidur-specdec[ray]'") from exc
+        if importlib.util.find_spec("ray") is None:
+            raise ConfigError("executor 'ray' needs Ray: pip install 'vidur-specdec[ray]'")
         self.jobs = jobs
         self.progress = progress
 

@@ -32,7 +32,7 @@ from simulator.results import speedup
 from simulator.speculative.k_schedule import Schedule, max_k, to_vllm
 from simulator.sweep.crossover import TIE, best_k, crossover_rows, recommended_schedule, x_of
 from simulator.sweep.paysoff_spec import NGRAM_LOOKUP_MAX, AcceptanceProfile, PaysoffSpec, profile_length, verify_settings
-from simulator.sweep.runner import FLOAT_FORMAT, simulate_all, to_csv_text  # noqa: F401
+from simulator.sweep.runner import simulate_all, to_csv_text
 
 # The vLLM release whose speculative_config accepts num_speculative_tokens_per_batch_size.
 VLLM_DYNAMIC_SD = {

@@ -14,7 +14,7 @@ import pandas as pd
 
 from simulator.progress import say
 from simulator.config import ATTENTION_MODES, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
-from simulator.sweep.metrics import OVERLOAD_TTFT_GROWTH, mean_decode_batch, queue_growth, with_speedups  # noqa: F401  (re-exported)
+from simulator.sweep.metrics import mean_decode_batch, queue_growth, with_speedups
 from simulator.sweep.spec import SweepSpec
 
 INPUT_COLUMNS = (

@@ -94,7 +94,7 @@ def _positive_int(text: str) -> int:
 
 def _generate(args) -> None:
     from simulator.validation.files import check_output_file
-    from simulator.validation.workload import WorkloadSpec, generate, read_length_trace, write_workload
+    from simulator.validation.workload import generate, read_length_trace, write_workload
 
     check_output_file(args.out, "workload file")
 

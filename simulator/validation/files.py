@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 from simulator.errors import ConfigError
 from simulator.inputs import read_text
-from simulator.textio import atomic_write_bytes, atomic_write_text, check_creatable_dir, check_writable_dir, check_writable_file  # noqa: F401  (re-exported)
+from simulator.textio import atomic_write_text, check_creatable_dir, check_writable_file
 
 
 def json_safe(value: Any) -> Any:

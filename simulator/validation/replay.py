@@ -26,7 +26,8 @@ from tqdm import tqdm
 
 from simulator.errors import ConfigError
 from simulator.validation.compare import measured_metrics
-from simulator.validation.files import DurableAppender, atomic_write_json, atomic_write_text, check_output_dir
+from simulator.textio import atomic_write_text
+from simulator.validation.files import DurableAppender, atomic_write_json, check_output_dir
 from simulator.validation.metrics import check_vllm_metrics, scrape, spec_counter_problem
 from simulator.validation.replay_files import (
     NOT_SENT,

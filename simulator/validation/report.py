@@ -14,7 +14,6 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
-from simulator.errors import ConfigError
 from simulator.schemas import VALIDATION_REPORT_SCHEMA
 from simulator.validation.calibrate import read_calibration
 from simulator.validation.compare import (
@@ -31,7 +30,8 @@ from simulator.validation.compare import (
     status_counts,
     throughput_comparison,
 )
-from simulator.validation.files import atomic_write_bytes, atomic_write_json, check_output_dir, json_safe
+from simulator.textio import atomic_write_bytes
+from simulator.validation.files import atomic_write_json, check_output_dir, json_safe
 from simulator.validation.replay_files import check_replay_dir, read_results, read_summary
 from simulator.validation.simulate import read_simulated
 from simulator.validation.workload import read_workload

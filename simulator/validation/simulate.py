@@ -14,7 +14,8 @@ from simulator.config import ExplicitWorkload, RunConfig, SpeculationConfig
 from simulator.errors import ConfigError
 from simulator.inputs import read_json
 from simulator.validation.compare import simulated_metrics
-from simulator.validation.files import atomic_write_bytes, atomic_write_json, check_output_dir, check_schema
+from simulator.textio import atomic_write_bytes
+from simulator.validation.files import atomic_write_json, check_output_dir, check_schema
 from simulator.validation.workload import Workload
 
 SCHEMA = "vidur-specdec/validation-simulated"
