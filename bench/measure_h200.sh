@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 
 source bench/gpu_preamble.sh "$@"
 start=$SECONDS
-"$python" -m simulator.profiles.measure \
+"$python" -m simulator.profiling.measure \
     --model meta-llama/Llama-2-7b-hf --out "$out" --overwrite --compress \
     --torch-device cuda --dtype float16 --attention-backend auto \
     --grid vidur --max-tokens 4096 --max-batch 256 --max-kv 4096 \

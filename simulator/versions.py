@@ -21,19 +21,12 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
-# Relative to the package; a folder stands for every .py file below it.
+# Relative to the package; a folder stands for every .py file below it except a command-line
+# entry point (__main__.py).
 MODEL_SOURCES = (
     "speculative",
     "engine",
-    "profiles/builtin.py",
-    "profiles/grid.py",
-    "profiles/hardware.py",
-    "profiles/logits.py",
-    "profiles/network.py",
-    "profiles/roofline.py",
-    "profiles/sharding.py",
-    "profiles/source.py",
-    "profiles/vidur_format.py",
+    "profiles",
     "config.py",
     "shapes.py",
     "catalog.py",
@@ -44,7 +37,7 @@ MODEL_SOURCES = (
     "sweep/crossover.py",
     "published/plan.py",
 )
-MODEL_DATA = ("profiles/devices.toml", "models/data/*.json")  # a pattern stands for its files, sorted
+MODEL_DATA = ("profiles/*.toml", "models/data/*.json")  # a pattern stands for its files, sorted
 
 
 def vidur_version() -> str:
@@ -74,7 +67,7 @@ def _model_files(package_dir: Path) -> list[Path]:
     for entry in MODEL_SOURCES:
         path = package_dir / entry
         if path.is_dir():
-            files.extend(sorted(path.rglob("*.py")))
+            files.extend(p for p in sorted(path.rglob("*.py")) if p.name != "__main__.py")
         elif path.is_file():
             files.append(path)
     return files

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from simulator.catalog import model_shape
-from simulator.profiles import accuracy, calibrate
+from simulator.profiling import accuracy, calibrate
 from simulator.profiles.hardware import DEVICES_FILE, get_device, load_devices
-from simulator.profiles.measured import read_measurements
+from simulator.profiling.measured import read_measurements
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "vidur-profiles" / "a100" / "meta-llama" / "Llama-2-7b-hf"
 needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/vidur-profiles is absent (measured profiles are not part of a clone)")
@@ -81,9 +81,10 @@ import contextlib
 import io
 from dataclasses import replace
 
-from simulator.profiles import builtin, holdout
-from simulator.profiles.__main__ import main as profiles_main
-from simulator.profiles.shards import read_shards
+from simulator.profiles import builtin
+from simulator.profiling import holdout
+from simulator.profiling.__main__ import main as profiles_main
+from simulator.profiling.shards import read_shards
 
 REPO = Path(__file__).resolve().parents[1]
 H100_PROFILES = REPO.parent / "shared" / "vidur-profiles" / "h100"
@@ -213,7 +214,7 @@ def synthetic_7b(tmp_path):
     ],
 )
 def test_fit_device_refuses_bad_input_naming_it(synthetic_7b, extra, named, tmp_path, monkeypatch):
-    import simulator.profiles.__main__ as cli
+    import simulator.profiling.__main__ as cli
 
     devices = tmp_path / "devices.toml"  # --write goes to a copy, never the package's file
     devices.write_bytes(cli.DEVICES_FILE.read_bytes())
@@ -227,7 +228,7 @@ def test_fit_device_refuses_bad_input_naming_it(synthetic_7b, extra, named, tmp_
 
 
 def test_fit_device_write_replaces_one_device_and_keeps_the_rest(synthetic_7b, tmp_path, monkeypatch):
-    import simulator.profiles.__main__ as cli
+    import simulator.profiling.__main__ as cli
 
     devices = tmp_path / "devices.toml"
     devices.write_bytes(cli.DEVICES_FILE.read_bytes())

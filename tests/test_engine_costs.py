@@ -14,7 +14,7 @@ from simulator.engine.proposers import DraftProposer, EagleProposer, passes_fixe
 from simulator.errors import ConfigError
 from simulator.engine import simulation
 from simulator.engine.resolve import resolve_run
-from simulator.profiles.engine_costs import draft_pass_fixed_ms, read_engine_costs, series_fit, series_lambda, source_draft_step_ms
+from simulator.profiling.engine_costs import draft_pass_fixed_ms, read_engine_costs, series_fit, series_lambda, source_draft_step_ms
 from simulator.profiles.hardware import get_device
 
 from repo import DATA_DIR

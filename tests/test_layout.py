@@ -5,7 +5,8 @@ import ast
 from simulator import versions
 
 PACKAGE = versions.PACKAGE_DIR
-TOOLS = ("simulator.sweep", "simulator.website", "simulator.validation", "simulator.published", "simulator.pipeline", "simulator.paysoff")
+TOOLS = ("simulator.sweep", "simulator.website", "simulator.validation", "simulator.published", "simulator.pipeline", "simulator.paysoff",
+         "simulator.profiling")
 # The simulator: modelling, Vidur glue, profiles, and what they are configured and reported with.
 CORE = ("speculative", "engine", "profiles", "models", "config.py", "catalog.py", "shapes.py", "results.py", "workloads.py",
         "inputs.py", "textio.py", "errors.py", "paths.py", "versions.py", "hashing.py", "progress.py", "cli.py", "__init__.py", "__main__.py")
@@ -39,6 +40,14 @@ def test_the_simulator_never_imports_the_tools():
 def test_catalog_and_profiles_import_one_way():
     # the profiles may ask the catalog for a model's shape; the catalog never imports the profiles
     assert not [m for m in _imports(PACKAGE / "catalog.py") if m.startswith("simulator.profiles")]
+
+
+def test_the_run_time_profiles_take_nothing_from_the_profiling_tools():
+    """profiles/ is what a simulation runs on; profiling/ measures and fits it and may import it,
+    never the other way (so the model hash can cover profiles/ as a whole folder)."""
+    offenders = [f"{p.relative_to(PACKAGE)} imports {m}" for p in sorted((PACKAGE / "profiles").rglob("*.py")) for m in _imports(p) if m.startswith("simulator.profiling")]
+    assert offenders == []
+    assert "profiles" in versions.MODEL_SOURCES and not (PACKAGE / "profiles" / "__main__.py").exists()
 
 
 def test_the_site_takes_nothing_from_the_validation_harness():

@@ -17,12 +17,12 @@ import pytest
 from simulator.catalog import model_config, model_shape
 from simulator.errors import ConfigError
 from simulator.profiles import grid as vidur_grid
-from simulator.profiles import measure
-from simulator.profiles.measure import timing
-from simulator.profiles.measure import ops as measure_ops
-from simulator.profiles.measure import shapes as measure_shapes
-from simulator.profiles import verify_fit
-from simulator.profiles.__main__ import main as profiles_main
+from simulator.profiling import measure
+from simulator.profiling.measure import timing
+from simulator.profiling.measure import ops as measure_ops
+from simulator.profiling.measure import shapes as measure_shapes
+from simulator.profiling import verify_fit
+from simulator.profiling.__main__ import main as profiles_main
 from simulator.profiles.vidur_format import ATTENTION_OPS, LOGITS_OPS, MLP_OPS, STAT_SUFFIXES, validate_profile_dir
 
 try:
@@ -367,7 +367,7 @@ def test_cuda_requested_without_a_gpu(tmp_path, capsys):
 
 
 def test_torch_is_imported_only_to_measure(monkeypatch):
-    code = "import sys; sys.modules['torch'] = None; import simulator.profiles.measure as m; print(m.GRIDS)"
+    code = "import sys; sys.modules['torch'] = None; import simulator.profiling.measure as m; print(m.GRIDS)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr
     monkeypatch.setitem(sys.modules, "torch", None)
@@ -505,7 +505,7 @@ def test_verify_time_budget_keeps_the_bounds_of_every_step_it_measured(tmp_path)
     assert sum(meta["skipped_for_time_budget"].values()) > 0
 
 
-@pytest.mark.parametrize("command", [["simulator.profiles.measure"], ["simulator.profiles", "measure"], ["simulator.profiles", "fit-verify"]])
+@pytest.mark.parametrize("command", [["simulator.profiling.measure"], ["simulator.profiling", "measure"], ["simulator.profiling", "fit-verify"]])
 def test_entry_points_answer_help(command):
     result = subprocess.run([sys.executable, "-m", *command, "--help"], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stderr

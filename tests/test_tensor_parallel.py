@@ -26,7 +26,7 @@ from simulator.engine.resolve import resolve_run
 from simulator.errors import ConfigError
 from simulator.profiles import builtin, network, roofline, source
 from simulator.profiles.hardware import get_device
-from simulator.profiles.tp_accuracy import mlp_side_errors
+from simulator.profiling.tp_accuracy import mlp_side_errors
 from simulator.profiles.vidur_format import single_node_all_reduce_rows, write_profile
 from simulator.speculative.memory import kv_blocks
 

@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.profiles import verify_fit
-from simulator.profiles.__main__ import main as profiles_main
+from simulator.profiling import verify_fit
+from simulator.profiling.__main__ import main as profiles_main
 
 BATCHES = [1, 2, 4, 8, 16, 32]
 KVS = [128, 512, 2048]

@@ -2,7 +2,7 @@
 
 The data lives in ``devices.toml`` next to this module (package data) so a new GPU is a data change, not a code change.
 Datasheet values come from vendor documents; kernel constants are fitted by
-``python -m simulator.profiles fit-device`` against a measured Vidur profile and say so in
+``python -m simulator.profiling fit-device`` against a measured Vidur profile and say so in
 their ``fitted_from`` field.
 """
 

@@ -4,7 +4,7 @@ Vidur's op set stops at the last decoder layer: no LM head, no logits, no sample
 step runs them on k' + 1 tokens per request, and with Llama-3's 128,256-token vocabulary the
 LM head alone reads a gigabyte of weights.  A profile's ``mlp.csv`` may carry
 ``time_stats.lm_head.median`` / ``time_stats.sampler.median`` per ``num_tokens`` (the
-built-in profile and ``python -m simulator.profiles measure`` write them); a Vidur-format
+built-in profile and ``python -m simulator.profiling measure`` write them); a Vidur-format
 profile without them falls back to the built-in physical estimate, and says so.
 """
 

@@ -1,7 +1,7 @@
 """The modeling page's verify-step section: measured verify attention against the two bounds.
 
 Reads a profile directory's ``verify_attention.csv`` (written by
-``python -m simulator.profiles measure --tables verify`` on a GPU) and shapes it for the
+``python -m simulator.profiling measure --tables verify`` on a GPU) and shapes it for the
 template: the fitted lambda, a chart of measured time against both bounds, and the table.
 Without such a table the section says the measurement is pending and how to make it.
 """
@@ -13,8 +13,8 @@ from typing import Optional
 
 import plotly.graph_objects as go
 
-from simulator.profiles import verify_fit
-from simulator.profiles.verify_table import read_provenance, read_verify_attention
+from simulator.profiling import verify_fit
+from simulator.profiling.verify_table import read_provenance, read_verify_attention
 from simulator.website.charts import PLOT_CONFIG, _style, export_layout, figure_json
 
 MEASURE_COMMAND = "bash bench/measure_verify_h200.sh"

@@ -1,4 +1,4 @@
-"""``python -m simulator.profiles fit-verify``: lambda of the interpolated verify mode, fitted to a
+"""``python -m simulator.profiling fit-verify``: lambda of the interpolated verify mode, fitted to a
 measured ``verify_attention.csv`` (``--profile-dir``) or to the published kernel series declared
 in a calibration file (``--calibration data/calibration/engine_costs.toml``: the fits behind the
 simulator's verify default); printed as Markdown, optionally written as JSON."""
@@ -13,9 +13,9 @@ import pandas as pd
 
 from simulator.catalog import model_shape
 from simulator.errors import ConfigError
-from simulator.profiles import verify_fit
-from simulator.profiles.measured import read_attention
-from simulator.profiles.verify_table import read_provenance, read_verify_attention
+from simulator.profiling import verify_fit
+from simulator.profiling.measured import read_attention
+from simulator.profiling.verify_table import read_provenance, read_verify_attention
 from simulator.profiles.vidur_format import validate_profile_dir
 from simulator.textio import atomic_write_text
 
@@ -74,7 +74,7 @@ def report(fit: verify_fit.LambdaFit, source: str) -> str:
 def calibration_main(args: argparse.Namespace) -> int:
     """Fit each declared series; say which one sets the default and what the default is."""
     from simulator.config import DEFAULT_ATTENTION, DEFAULT_INTERPOLATION
-    from simulator.profiles.engine_costs import read_engine_costs, series_fit, series_lambda
+    from simulator.profiling.engine_costs import read_engine_costs, series_fit, series_lambda
 
     costs = read_engine_costs(args.calibration)
     fits = {}

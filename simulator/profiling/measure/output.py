@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from simulator.errors import ConfigError
-from simulator.profiles.measure.shapes import Shape
+from simulator.profiling.measure.shapes import Shape
 
 # The verify tables: one row per (batch, KV, k' + 1); rows with one query are plain decode, and
 # those at batches up to max_batch x (max_k + 1) are there for the per-token bound.

@@ -24,10 +24,10 @@ PyTorch is an optional dependency (``pip install -e '.[profile]'``): the package
 only when measuring.
 """
 
-from simulator.profiles.measure.cli import add_arguments, main
-from simulator.profiles.measure.runner import MeasuredProfile, MeasureOptions, measure_profile
-from simulator.profiles.measure.shapes import GRIDS, KIND_ORDER, build_shapes, refinement_depth
-from simulator.profiles.measure.timing import summarize
+from simulator.profiling.measure.cli import add_arguments, main
+from simulator.profiling.measure.runner import MeasuredProfile, MeasureOptions, measure_profile
+from simulator.profiling.measure.shapes import GRIDS, KIND_ORDER, build_shapes, refinement_depth
+from simulator.profiling.measure.timing import summarize
 
 __all__ = [
     "GRIDS",

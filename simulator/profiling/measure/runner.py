@@ -15,10 +15,10 @@ from tqdm import tqdm
 
 from simulator.catalog import model_config
 from simulator.errors import ConfigError
-from simulator.profiles.measure import ops, output, shapes as grid, timing
-from simulator.profiles.measure.ops import ATTENTION_BACKENDS
-from simulator.profiles.measure.shapes import DEFAULT_MAX_KV, KIND_ORDER, PROFILE_KINDS, VERIFY_KINDS, Shape
-from simulator.profiles.measure.timing import TIMERS
+from simulator.profiling.measure import ops, output, shapes as grid, timing
+from simulator.profiling.measure.ops import ATTENTION_BACKENDS
+from simulator.profiling.measure.shapes import DEFAULT_MAX_KV, KIND_ORDER, PROFILE_KINDS, VERIFY_KINDS, Shape
+from simulator.profiling.measure.timing import TIMERS
 from simulator.profiles.vidur_format import MLP_OPS
 
 DTYPES = ("float16", "bfloat16", "float32")
@@ -225,7 +225,7 @@ def measure_profile(options: MeasureOptions) -> MeasuredProfile:
         outcome = measure_grid(torch, cfg, device, getattr(torch, dtype_name), shapes, options, max_kv)
 
     common = {
-        "source": "measured with PyTorch (python -m simulator.profiles measure)",
+        "source": "measured with PyTorch (python -m simulator.profiling measure)",
         "model": options.model,
         "measured_on": device_facts(torch, device),
         "date": datetime.now(timezone.utc).replace(microsecond=0).isoformat(),

@@ -10,7 +10,7 @@ tokens from decode timings alone (``simulator.speculative.verify_cost``):
 Given measured verify times and the two bounds, lambda is fitted by least squares on relative
 error (each row weighs the same whatever its size), overall and per group (batch, KV, q), with
 the residual the fitted lambda leaves.  Pure: frames in, numbers out; reading the CSVs is
-``simulator.profiles.verify_table``'s job.
+``simulator.profiling.verify_table``'s job.
 """
 
 from __future__ import annotations

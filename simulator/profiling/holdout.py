@@ -22,7 +22,7 @@ import pandas as pd
 from simulator.errors import ConfigError
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec
-from simulator.profiles.shards import Shard
+from simulator.profiling.shards import Shard
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from scipy.optimize import least_squares
 
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec, KernelConstants
-from simulator.profiles.measured import Measurements, alternate_split
+from simulator.profiling.measured import Measurements, alternate_split
 from simulator.shapes import ModelShape
 
 

@@ -20,7 +20,7 @@ def find_table(directory, stem: str) -> Path:
     for name in (f"{stem}.csv", f"{stem}.csv.xz"):
         if (directory / name).is_file():
             return directory / name
-    raise ConfigError(f"--profile-dir {directory}: no {stem}.csv (or .csv.xz); measure one with `python -m simulator.profiles measure --tables verify`")
+    raise ConfigError(f"--profile-dir {directory}: no {stem}.csv (or .csv.xz); measure one with `python -m simulator.profiling measure --tables verify`")
 
 
 def read_verify_attention(directory) -> pd.DataFrame:

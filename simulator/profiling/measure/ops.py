@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import warnings
 
-from simulator.profiles.measure.shapes import Shape
-from simulator.profiles.measure.timing import Clock, Stopwatch, Timed, free_memory, is_out_of_memory
+from simulator.profiling.measure.shapes import Shape
+from simulator.profiling.measure.timing import Clock, Stopwatch, Timed, free_memory, is_out_of_memory
 from simulator.profiles.vidur_format import MLP_OPS
 
 ATTENTION_BACKENDS = ("auto", "fastest", "flash", "efficient", "cudnn", "math")

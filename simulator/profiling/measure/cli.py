@@ -1,4 +1,4 @@
-"""``python -m simulator.profiles measure``: the options, and the run from options to files."""
+"""``python -m simulator.profiling measure``: the options, and the run from options to files."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ import argparse
 from pathlib import Path
 
 from simulator.errors import ConfigError
-from simulator.profiles.measure import output, runner
-from simulator.profiles.measure.ops import ATTENTION_BACKENDS
-from simulator.profiles.measure.runner import DEFAULT_VERIFY_MAX_K, DTYPES, TABLES, MeasureOptions
-from simulator.profiles.measure.shapes import GRIDS
-from simulator.profiles.measure.timing import TIMERS
+from simulator.profiling.measure import output, runner
+from simulator.profiling.measure.ops import ATTENTION_BACKENDS
+from simulator.profiling.measure.runner import DEFAULT_VERIFY_MAX_K, DTYPES, TABLES, MeasureOptions
+from simulator.profiling.measure.shapes import GRIDS
+from simulator.profiling.measure.timing import TIMERS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -1,4 +1,4 @@
-"""``python -m simulator.profiles``: generate, fit (device constants, network, verify), compare and measure execution-time profiles."""
+"""``python -m simulator.profiling``: generate, fit (device constants, network, verify), compare and measure execution-time profiles."""
 
 from __future__ import annotations
 
@@ -13,10 +13,11 @@ import tomli_w
 from simulator.catalog import model_shape
 from simulator.errors import ConfigError
 from simulator.inputs import read_toml
-from simulator.profiles import accuracy, calibrate, holdout, network, tp_accuracy
+from simulator.profiles import network
+from simulator.profiling import accuracy, calibrate, holdout, tp_accuracy
 from simulator.profiles.hardware import DEVICES_FILE, get_device, load_devices
-from simulator.profiles.measured import read_measurements
-from simulator.profiles.shards import read_shards
+from simulator.profiling.measured import read_measurements
+from simulator.profiling.shards import read_shards
 from simulator.profiles.source import builtin_profile_dir
 from simulator.profiles.vidur_format import single_node_all_reduce_rows
 from simulator.textio import atomic_write_text, check_writable_file
@@ -181,7 +182,7 @@ def _cmd_generate(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m simulator.profiles", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m simulator.profiling", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
 
     cal = sub.add_parser("fit-device", help="fit a device's kernel constants to a measured profile and print per-op error")
@@ -228,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     gen.set_defaults(handler=_cmd_generate)
 
     try:
-        from simulator.profiles import measure
+        from simulator.profiling import measure
     except ImportError:  # pragma: no cover - measure is optional
         measure = None
     if measure is not None:
@@ -236,7 +237,7 @@ def build_parser() -> argparse.ArgumentParser:
         measure.add_arguments(meas)
         meas.set_defaults(handler=measure.main)
 
-    from simulator.profiles import verify_cli
+    from simulator.profiling import verify_cli
 
     fit_verify = sub.add_parser("fit-verify", help="fit lambda of the interpolated verify mode to a measured verify_attention.csv")
     verify_cli.add_arguments(fit_verify)

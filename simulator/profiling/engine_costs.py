@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from simulator.inputs import check_table, non_empty_str, positive_int, positive_number, read_toml, require
-from simulator.profiles.verify_fit import LambdaFit, fit_lambda, same_run_bounds
+from simulator.profiling.verify_fit import LambdaFit, fit_lambda, same_run_bounds
 
 SERIES_COLUMNS = ("batch_size", "kv_cache_size", "num_query_tokens", "ms")
 
