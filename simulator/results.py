@@ -85,10 +85,6 @@ class RunSummary(Mapping):
     forward_passes: int = 0
     mean_scheduled_k: float = math.nan  # the fixed k, or a k schedule's average pick over planned steps
 
-    @property
-    def speculation_on(self) -> bool:
-        return self.verify_steps > 0
-
     def as_dict(self) -> dict:
         return asdict(self)
 

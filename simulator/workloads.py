@@ -2,13 +2,14 @@
 
 A Vidur trace CSV (``../shared/vidur-traces/`` holds Vidur's own) has one row per request with
 ``num_prefill_tokens`` and ``num_decode_tokens``.  Lengths are drawn from its rows with a
-seeded generator, so the same file, count and seed give the same requests.  A row longer than
-the model's context is an error, not silently dropped: the user chose the trace and the model.
+seeded generator, so the same file, count and seed give the same requests.  This is the one trace
+reader; what happens to an unusable row is the caller's stated policy (see :func:`read_trace`).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pandas as pd
@@ -19,8 +20,21 @@ from simulator.errors import ConfigError
 TRACE_COLUMNS = ("num_prefill_tokens", "num_decode_tokens")
 
 
-def read_trace(path, max_total_tokens: int) -> np.ndarray:
-    """(prompt, output) rows of a trace, as an int array of shape (rows, 2)."""
+TRACE_POLICIES = ("refuse", "skip")
+
+
+def read_trace(path, max_total_tokens: Optional[int], unusable: str = "refuse") -> np.ndarray:
+    """(prompt, output) rows of a trace, as an int array of shape (rows, 2).
+
+    A row is unusable when a length is missing, not an integer, below 1, or when prompt + output
+    exceeds ``max_total_tokens`` (the model's or server's context; None: no limit).  The policy
+    is the caller's, stated at the call: ``"refuse"`` (the simulator's: the user chose the trace
+    and the model, so the first such row is an error naming it) or ``"skip"`` (the validation
+    workload's: only rows whose exact lengths a server can serve are replayed; an error only if
+    none is left).  A file that cannot be read as a length trace is refused under both.
+    """
+    if unusable not in TRACE_POLICIES:
+        raise ValueError(f"unusable = {unusable!r}: one of {TRACE_POLICIES}")
     path = Path(path)
     try:
         frame = pd.read_csv(path)
@@ -38,19 +52,25 @@ def read_trace(path, max_total_tokens: int) -> np.ndarray:
     if frame.empty:
         raise ConfigError(f"trace {path}: has a header but no rows")
     lengths = frame[list(TRACE_COLUMNS)].apply(pd.to_numeric, errors="coerce")
-    bad = lengths.isna().any(axis=1) | (lengths < 1).any(axis=1) | (lengths != lengths.round()).any(axis=1)
-    if bad.any():
-        row = int(np.flatnonzero(bad.to_numpy())[0])
+    malformed = (lengths.isna().any(axis=1) | (lengths < 1).any(axis=1) | (lengths != lengths.round()).any(axis=1)).to_numpy()
+    totals = lengths.fillna(0).sum(axis=1).to_numpy()
+    too_long = ~malformed & (totals > max_total_tokens) if max_total_tokens is not None else np.zeros(len(frame), dtype=bool)
+    if unusable == "skip":
+        kept = ~(malformed | too_long)
+        if not kept.any():
+            within = f" within {max_total_tokens} total tokens" if max_total_tokens is not None else ""
+            raise ConfigError(f"trace {path}: no row has integer lengths >= 1{within}")
+        return lengths[kept].to_numpy(dtype=np.int64)
+    if malformed.any():
+        row = int(np.flatnonzero(malformed)[0])
         raise ConfigError(f"trace {path}: data row {row + 1} has lengths {frame.loc[row, list(TRACE_COLUMNS)].tolist()}; lengths must be integers >= 1")
-    values = lengths.to_numpy(dtype=np.int64)
-    too_long = values.sum(axis=1) > max_total_tokens
     if too_long.any():
         row = int(np.flatnonzero(too_long)[0])
         raise ConfigError(
-            f"trace {path}: data row {row + 1} needs {int(values[row].sum())} tokens (prompt + output), beyond the model's "
-            f"context of {max_total_tokens}; {int(too_long.sum())} of {len(values)} rows do; filter the trace or pick a longer-context model"
+            f"trace {path}: data row {row + 1} needs {int(totals[row])} tokens (prompt + output), beyond the model's "
+            f"context of {max_total_tokens}; {int(too_long.sum())} of {len(frame)} rows do; filter the trace or pick a longer-context model"
         )
-    return values
+    return lengths.to_numpy(dtype=np.int64)
 
 
 def draw_lengths(lengths: np.ndarray, num_requests: int, seed: int) -> tuple[tuple[int, ...], tuple[int, ...]]:

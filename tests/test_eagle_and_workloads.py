@@ -158,3 +158,15 @@ def test_cli_bad_workload_and_proposer_exit_2(args, message, tmp_path):
     out = subprocess.run([sys.executable, "-m", "simulator", *args, "--json", str(tmp_path / "out.json")], capture_output=True, text=True)
     assert out.returncode == 2 and message in out.stderr
     assert not (tmp_path / "out.json").exists()
+
+
+def test_one_trace_reader_two_stated_policies(tmp_path):
+    """The simulator refuses an unusable row, naming it; the validation workload skips it (a server
+    can only replay exact, servable lengths); a file with no usable row is refused under both."""
+    path = _trace(tmp_path, "num_prefill_tokens,num_decode_tokens\n10,5\n0,5\n4000,200\nx,3\n20,7\n")
+    with pytest.raises(ConfigError, match="data row 2 has lengths"):
+        read_trace(path, 4096)
+    assert read_trace(path, 4096, unusable="skip").tolist() == [[10, 5], [20, 7]]
+    assert read_trace(path, None, unusable="skip").tolist() == [[10, 5], [4000, 200], [20, 7]]
+    with pytest.raises(ConfigError, match="no row has integer lengths >= 1 within 10 total tokens"):
+        read_trace(path, 10, unusable="skip")

@@ -33,10 +33,6 @@ class AcceptanceSampler:
         self._seed = int(seed)
         self._rows: dict[int, tuple[list[int], list[bool]]] = {}
 
-    @property
-    def max_proposals(self) -> int:
-        return len(self._p)
-
     def _fill(self, request_id: int, positions: int) -> tuple[list[int], list[bool]]:
         cached = self._rows.get(request_id)
         if cached is None or len(cached[0]) < positions:

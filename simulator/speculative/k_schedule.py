@@ -88,10 +88,7 @@ def covered_up_to(schedule: Schedule) -> int:
 def k_table(schedule: Schedule) -> tuple[int, ...]:
     """k per batch size as a flat table (index = batch size; index 0 = the first row's k),
     so a step looks its k up in O(1)."""
-    table = [schedule[0][2]]
-    for start, end, k in schedule:
-        table.extend([k] * (end - start + 1))
-    return tuple(table)
+    return tuple(k_for_batch(schedule, max(batch_size, 1)) for batch_size in range(covered_up_to(schedule) + 1))
 
 
 def k_for_batch(schedule: Schedule, batch_size: int) -> int:
@@ -100,11 +97,6 @@ def k_for_batch(schedule: Schedule, batch_size: int) -> int:
         if start <= batch_size <= end:
             return k
     raise ConfigError(f"batch size {batch_size}: outside the schedule's 1..{covered_up_to(schedule)}")
-
-
-def fixed(k: int, up_to: int) -> Schedule:
-    """The one-row schedule of a fixed k."""
-    return ((1, up_to, k),)
 
 
 def from_best_k(best: Sequence[tuple[int, int]], up_to: int) -> Schedule:

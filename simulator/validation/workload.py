@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Optional
 
 import numpy as np
-import pandas as pd
 
 from simulator.errors import ConfigError
 from simulator.inputs import read_text
@@ -176,28 +175,13 @@ def _prompt_ids(spec: WorkloadSpec, rng: np.random.Generator, length: int) -> tu
 
 
 def read_length_trace(path: Path, max_total_tokens: Optional[int] = None) -> tuple[tuple[int, int], ...]:
-    """(prompt, output) rows of a Vidur-style length trace CSV.
+    """(prompt, output) rows of a Vidur-style length trace CSV, read by the project's one trace
+    reader under its ``"skip"`` policy: rows with a length below 1 or longer in total than
+    ``max_total_tokens`` (the server's context) are dropped rather than clipped, so every kept
+    length is exact and servable."""
+    from simulator.workloads import read_trace
 
-    Rows with a length below 1, or longer in total than ``max_total_tokens`` (the server's
-    context), are dropped rather than clipped, so every kept length is exact.
-    """
-    path = Path(path)
-    try:
-        frame = pd.read_csv(path)
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: trace file not found") from None
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: not a readable CSV ({err})") from None
-    missing = [c for c in TRACE_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ConfigError(f"{path}: missing column(s) {missing}; a length trace needs {list(TRACE_COLUMNS)}")
-    lengths = frame[list(TRACE_COLUMNS)].apply(pd.to_numeric, errors="coerce").dropna()
-    lengths = lengths[(lengths >= 1).all(axis=1) & (lengths == lengths.round()).all(axis=1)].astype(int)
-    if max_total_tokens is not None:
-        lengths = lengths[lengths.sum(axis=1) <= max_total_tokens]
-    if lengths.empty:
-        raise ConfigError(f"{path}: no rows with positive integer lengths" + (f" within {max_total_tokens} total tokens" if max_total_tokens else ""))
-    return tuple((int(p), int(o)) for p, o in lengths.itertuples(index=False))
+    return tuple((int(p), int(o)) for p, o in read_trace(path, max_total_tokens, unusable="skip"))
 
 
 def write_workload(path: Path, workload: Workload) -> None:

@@ -37,10 +37,6 @@ PROPOSER_LABEL = {"ngram": "n-gram (prompt lookup)", "draft": "draft model", "ea
 REQUIRED = ("mode", "acceptance", "tpot_speedup", "num_speculative_tokens", "k_schedule", "attention", "model", "device", "tensor_parallel_size", "mean_decode_batch")
 
 
-def _bool(series: pd.Series) -> pd.Series:
-    return series.astype(str).str.lower().eq("true")
-
-
 def load(paysoff_csv: Optional[Path], crossovers_csv: Optional[Path], schedules_json: Optional[Path]):
     """The three recorded files, or None when the sweep has not been recorded."""
     paths = (paysoff_csv, crossovers_csv, schedules_json)
