@@ -10,7 +10,6 @@ Runs alternate so machine noise hits both equally; the minimum of the repeats is
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import tempfile
@@ -18,9 +17,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-logging.disable(logging.INFO)
 
 import simulator  # noqa: E402
+from simulator.progress import quiet_vidur  # noqa: E402
+
+quiet_vidur()
 from simulator.config import RunConfig  # noqa: E402
 from test_run import _direct_vidur_requests  # noqa: E402
 

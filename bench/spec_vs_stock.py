@@ -11,12 +11,13 @@ with the number of forward passes (Vidur iterations) each run simulated.
 from __future__ import annotations
 
 import argparse
-import logging
 import time
 
-logging.disable(logging.INFO)
 
 import simulator  # noqa: E402
+from simulator.progress import quiet_vidur  # noqa: E402
+
+quiet_vidur()
 from simulator.config import PoissonWorkload, RunConfig, SpeculationConfig  # noqa: E402
 
 WORKLOADS = {

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import math
 import sys
 from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Optional
 
+from simulator.argtypes import DeprecatedAlias, finite, non_negative_int, positive_int
 from simulator.config import (
     ATTENTION_MODES,
     PROPOSERS,
@@ -61,45 +61,6 @@ class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaults
         return super()._get_help_string(action)
 
 
-class _Deprecated(argparse.Action):
-    """Stores the value; warns when an older alias (every option string but the first) was used."""
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        if option_string is not None and option_string != self.option_strings[0] and not option_string.startswith(self.option_strings[0] + "="):
-            print(f"warning: {option_string} is deprecated and will be removed; use {self.option_strings[0]}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be a positive integer")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
-    return value
-
-
-def _finite(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
-    return value
-
-
 def build_parser() -> argparse.ArgumentParser:
     wl = lambda name: _default(PoissonWorkload, name)  # noqa: E731
     sp = lambda name: _default(SpeculationConfig, name)  # noqa: E731
@@ -113,13 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--version", action="store_true", help="print the package version, the vidur version and the model hash, then exit")
     w = p.add_argument_group("workload (vllm bench serve's names; default: Poisson arrivals, fixed lengths)")
-    w.add_argument("--num-prompts", "--requests", dest="num_prompts", metavar="N", type=_positive_int, action=_Deprecated, default=wl("num_requests"), help="requests to simulate")
-    w.add_argument("--prompt-tokens", "--random-input-len", dest="prompt_tokens", metavar="TOKENS", type=_positive_int, default=wl("prompt_tokens"), help="prompt length, tokens")
-    w.add_argument("--output-tokens", "--random-output-len", dest="output_tokens", metavar="TOKENS", type=_positive_int, default=wl("output_tokens"), help="output length, tokens")
+    w.add_argument("--num-prompts", "--requests", dest="num_prompts", metavar="N", type=positive_int, action=DeprecatedAlias, default=wl("num_requests"), help="requests to simulate")
+    w.add_argument("--prompt-tokens", "--random-input-len", dest="prompt_tokens", metavar="TOKENS", type=positive_int, default=wl("prompt_tokens"), help="prompt length, tokens")
+    w.add_argument("--output-tokens", "--random-output-len", dest="output_tokens", metavar="TOKENS", type=positive_int, default=wl("output_tokens"), help="output length, tokens")
     w.add_argument(
         "--random-range-ratio",
         metavar="R",
-        type=_finite,
+        type=finite,
         default=0.0,
         help="draw each length uniformly in [L(1-r), L(1+r)] (seeded by --workload-seed), as vllm bench serve does; "
         "0 = fixed lengths, which a closed loop runs in lockstep waves. With Poisson arrivals, r > 0 draws uncapped exponential gaps",
@@ -129,8 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--rate",
         dest="request_rate",
         metavar="RATE",
-        type=_finite,
-        action=_Deprecated,
+        type=finite,
+        action=DeprecatedAlias,
         default=None,
         help=f"Poisson arrivals, requests/s (default {wl('arrival_rate'):g} unless --max-concurrency is given)",
     )
@@ -140,15 +101,15 @@ def build_parser() -> argparse.ArgumentParser:
         dest="max_concurrency",
         metavar="N",
         type=int,
-        action=_Deprecated,
+        action=DeprecatedAlias,
         default=None,
         help="closed loop: N requests in flight, each replaced when it finishes (vllm bench serve --max-concurrency N "
         "--request-rate inf); the first N arrive together at t = 0, a start-up burst the summary marks",
     )
     w.add_argument("--trace", help="draw prompt/output lengths (seeded) from a Vidur trace CSV instead of the fixed lengths")
-    w.add_argument("--workload-seed", metavar="SEED", type=_non_negative_int, default=wl("seed"), help="seeds arrivals and drawn lengths")
+    w.add_argument("--workload-seed", metavar="SEED", type=non_negative_int, default=wl("seed"), help="seeds arrivals and drawn lengths")
     s = p.add_argument_group("speculative decoding (off unless -k or --k-schedule is given)")
-    s.add_argument("-k", "--num-speculative-tokens", metavar="K", type=_non_negative_int, default=sp("num_speculative_tokens"), help="proposals per verify step (0: off)")
+    s.add_argument("-k", "--num-speculative-tokens", metavar="K", type=non_negative_int, default=sp("num_speculative_tokens"), help="proposals per verify step (0: off)")
     s.add_argument(
         "--k-schedule",
         metavar="JSON",
@@ -156,29 +117,29 @@ def build_parser() -> argparse.ArgumentParser:
         "step from the running batch size, k = 0 runs plain decode; e.g. '[[1,16,4],[17,64,2],[65,256,0]]'; the last row "
         "must reach --max-num-seqs (-k, if given, is the maximum; else the schedule's largest k)",
     )
-    s.add_argument("--acceptance", metavar="RATE", type=_finite, help="per-token acceptance rate, i.i.d. over the k positions: P(position accepted | earlier ones accepted)")
+    s.add_argument("--acceptance", metavar="RATE", type=finite, help="per-token acceptance rate, i.i.d. over the k positions: P(position accepted | earlier ones accepted)")
     s.add_argument(
         "--acceptance-length",
         metavar="L",
-        type=_finite,
+        type=finite,
         help="vLLM's mean acceptance length at -k (tokens per verify step, bonus token included, 1..k+1), as its logs and "
         "Prometheus counters report it; converted to the i.i.d. per-token rate that gives this length, which the summary prints",
     )
     s.add_argument("--acceptance-per-position", metavar="P1,P2,...", help="comma-separated P(position i accepted | earlier ones accepted), at least k values")
-    s.add_argument("--acceptance-seed", "--seed", dest="acceptance_seed", metavar="SEED", type=_non_negative_int, action=_Deprecated, default=rc("seed"), help="seeds the acceptance draws")
+    s.add_argument("--acceptance-seed", "--seed", dest="acceptance_seed", metavar="SEED", type=non_negative_int, action=DeprecatedAlias, default=rc("seed"), help="seeds the acceptance draws")
     s.add_argument("--proposer", choices=PROPOSERS, default=sp("proposer"), help="ngram, draft (a draft model), eagle or eagle3 (an EAGLE head named by --draft-model)")
-    s.add_argument("--ngram-overhead-ms", type=_finite, default=sp("ngram_overhead_ms"), help="CPU time of one n-gram lookup per step")
+    s.add_argument("--ngram-overhead-ms", type=finite, default=sp("ngram_overhead_ms"), help="CPU time of one n-gram lookup per step")
     s.add_argument(
         "--proposal-probability",
-        type=_finite,
+        type=finite,
         default=sp("proposal_probability"),
         help="P(the proposer drafts at a decode step); < 1 for n-gram misses (the validation harness measures it)",
     )
     s.add_argument("--draft-model", help="e.g. JackFram/llama-68m, or an EAGLE head such as yuhuili/EAGLE-LLaMA3.1-Instruct-8B (required by --proposer draft/eagle/eagle3)")
     s.add_argument("--draft-profile-dir", help="Vidur-format profile of the draft model (default: built-in profile)")
-    s.add_argument("--draft-tensor-parallel-size", type=_positive_int, help="GPUs the draft runs on: 1 or the target's (default: the target's)")
+    s.add_argument("--draft-tensor-parallel-size", type=positive_int, help="GPUs the draft runs on: 1 or the target's (default: the target's)")
     s.add_argument("--attention", choices=ATTENTION_MODES, default=sp("attention"), help="verify-attention cost: kv_once, per_token or interpolated")
-    s.add_argument("--interpolation", type=_finite, default=sp("interpolation"), help="lambda for --attention interpolated")
+    s.add_argument("--interpolation", type=finite, default=sp("interpolation"), help="lambda for --attention interpolated")
     m = p.add_argument_group(
         f"system (scheduler limits: vLLM {VLLM_DEFAULTS_VERSION}'s `vllm serve` defaults on an A100 and GPUs under 70 GiB; "
         "on H100/H200 vLLM uses 1024 and 8192, and the summary says so)"
@@ -192,17 +153,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--chunk-size",
         dest="max_num_batched_tokens",
         metavar="TOKENS",
-        type=_positive_int,
-        action=_Deprecated,
+        type=positive_int,
+        action=DeprecatedAlias,
         default=rc("chunk_size"),
         help="tokens per step: prompt chunks plus decode and verify tokens",
     )
-    m.add_argument("--max-num-seqs", "--batch-size-cap", dest="max_num_seqs", metavar="N", type=_positive_int, action=_Deprecated, default=rc("batch_size_cap"), help="most requests in the running batch")
-    m.add_argument("--num-kv-blocks", type=_positive_int, help="KV cache blocks (default: planned from the GPU's memory, as vLLM does)")
-    m.add_argument("--tensor-parallel-size", type=_positive_int, default=rc("tensor_parallel_size"), help="GPUs the target is sharded over (1, 2, 4 or 8 on one node)")
+    m.add_argument("--max-num-seqs", "--batch-size-cap", dest="max_num_seqs", metavar="N", type=positive_int, action=DeprecatedAlias, default=rc("batch_size_cap"), help="most requests in the running batch")
+    m.add_argument("--num-kv-blocks", type=positive_int, help="KV cache blocks (default: planned from the GPU's memory, as vLLM does)")
+    m.add_argument("--tensor-parallel-size", type=positive_int, default=rc("tensor_parallel_size"), help="GPUs the target is sharded over (1, 2, 4 or 8 on one node)")
     m.add_argument("--network-profile-dir", help="Vidur-format network profile with all_reduce.csv (default: the profile's own, else built-in)")
-    m.add_argument("--pipeline-stages", type=_positive_int, default=rc("pipeline_stages"), help="pipeline-parallel stages (only 1 is modelled)")
-    m.add_argument("--engine-overhead-ms", type=_finite, default=rc("engine_overhead_ms"), help="the engine's CPU time per step (0 with --no-lm-head is stock Vidur)")
+    m.add_argument("--pipeline-stages", type=positive_int, default=rc("pipeline_stages"), help="pipeline-parallel stages (only 1 is modelled)")
+    m.add_argument("--engine-overhead-ms", type=finite, default=rc("engine_overhead_ms"), help="the engine's CPU time per step (0 with --no-lm-head is stock Vidur)")
     m.add_argument("--no-lm-head", action="store_true", help="do not cost the LM head and sampler (Vidur's op set has neither)")
     m.add_argument("--cache-dir", help="where trained predictors are kept (default: the user cache folder)")
     o = p.add_argument_group("output")
@@ -500,7 +461,9 @@ def main(argv=None) -> int:
         print(version_text())
         return 0
     if not args.verbose:
-        logging.disable(logging.INFO)
+        from simulator.progress import quiet_vidur
+
+        quiet_vidur()
     try:
         config, acceptance_note = config_from_args(args)
         for option, path in (("--json", args.json), ("--requests-csv", args.requests_csv)):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import math
 import sys
 from typing import Optional
@@ -367,7 +366,9 @@ def answer_document(spec, output, argv) -> dict:
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    logging.disable(logging.INFO)
+    from simulator.progress import quiet_vidur
+
+    quiet_vidur()
     try:
         from simulator.textio import check_writable_file
 

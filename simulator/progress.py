@@ -25,12 +25,23 @@ def say(message: str, enabled: Optional[bool] = None) -> None:
         print(message, file=sys.stderr, flush=True)
 
 
-def quiet_vidur() -> None:
+def quiet_vidur() -> int:
     """Vidur logs every simulation at INFO on stdout; the project shows its own progress instead.
-    Vidur's logger sets its level when ``vidur.logger`` is first imported, so import it first."""
+    This is the one way the project quiets it (the command lines' ``-v`` skips the call).
+    Vidur's logger sets its level when ``vidur.logger`` is first imported, so import it first.
+    Returns the previous level, for :func:`restore_vidur`."""
     import importlib
     import logging
 
     importlib.import_module("vidur.logger")
+    logger = logging.getLogger("vidur")
+    previous = logger.level
+    logger.setLevel(logging.WARNING)
+    return previous
 
-    logging.getLogger("vidur").setLevel(logging.WARNING)
+
+def restore_vidur(level: int) -> None:
+    """Vidur's log level back as :func:`quiet_vidur` found it (for callers inside a longer process)."""
+    import logging
+
+    logging.getLogger("vidur").setLevel(level)

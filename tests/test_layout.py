@@ -9,7 +9,7 @@ TOOLS = ("simulator.sweep", "simulator.website", "simulator.validation", "simula
          "simulator.profiling")
 # The simulator: modelling, Vidur glue, profiles, and what they are configured and reported with.
 CORE = ("speculative", "engine", "profiles", "models", "config.py", "catalog.py", "shapes.py", "results.py", "workloads.py",
-        "inputs.py", "textio.py", "errors.py", "paths.py", "versions.py", "hashing.py", "progress.py", "cli.py", "__init__.py", "__main__.py")
+        "inputs.py", "textio.py", "errors.py", "paths.py", "versions.py", "hashing.py", "progress.py", "argtypes.py", "cli.py", "__init__.py", "__main__.py")
 
 
 def _imports(path):

@@ -11,11 +11,11 @@ release as deprecated aliases (:data:`DEPRECATED`) that print a warning.
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
+from simulator.argtypes import DeprecatedAlias, positive_int, speculative_tokens
 from simulator.config import MODEL_PROPOSERS, PROPOSERS
 from simulator.errors import ConfigError
 
@@ -55,41 +55,9 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-class _DeprecatedAlias(argparse.Action):
-    """An old flag kept for one release: stores into its replacement's dest and warns."""
-
-    def __init__(self, option_strings, dest, replacement: str = "", **kwargs):
-        self.replacement = replacement
-        super().__init__(option_strings, dest, **kwargs)
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"warning: {option_string} is deprecated and will be removed in the next release; use {self.replacement}", file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
 def _alias(group, step: str, old: str, dest: str, type=str) -> None:
     new = next(n for s, o, n in DEPRECATED if (s, o) == (step, old))
-    group.add_argument(old, dest=dest, type=type, action=_DeprecatedAlias, replacement=new, help=f"deprecated: use {new}", default=argparse.SUPPRESS)
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 0 (the k the server ran with; 0 = speculation off)")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value} must be a positive integer")
-    return value
+    group.add_argument(old, dest=dest, type=type, action=DeprecatedAlias, replacement=new, help=f"deprecated: use {new}", default=argparse.SUPPRESS)
 
 
 def _generate(args) -> None:
@@ -238,13 +206,14 @@ def _simulate(args) -> None:
     workload = read_workload(Path(args.workload))
     calibration = read_calibration(Path(args.calibration))
     config = build_run_config(workload, calibration, model=args.model, device=args.device, profile_dir=args.profile_dir, proposer=args.proposer, draft_model=args.draft_model, seed=args.acceptance_seed)
-    previous = logging.root.manager.disable
-    if not args.verbose:
-        logging.disable(logging.INFO)  # Vidur's INFO lines, as python -m simulator hides them without -v
+    from simulator.progress import quiet_vidur, restore_vidur
+
+    previous = None if args.verbose else quiet_vidur()  # Vidur's INFO lines, as python -m simulator hides them without -v
     try:
         record = simulate(config, workload, calibration, Path(args.out))
     finally:
-        logging.disable(previous)
+        if previous is not None:
+            restore_vidur(previous)
     print(f"simulated {record['summary'].get('num_requests')} requests: {summary_line(record['metrics'])}; wrote {args.out}")
 
 
@@ -300,8 +269,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--endpoint", default="/v1/completions", help="the OpenAI-compatible completions path (default: /v1/completions)")
     r.add_argument("--out", required=True, help="replay directory (created; reused to resume)")
     r.add_argument("--model", help="served model name, checked against /v1/models (default: the first it lists)")
-    r.add_argument("--max-concurrency", type=_positive_int, default=256, help="requests in flight at most; a request that waits for a slot is sent late")
-    _alias(r, "replay", "--concurrency", "max_concurrency", type=_positive_int)
+    r.add_argument("--max-concurrency", type=positive_int, default=256, help="requests in flight at most; a request that waits for a slot is sent late")
+    _alias(r, "replay", "--concurrency", "max_concurrency", type=positive_int)
     r.add_argument("--timeout", type=float, default=300.0, help="seconds of silence (no data at all) on a stream before the request is recorded as a timeout; not a limit on a request's total time")
     r.add_argument("--temperature", type=float, default=0.0)
     r.add_argument("--retry-failed", action="store_true", help="also resend requests recorded as failed")
@@ -310,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = steps.add_parser("calibrate", help="acceptance and KV budget from the replay's /metrics scrapes")
     c.add_argument("--replay", required=True, help="replay directory (the --out of replay)")
-    c.add_argument("--num-speculative-tokens", type=_non_negative_int, help="k the server ran with; > 0 requires spec-decode counters, 0 = off; checked against the chunks the client saw")
+    c.add_argument("--num-speculative-tokens", type=speculative_tokens, help="k the server ran with; > 0 requires spec-decode counters, 0 = off; checked against the chunks the client saw")
     c.add_argument("--force", action="store_true", help="calibrate even where k disagrees with the chunks or counters (a server that merges steps into one chunk, say)")
     c.add_argument("--out", help="calibration file (default: REPLAY/calibration.json)")
 

@@ -1,0 +1,61 @@
+"""Argument types and the deprecated-alias action shared by the project's command lines, so a
+flag means and checks the same thing in every CLI (``python -m simulator``, the validation
+harness, the pays-off command)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+
+
+def positive_int(text: str) -> int:
+    value = _integer(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value} must be a positive integer")
+    return value
+
+
+def non_negative_int(text: str, why: str = "") -> int:
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 0{why}")
+    return value
+
+
+def speculative_tokens(text: str) -> int:
+    """A k as a server ran it: >= 0, 0 meaning speculation off."""
+    return non_negative_int(text, " (the k the server ran with; 0 = speculation off)")
+
+
+def finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
+    return value
+
+
+class DeprecatedAlias(argparse.Action):
+    """Stores the value and warns when an old name was used: either every option string after the
+    first (aliases declared with the flag), or, with ``replacement``, the whole argument (an old
+    flag declared on its own that stores into its replacement's dest)."""
+
+    def __init__(self, option_strings, dest, replacement: str = "", **kwargs):
+        self.replacement = replacement
+        super().__init__(option_strings, dest, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        new = self.replacement or self.option_strings[0]
+        if option_string is not None and option_string != new:
+            print(f"warning: {option_string} is deprecated and will be removed in the next release; use {new}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
