@@ -47,6 +47,21 @@ def isolated_cache(tmp_path_factory):
         os.environ.pop("VIDUR_SPECDEC_CACHE", None)
 
 
+def _checkout_outputs() -> dict:
+    return {p.name: p.read_bytes() for p in sorted(DATA_DIR.iterdir()) if p.is_file()}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def checkout_untouched():
+    """No test writes into the checkout's data/ (a build under test that forgot one of its path
+    flags once rewrote data/paysoff.csv): the session fails if any recorded file changed."""
+    before = _checkout_outputs()
+    yield
+    after = _checkout_outputs()
+    changed = sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+    assert not changed, f"the test session changed data/ in the checkout: {changed}"
+
+
 @pytest.fixture(scope="session")
 def browser_type_launch_args(browser_type_launch_args):
     """pytest-playwright's launch arguments plus the Chromium found above."""

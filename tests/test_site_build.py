@@ -52,6 +52,10 @@ def workspace(tmp_path, committed_csvs):
 def cli(ws, *extra) -> list[str]:
     # the published reproductions have tests of their own (tests/test_published.py); these builds skip them
     published = ["--no-published", "--published-csv", str(ws["site"].parent / "published.csv")]
+    # and the pays-off sweep (tests/test_sweep_paysoff.py); its files point into the workspace, never at data/
+    paysoff = ["--no-paysoff", *(x for flag, name in (("--paysoff-csv", "paysoff.csv"), ("--crossovers-csv", "crossovers.csv"), ("--schedules-json", "schedules.json"))
+                                 for x in (flag, str(ws["site"].parent / name)))]
+    published += paysoff
     return ["--spec", str(ws["spec.toml"]), "--csv", str(ws["sweep.csv"]), "--progress-csv", str(ws["progress.csv"]), "--out", str(ws["site"]), "--jobs", "2", *published, *extra]
 
 
