@@ -130,6 +130,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--proposer", choices=PROPOSERS, default=sp("proposer"), help="ngram, draft (a draft model), eagle or eagle3 (an EAGLE head named by --draft-model)")
     s.add_argument("--ngram-overhead-ms", type=finite, default=sp("ngram_overhead_ms"), help="CPU time of one n-gram lookup per step")
     s.add_argument(
+        "--draft-pass-overhead-ms",
+        type=finite,
+        default=sp("draft_pass_overhead_ms"),
+        help="fixed cost of each draft-model or EAGLE pass beyond its profiled layers (launches, the loop's tensor updates; docs/model.md)",
+    )
+    s.add_argument(
         "--proposal-probability",
         type=finite,
         default=sp("proposal_probability"),
@@ -295,7 +301,7 @@ def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
     for flag, value in (("--proposal-probability", args.proposal_probability), ("--interpolation", args.interpolation)):
         if not 0 <= value <= 1:
             raise ConfigError(f"{flag} {value:g}: must be in [0, 1]")
-    for flag, value in (("--engine-overhead-ms", args.engine_overhead_ms), ("--ngram-overhead-ms", args.ngram_overhead_ms)):
+    for flag, value in (("--engine-overhead-ms", args.engine_overhead_ms), ("--ngram-overhead-ms", args.ngram_overhead_ms), ("--draft-pass-overhead-ms", args.draft_pass_overhead_ms)):
         if value < 0:
             raise ConfigError(f"{flag} {value:g}: must be >= 0 milliseconds")
     for flag, path in (("--profile-dir", args.profile_dir), ("--draft-profile-dir", args.draft_profile_dir), ("--network-profile-dir", args.network_profile_dir)):
@@ -321,6 +327,7 @@ def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
             acceptance_per_position=vector,
             proposer=args.proposer,
             ngram_overhead_ms=args.ngram_overhead_ms,
+            draft_pass_overhead_ms=args.draft_pass_overhead_ms,
             proposal_probability=args.proposal_probability,
             draft_model=args.draft_model,
             draft_profile_dir=args.draft_profile_dir,

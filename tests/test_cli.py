@@ -98,6 +98,13 @@ def test_vllm_serve_defaults_by_gpu(device, limits):
         assert f"--max-num-seqs {limits[0]} --max-num-batched-tokens {limits[1]}" in note
 
 
+def test_draft_pass_overhead_reaches_the_config():
+    config, _ = cli.config_from_args(_parse("-k", "2", "--acceptance", "0.7", "--proposer", "eagle", "--draft-model", "yuhuili/EAGLE-LLaMA3.1-Instruct-8B",
+                                            "--model", "meta-llama/Llama-3.1-8B-Instruct", "--draft-pass-overhead-ms", "0.5"))
+    assert config.speculation.draft_pass_overhead_ms == 0.5
+    assert cli.config_from_args(_parse())[0].speculation.draft_pass_overhead_ms == SpeculationConfig().draft_pass_overhead_ms
+
+
 def test_scheduler_flags_reach_the_config():
     config, _ = cli.config_from_args(_parse("--max-num-seqs", "64", "--max-num-batched-tokens", "1024"))
     assert (config.batch_size_cap, config.chunk_size) == (64, 1024)
@@ -161,6 +168,7 @@ def test_a_run_says_which_rate_it_ran_with(capsys):
         (["-k", "3", "--acceptance-per-position", "0.8,0.7"], ["--acceptance-per-position 0.8,0.7: 2 rate(s), but k = 3"]),
         (["-k", "2", "--acceptance", "0.7", "--proposal-probability", "1.5"], ["--proposal-probability 1.5: must be in [0, 1]"]),
         (["--engine-overhead-ms", "-1"], ["--engine-overhead-ms -1: must be >= 0"]),
+        (["--draft-pass-overhead-ms", "-0.1"], ["--draft-pass-overhead-ms -0.1: must be >= 0"]),
         (["-k", "2", "--acceptance", "0.7", "--attention", "exact"], ["--attention", "invalid choice: 'exact'"]),
     ],
 )
