@@ -1,6 +1,16 @@
-"""Shared fixtures: a site rendered from the committed CSVs, a local HTTP server for it, and
-the Chromium that Playwright drives (``$PLAYWRIGHT_CHROMIUM``, else Debian's ``/usr/bin/chromium``,
-else Playwright's own download; browser tests skip when there is none)."""
+"""Test tiers, and shared fixtures: a site rendered from the committed CSVs, a local HTTP server
+for it, and the Chromium that Playwright drives (``$PLAYWRIGHT_CHROMIUM``, else Debian's
+``/usr/bin/chromium``, else Playwright's own download; browser tests skip when there is none).
+
+Tiers, by marker (``pytest -m unit`` runs the fast tier):
+
+* ``browser``: uses Playwright's ``page``; marked here from the fixture.
+* ``torch``: needs PyTorch; marked here from a skip condition that names it.
+* ``shared``: needs ``../shared``; marked here from a skip condition that names it.
+* ``simulation``: runs a Vidur simulation; marked in the test module (``pytestmark`` or per test).
+* ``unit``: everything else, marked here.  A unit test that starts a Vidur simulation fails,
+  naming the marker it needs, so the tier cannot drift.
+"""
 
 from __future__ import annotations
 
@@ -45,6 +55,39 @@ def isolated_cache(tmp_path_factory):
         yield path
     finally:
         os.environ.pop("VIDUR_SPECDEC_CACHE", None)
+
+
+TIERS = ("simulation", "browser", "torch", "shared")
+
+
+def _skip_reasons(item) -> str:
+    return " ".join(str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        reasons = _skip_reasons(item)
+        if "page" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
+        if "PyTorch" in reasons:
+            item.add_marker(pytest.mark.torch)
+        if "../shared" in reasons:
+            item.add_marker(pytest.mark.shared)
+        if not any(item.get_closest_marker(tier) for tier in TIERS):
+            item.add_marker(pytest.mark.unit)
+
+
+@pytest.fixture(autouse=True)
+def unit_tests_do_not_simulate(request, monkeypatch):
+    """The unit tier stays fast: a test marked ``unit`` that starts a Vidur simulation fails."""
+    if request.node.get_closest_marker("unit") is None:
+        return
+    from vidur.simulator import Simulator
+
+    def refuse(self, *args, **kwargs):
+        raise AssertionError(f"{request.node.nodeid} runs a Vidur simulation: mark it `simulation` (pytestmark or @pytest.mark.simulation)")
+
+    monkeypatch.setattr(Simulator, "run", refuse)
 
 
 def _checkout_outputs() -> dict:

@@ -79,6 +79,7 @@ def test_tables_cover_the_grid_vidur_looks_up():
     assert set(tables["attn_prefill"]) == {(kv, c) for kv in kvs for c in chunks}
 
 
+@pytest.mark.simulation
 def test_a_speculative_run_with_a_draft_needs_no_forest():
     config = RunConfig(
         workload=PoissonWorkload(num_requests=8, prompt_tokens=256, output_tokens=32, arrival_rate=2.0),
@@ -100,6 +101,7 @@ def test_the_profile_digest_follows_the_device_numbers():
     assert dataclasses.replace(a.builtin, device=changed).digest() != a.builtin.digest()
 
 
+@pytest.mark.simulation
 def test_a_prompt_chunk_longer_than_vidurs_default_range_is_covered():
     """A 7,096-token prompt under an 8,192-token budget is one 7,104-token prefill chunk; Vidur's
     default table range stops at 4,096, so the tables must follow the budget (this run once failed

@@ -148,12 +148,14 @@ def _tiny_run(model, device="h100", **speculation):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", ["Qwen2.5-7B-Instruct", "Qwen3-8B", "Qwen3-0.6B", "Mistral-7B-Instruct-v0.3/config.json"])
+@pytest.mark.simulation
 def test_each_architecture_simulates(path):
     result = _tiny_run(str(HF / path))
     assert result.summary["num_requests"] == 4 and result.summary["tpot_p50_s"] > 0
 
 
 @pytest.mark.slow
+@pytest.mark.simulation
 def test_bigger_models_decode_slower():
     # a memory-bound decode step reads the weights: 7.6B parameters take longer than 0.5B
     big, small = _tiny_run(str(HF / "Qwen2.5-7B-Instruct")), _tiny_run(str(HF / "Qwen2.5-0.5B-Instruct"))
@@ -161,6 +163,7 @@ def test_bigger_models_decode_slower():
 
 
 @pytest.mark.slow
+@pytest.mark.simulation
 def test_a_draft_model_and_an_eagle3_head_from_paths_simulate():
     draft = _tiny_run(
         str(HF / "Qwen2.5-7B-Instruct"), num_speculative_tokens=2, acceptance_rate=0.6, proposer="draft",
@@ -192,6 +195,7 @@ def test_tables_cover_the_run_not_the_context():
 
 
 @pytest.mark.slow
+@pytest.mark.simulation
 def test_a_request_past_the_old_cap_runs_on_llama_31():
     workload = ClosedLoopWorkload.fixed(1, 1, 12000, 8)
     result = simulator.run(RunConfig(workload=workload, model="meta-llama/Llama-3.1-8B-Instruct", device="h100"))

@@ -137,6 +137,7 @@ def test_acceptance_length_becomes_the_iid_rate_with_that_length(k, length):
     assert f"{rate:.4f}" in note and f"k = {k}" in note
 
 
+@pytest.mark.simulation
 def test_a_run_says_which_rate_it_ran_with(capsys):
     code, out, _ = _main(capsys, *SMALL, "-k", "4", "--acceptance-length", "2.6", "--max-num-seqs", "128", "--max-num-batched-tokens", "512")
     assert code == 0
@@ -188,6 +189,7 @@ def test_bad_input_exits_2_with_one_line_naming_the_flags(argv, needles, capsys,
 # --- the summary --------------------------------------------------------------------------
 
 
+@pytest.mark.simulation
 def test_summary_without_speculation_says_so(capsys, tmp_path):
     out = tmp_path / "run.json"
     code, stdout, _ = _main(capsys, *SMALL, "--request-rate", "8", "--json", str(out))
@@ -205,6 +207,7 @@ def test_summary_without_speculation_says_so(capsys, tmp_path):
     assert median_ms == pytest.approx(summary["ttft_p50_s"] * 1e3, abs=0.01)  # printed in ms, as vLLM does
 
 
+@pytest.mark.simulation
 def test_speculative_itl_has_one_gap_per_verify_step():
     """A verify step emits its accepted tokens and the bonus token at once: one ITL gap, as a
     streaming client sees it.  The gaps of a request add up to its E2E - TTFT."""
@@ -221,6 +224,7 @@ def test_speculative_itl_has_one_gap_per_verify_step():
     assert s.itl_mean_s > 2 * s.tpot_mean_s  # mean acceptance length about 3.4 tokens per gap
 
 
+@pytest.mark.simulation
 def test_closed_loop_spread_and_start_up_burst(capsys, tmp_path):
     csv = tmp_path / "requests.csv"
     code, stdout, _ = _main(capsys, *SMALL, "--num-prompts", "10", "--max-concurrency", "4", "--random-range-ratio", "0.5", "--requests-csv", str(csv))

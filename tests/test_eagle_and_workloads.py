@@ -31,6 +31,7 @@ def baseline():
 
 
 @pytest.mark.slow
+@pytest.mark.simulation
 def test_eagle_heads_cost_k_passes_and_speed_up_batch_one(baseline):
     def run(proposer, k):
         extra = dict(draft_model=EAGLE1) if proposer == "eagle" else dict(ngram_overhead_ms=0.0)
@@ -49,6 +50,7 @@ def test_eagle_heads_cost_k_passes_and_speed_up_batch_one(baseline):
 
 
 @pytest.mark.slow
+@pytest.mark.simulation
 def test_eagle3_head_is_cheaper_than_eagle1_per_step(baseline):
     # same acceptance draws; EAGLE-3 scores a 32k draft vocabulary instead of the target's 128k
     one = _run(num_speculative_tokens=3, acceptance_rate=0.7, proposer="eagle", draft_model=EAGLE1)
@@ -85,6 +87,7 @@ def test_eagle_head_memory_is_one_layer_plus_fc():
     assert head.kv_bytes_per_token == 2 * 2 * 128 * 8  # K and V, 8 KV heads of 128, one layer
 
 
+@pytest.mark.simulation
 def test_closed_loop_keeps_exactly_n_in_flight():
     result = simulator.run(RunConfig(workload=ClosedLoopWorkload.fixed(3, 12, 256, 32)))
     f = result.requests
@@ -96,6 +99,7 @@ def test_closed_loop_keeps_exactly_n_in_flight():
     assert all(np.isclose(ends, t).any() for t in starts[3:])
 
 
+@pytest.mark.simulation
 def test_closed_loop_of_one_never_overlaps():
     f = simulator.run(RunConfig(workload=ClosedLoopWorkload.fixed(1, 5, 128, 16))).requests
     assert np.allclose(f.arrival_s.to_numpy()[1:], (f.arrival_s + f.e2e_s).to_numpy()[:-1])

@@ -156,6 +156,7 @@ def test_no_proposals_no_passes():
 
 
 @pytest.mark.slow
+@pytest.mark.simulation
 def test_a_run_with_the_fixed_cost_is_slower_by_its_passes():
     from simulator import run
 

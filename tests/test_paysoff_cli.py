@@ -69,6 +69,7 @@ def test_an_unwritable_output_path_is_refused_before_simulating(option, capsys, 
     assert blocker.read_text() == "x"
 
 
+@pytest.mark.simulation
 def test_one_deployment_answer_from_vllm_s_acceptance_length(capsys, tmp_path):
     json_path, csv_path = tmp_path / "answer.json", tmp_path / "runs.csv"
     argv = ["--acceptance-length", "2.2", "-k", "3", *SMALL, "--request-rate", "4", "--json", str(json_path), "--csv", str(csv_path)]
@@ -100,6 +101,7 @@ def test_one_deployment_answer_from_vllm_s_acceptance_length(capsys, tmp_path):
     assert code == 0 and again == out
 
 
+@pytest.mark.simulation
 def test_vllm_per_position_rates_are_converted_to_conditional(capsys):
     code, out, err = _run(["--acceptance-per-position-vllm", "0.8,0.6", *SMALL], capsys)
     assert code == 0, err

@@ -40,6 +40,7 @@ def test_per_request_results_and_summary(small_run):
     assert small_run.provenance["profile_source"] == "builtin"
 
 
+@pytest.mark.simulation
 def test_same_seed_same_results_in_one_process(small_run):
     again = simulator.run(SMALL)
     pd.testing.assert_frame_equal(small_run.requests, again.requests)
@@ -85,6 +86,7 @@ def _direct_vidur_requests(config: RunConfig):
 STOCK = dataclasses.replace(SMALL, lm_head=False, engine_overhead_ms=0.0)
 
 
+@pytest.mark.simulation
 def test_matches_a_direct_vidur_sarathi_run():
     stock = simulator.run(STOCK)
     direct = _direct_vidur_requests(STOCK)
@@ -95,6 +97,7 @@ def test_matches_a_direct_vidur_sarathi_run():
     assert [r.completed_at - r.arrived_at for r in direct] == list(mine.e2e_s)
 
 
+@pytest.mark.simulation
 def test_lm_head_and_engine_overhead_add_time_per_step(small_run):
     stock = simulator.run(STOCK)
     overhead_only = simulator.run(dataclasses.replace(STOCK, engine_overhead_ms=1.0))
@@ -160,6 +163,7 @@ def test_cli_checks_output_paths_before_simulating(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["a-file"]
 
 
+@pytest.mark.simulation
 def test_stock_decode_past_the_profiled_batch_is_extrapolated(tmp_path):
     from simulator.catalog import model_shape
     from simulator.profiles import builtin

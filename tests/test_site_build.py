@@ -67,6 +67,7 @@ def assert_untouched(ws):
     assert leftovers == [], f"staging files left behind: {leftovers}"
 
 
+@pytest.mark.simulation
 def test_build_records_csvs_and_site_and_rebuilds_byte_identically(workspace, capsys):
     assert build_cli.main(cli(workspace)) == 0
     first = {"sweep": workspace["sweep.csv"].read_bytes(), "progress": workspace["progress.csv"].read_bytes()}
@@ -170,6 +171,7 @@ def test_missing_template_or_content_file_is_refused_before_the_sweep(workspace,
     assert_untouched(workspace)
 
 
+@pytest.mark.simulation
 def test_a_run_that_fails_mid_sweep_publishes_nothing(workspace):
     from simulator import run as real_run
 
@@ -190,6 +192,7 @@ def test_a_run_that_fails_mid_sweep_publishes_nothing(workspace):
     assert_untouched(workspace)
 
 
+@pytest.mark.simulation
 def test_a_broken_template_keeps_the_previous_site_and_csvs(workspace, site_sources_copy):
     """The sweep succeeds but rendering fails: neither the new CSV nor a half-built site appears."""
     (site_sources_copy.templates_dir / "data.html").write_text("{% extends 'base.html' %}{% block main %}{{ no_such_value }}{% endblock %}")

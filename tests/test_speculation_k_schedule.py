@@ -80,6 +80,7 @@ def test_the_maximum_and_coverage_are_checked_in_the_run_config():
 
 
 @pytest.mark.parametrize("proposer_kwargs", [{"acceptance_rate": 0.7}, {"acceptance_per_position": (0.9, 0.8, 0.6, 0.5)}])
+@pytest.mark.simulation
 def test_a_one_row_schedule_is_the_fixed_k_run(proposer_kwargs):
     workload = _closed(4)
     fixed = _run(workload, num_speculative_tokens=3, **proposer_kwargs)
@@ -88,6 +89,7 @@ def test_a_one_row_schedule_is_the_fixed_k_run(proposer_kwargs):
     assert fixed.summary["proposed_tokens"] > 0 and scheduled.summary["mean_scheduled_k"] == 3
 
 
+@pytest.mark.simulation
 def test_k_zero_everywhere_is_the_stock_run():
     workload = PoissonWorkload(num_requests=20, prompt_tokens=128, output_tokens=64, arrival_rate=30.0)
     stock = _run(workload)
@@ -101,6 +103,7 @@ def test_k_zero_everywhere_is_the_stock_run():
     assert not SpeculationConfig(k_schedule=((1, 128, 0),)).enabled
 
 
+@pytest.mark.simulation
 def test_per_step_k_follows_the_running_batch(monkeypatch):
     schedule = ((1, 2, 4), (3, 5, 2), (6, 128, 0))
     picked, planned = [], []
@@ -127,6 +130,7 @@ def test_per_step_k_follows_the_running_batch(monkeypatch):
     assert 0 < max(p for p, _ in steps) <= 4 and 0 < result.summary["mean_scheduled_k"] < 4
 
 
+@pytest.mark.simulation
 def test_dynamic_run_sits_between_its_fixed_ends():
     """At 8 in flight a schedule that turns speculation off above 5 runs like plain decode
     while the batch is full, so its TPOT lies at or above the fixed-k run's."""

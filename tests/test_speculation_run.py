@@ -38,6 +38,7 @@ def spec(k, alpha, **kwargs):
 @pytest.mark.slow
 @pytest.mark.parametrize("alpha", [0.5, 0.7, 0.9])
 @pytest.mark.parametrize("k", [1, 2, 4, 8])
+@pytest.mark.simulation
 def test_mean_progress_matches_closed_form_at_batch_1(alpha, k):
     expected = expected_progress(alpha, k)
     target_steps = 30000  # standard error of the mean <= 0.4%: a 1% miss is a real bias
@@ -50,6 +51,7 @@ def test_mean_progress_matches_closed_form_at_batch_1(alpha, k):
 
 
 @pytest.mark.parametrize("k", [1, 4])
+@pytest.mark.simulation
 def test_alpha_zero_and_one_are_exact(k):
     never = simulator.run(RunConfig(workload=_isolated(3, 200), speculation=spec(k, 0.0)))
     assert never.summary["accepted_tokens"] == 0 and never.summary["mean_acceptance_length"] == 1
@@ -96,6 +98,7 @@ def recorded_batches(monkeypatch):
     return seen
 
 
+@pytest.mark.simulation
 def test_budget_outputs_and_kv_invariants_under_pressure(recorded_batches):
     config = RunConfig(
         workload=PoissonWorkload(num_requests=80, prompt_tokens=900, output_tokens=300, arrival_rate=30.0, seed=5),
@@ -115,6 +118,7 @@ def test_budget_outputs_and_kv_invariants_under_pressure(recorded_batches):
     assert result.summary["peak_kv_blocks"] <= 1000
 
 
+@pytest.mark.simulation
 def test_common_random_numbers_across_attention_modes():
     workload = PoissonWorkload(num_requests=30, arrival_rate=1.0, seed=9)
     once = simulator.run(RunConfig(workload=workload, speculation=spec(4, 0.7, attention="kv_once"), seed=4))
@@ -125,6 +129,7 @@ def test_common_random_numbers_across_attention_modes():
     assert other_seed.acceptance_logs != once.acceptance_logs
 
 
+@pytest.mark.simulation
 def test_draft_model_costs_time_and_memory():
     workload = PoissonWorkload(num_requests=30, arrival_rate=2.0, seed=2)
     ngram = simulator.run(RunConfig(workload=workload, speculation=spec(4, 0.7, ngram_overhead_ms=0.0)))
@@ -152,6 +157,7 @@ def test_draft_that_does_not_fit_is_rejected():
 
 
 @pytest.mark.parametrize("k", [0, 1, 4])
+@pytest.mark.simulation
 def test_preemption_in_the_middle_of_a_prompt_keeps_the_prompt(k):
     # request 1's 2048-token prompt is cut off by KV pressure part-way through its prefill
     workload = ExplicitWorkload((0.0, 0.0), (16, 2048), (300, 8))
@@ -165,6 +171,7 @@ def test_preemption_in_the_middle_of_a_prompt_keeps_the_prompt(k):
     assert late.tpot_s < 0.05  # 7 decode tokens, not thousands of prompt tokens turned into output
 
 
+@pytest.mark.simulation
 def test_draft_provenance_names_the_draft_profile():
     config = RunConfig(
         workload=PoissonWorkload(num_requests=5, arrival_rate=2.0),

@@ -59,6 +59,7 @@ def _sweep(alpha: float):
     return run_sweep(parse_spec(SPEC.format(alpha=alpha)), LocalExecutor(jobs=1, progress=False))
 
 
+@pytest.mark.simulation
 def test_a_warm_rebuild_simulates_nothing_and_writes_the_same_bytes(counted):
     first = to_csv_text(_sweep(0.7).rows, SWEEP_COLUMNS)
     assert len(counted) == 2
@@ -98,6 +99,7 @@ def test_the_key_covers_config_model_hash_profile_and_vidur(monkeypatch, tmp_pat
     assert cache.run_key(a) != cache.run_key(b)
 
 
+@pytest.mark.simulation
 def test_bad_entries_are_misses_and_the_cache_can_be_switched_off(counted, monkeypatch, tmp_path):
     _sweep(0.7)
     entries = list((tmp_path / "runs").rglob("*.json"))

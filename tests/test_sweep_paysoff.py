@@ -312,6 +312,7 @@ def test_rows_speedups_and_the_recommended_schedules(small_run):
 
 
 @pytest.mark.parametrize("acceptance", ["iid-0.8", "decaying", "draft-len"])
+@pytest.mark.simulation
 def test_a_paysoff_row_equals_the_single_run_with_the_same_settings(small_run, acceptance):
     """Costed exactly as `python -m simulator` costs it: simulator.run with the same settings gives the same numbers."""
     from simulator import run

@@ -214,6 +214,7 @@ SMALL = PoissonWorkload(num_requests=40, arrival_rate=2.0, seed=3)
 
 
 @pytest.mark.slow
+@pytest.mark.simulation
 def test_stock_and_speculative_runs_at_tp2():
     # Vidur's ops alone (stock costing: no LM head, no per-step engine overhead, which does not shrink with TP)
     stock1 = simulator.run(RunConfig(workload=SMALL, engine_overhead_ms=0.0, lm_head=False))

@@ -50,6 +50,7 @@ def test_faults_are_recorded_and_the_others_complete(measured):
 
 
 @pytest.mark.slow  # the first simulation fits Vidur's random forest
+@pytest.mark.simulation
 def test_simulate_and_compare(measured, capsys):
     root = measured
     assert main(["simulate", "--workload", str(root / "w.jsonl"), "--calibration", str(root / "replay" / "calibration.json"), "--out", str(root / "sim")]) == 0
@@ -131,6 +132,7 @@ def test_speculation_without_counters_is_not_taken_for_speculation_off(tmp_path,
 
 
 @pytest.mark.slow
+@pytest.mark.simulation
 def test_ngram_misses_are_measured_and_simulated(tmp_path, capsys):
     """The fake proposer drafts at 60% of decode steps: calibrate measures it, simulate runs
     with it (the simulated share of steps with a draft matches), and report.md shows it."""

@@ -42,7 +42,6 @@ METRIC_COLUMNS = LATENCY_COLUMNS + (
     "makespan_s",
     "throughput_tok_s",
     "mean_decode_batch",
-    "restarts",
     "preemptions",
     "peak_kv_blocks",
     "kv_blocks_total",
@@ -216,7 +215,6 @@ def record(result) -> dict:
         row[column] = summary[column]
     for key in ("realized_acceptance_rate", "mean_acceptance_length", "proposed_tokens", "accepted_tokens", "verify_steps", "makespan_s", "throughput_tok_s", "preemptions", "peak_kv_blocks", "kv_blocks_total"):
         row[key] = summary[key]
-    row["restarts"] = summary["preemptions"]  # the CSV's older name for the same count, kept for its readers
     row.update(queue_growth(result.requests))
     row["mean_decode_batch"] = mean_decode_batch(result.requests, summary["makespan_s"])
     row["mean_scheduled_k"] = summary.get("mean_scheduled_k")  # a k schedule's average pick (not in SWEEP_COLUMNS)
