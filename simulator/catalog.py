@@ -145,8 +145,7 @@ def _register_catalog() -> None:
 
 def eagle_head(name: str) -> Optional[EagleHeadConfig]:
     """The EAGLE head config named ``name``, or None when it names an ordinary model."""
-    config = model_config(name)
-    return config if isinstance(config, EagleHeadConfig) else None
+    return as_eagle_head(model_config(name))
 
 
 def _named_configs() -> dict[str, type]:
@@ -197,7 +196,16 @@ def config_digest(name: str) -> Optional[str]:
 
 
 def model_shape(name: str) -> ModelShape:
-    cfg = model_config(name)
+    return shape_of(model_config(name))
+
+
+def as_eagle_head(config: BaseModelConfig) -> Optional[EagleHeadConfig]:
+    """``config`` as an EAGLE head, or None for an ordinary model (no lookup: for a config in hand)."""
+    return config if isinstance(config, EagleHeadConfig) else None
+
+
+def shape_of(cfg: BaseModelConfig) -> ModelShape:
+    """The shape the cost model needs, from a model config already looked up."""
     return ModelShape(
         num_q_heads=cfg.num_q_heads,
         num_kv_heads=cfg.num_kv_heads,

@@ -16,7 +16,9 @@ from typing import Callable, Optional
 
 from vidur.config import ReplicaConfig
 
-from simulator.catalog import eagle_head, model_config, model_shape
+from vidur.config.model_config import BaseModelConfig
+
+from simulator.catalog import EagleHeadConfig, as_eagle_head, model_config, shape_of
 from simulator.config import RunConfig
 from simulator.engine.memory_plan import ModelMemory, draft_memory, model_memory, plan_kv_blocks
 from simulator.engine.predictor import ProfilePredictorConfig
@@ -38,6 +40,7 @@ class ModelSide:
     """One model of a run, the target or the draft (a draft model or an EAGLE head)."""
 
     name: str
+    model: BaseModelConfig  # the model's config, looked up once
     tensor_parallel: int
     shape: ModelShape  # the whole model; ``shape.sharded(tensor_parallel)`` is one GPU's share
     max_model_len: int
@@ -45,6 +48,11 @@ class ModelSide:
     profile: ResolvedProfile
     predictor: ProfilePredictorConfig
     memory: ModelMemory  # one GPU's weights and KV bytes per cached token
+
+    @property
+    def head(self) -> Optional[EagleHeadConfig]:
+        """The EAGLE head this side runs, or None for a target or a draft model."""
+        return as_eagle_head(self.model)
 
 
 @dataclass(frozen=True)
@@ -68,20 +76,21 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     max_tokens = table_tokens(target_config.max_model_len, needed)
     spec = config.speculation
     draft_name = spec.draft_model if spec.uses_draft_network else None
-    if draft_name is not None:
-        _check_draft(config, target_config.embedding_dim)
+    draft_config = model_config(draft_name) if draft_name is not None else None  # an unknown name fails here, naming the known ones
+    if draft_config is not None:
+        _check_draft(config, as_eagle_head(draft_config), target_config.embedding_dim)
     cache_dir = cache_directory(config)
 
     target = _side(
-        config, device, cache_dir, max_tokens, config.model, config.tensor_parallel_size, config.profile_dir, "tensor_parallel_size",
+        config, device, cache_dir, max_tokens, config.model, target_config, config.tensor_parallel_size, config.profile_dir, "tensor_parallel_size",
         memory=lambda replica: model_memory(replica, include_embeddings=False),
         engine_overhead_ms=config.engine_overhead_ms,
     )
     draft = None
-    if draft_name is not None:
-        head = eagle_head(draft_name)
+    if draft_config is not None:
+        head = as_eagle_head(draft_config)
         draft = _side(
-            config, device, cache_dir, max_tokens, draft_name, config.draft_tensor_parallel_size, spec.draft_profile_dir, "draft_tensor_parallel_size",
+            config, device, cache_dir, max_tokens, draft_name, draft_config, config.draft_tensor_parallel_size, spec.draft_profile_dir, "draft_tensor_parallel_size",
             memory=lambda replica: draft_memory(replica, head),
             engine_overhead_ms=0.0,  # a draft's passes run inside the target's engine step
         )
@@ -107,11 +116,10 @@ def _check_target(config: RunConfig, max_len: int) -> None:
         raise ConfigError(f"workload: a request of {longest} tokens (prompt + output) exceeds {config.model}'s context of {max_len}")
 
 
-def _check_draft(config: RunConfig, target_width: int) -> None:
+def _check_draft(config: RunConfig, head: Optional[EagleHeadConfig], target_width: int) -> None:
     """An EAGLE proposer needs an EAGLE head of the same method, trained for this target; a draft
-    proposer needs an ordinary model."""
+    proposer needs an ordinary model (``head`` None)."""
     spec = config.speculation
-    head = eagle_head(spec.draft_model)  # unknown names fail here, naming the known ones
     if spec.proposer == "draft":
         if head is not None:
             raise ConfigError(f"draft_model = '{spec.draft_model}': an EAGLE head, not a draft model; use proposer = '{head.method}'")
@@ -163,18 +171,20 @@ def _side(
     cache_dir: Path,
     max_tokens: int,
     name: str,
+    model: BaseModelConfig,
     tp: int,
     profile_dir,
     tp_field: str,
     memory: Callable[[ReplicaConfig], ModelMemory],
     engine_overhead_ms: float,
 ) -> ModelSide:
-    shape = model_shape(name)
+    shape = shape_of(model)
     check_sharding(shape, tp, tp_field, name)
     profile = resolve_profile(
         profile_dir,
         name,
-        config.device,
+        shape,
+        device,
         cache_dir,
         max_seq_len=max_tokens,
         block_size=config.block_size,
@@ -183,7 +193,7 @@ def _side(
     )
     replica = replica_config(config, device, name, tp)
     predictor = predictor_config(config, device, cache_dir, max_tokens, shape.sharded(tp), profile, engine_overhead_ms)
-    return ModelSide(name, tp, shape, model_config(name).max_model_len, replica, profile, predictor, memory(replica))
+    return ModelSide(name, model, tp, shape, model.max_model_len, replica, profile, predictor, memory(replica))
 
 
 VIDUR_PREFILL_CHUNK_RANGE = 4096  # Vidur's default prediction_max_prefill_chunk_size

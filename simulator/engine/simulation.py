@@ -12,7 +12,6 @@ import pandas as pd
 from vidur.config import CacheConfig, ClusterConfig, MetricsConfig, RoundRobinGlobalSchedulerConfig, SimulationConfig
 from vidur.simulator import Simulator
 
-from simulator.catalog import eagle_head
 from simulator.config import ClosedLoopWorkload, RunConfig
 from simulator.engine.closed_loop import ClosedLoopSimulator
 from simulator.engine.generator import WorkloadRequestGeneratorConfig
@@ -65,7 +64,7 @@ def proposer(run: ResolvedRun):
     if run.draft is None:
         return NgramProposer(spec.ngram_overhead_ms)
     predictor = side_predictor(run, run.draft)
-    head = eagle_head(run.draft.name)
+    head = run.draft.head
     if head is None:
         return DraftProposer(predictor, spec.draft_pass_overhead_ms)
     shape = run.draft.shape.sharded(run.draft.tensor_parallel)

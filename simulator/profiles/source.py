@@ -21,7 +21,7 @@ from simulator.errors import ConfigError
 from simulator.hashing import text_digest
 from simulator.profiles import builtin
 from simulator.profiles.hardware import DeviceSpec, get_device
-from simulator.profiles.sharding import check_sharding
+from simulator.shapes import ModelShape
 from simulator.profiles.vidur_format import (
     ProfileFiles,
     find_all_reduce,
@@ -99,11 +99,10 @@ def builtin_profile_dir(model: str, device: str, root: Path, max_seq_len: int = 
     return target
 
 
-def builtin_network_file(model: str, device: str, root: Path, max_seq_len: int = 4096) -> Path:
+def builtin_network_file(shape: ModelShape, dev: DeviceSpec, root: Path, max_seq_len: int = 4096) -> Path:
     """The built-in all-reduce rows alone (for a profile directory without its own), generated once."""
-    shape, dev = model_shape(model), get_device(device)
     text = f"network|{shape.embedding_dim}|{dev.fingerprint()}|{max_seq_len}|v{builtin.GENERATOR_VERSION}"
-    target = Path(root) / f"builtin-network-{device}-{text_digest(text, 16)}.csv"
+    target = Path(root) / f"builtin-network-{dev.name}-{text_digest(text, 16)}.csv"
     if not target.is_file():
         frame = builtin.all_reduce_table(shape, dev, max_seq_len, builtin.tp_degrees(shape, dev))
         Path(root).mkdir(parents=True, exist_ok=True)
@@ -136,20 +135,23 @@ def _stamp(directory: Optional[Path]):
 def resolve_profile(
     profile_dir,
     model: str,
-    device: str,
+    shape: ModelShape,
+    device: DeviceSpec,
     cache_dir: Path,
     max_seq_len: int = 4096,
     block_size: int = 16,
     tensor_parallel: int = 1,
     network_dir=None,
 ) -> ResolvedProfile:
-    """The profile a run trains on; validated and hashed once per process for unchanged files."""
+    """The profile a run trains on, for ``model`` (its name, for messages) of ``shape`` (the whole
+    model) on ``device``, both already resolved by the caller; validated and hashed once per
+    process for unchanged files."""
     directory = Path(profile_dir) if profile_dir is not None else None
     net = Path(network_dir) if network_dir is not None else None
-    return _resolve(directory, _stamp(directory), net, _stamp(net), model, device, Path(cache_dir), max_seq_len, block_size, tensor_parallel)
+    return _resolve(directory, _stamp(directory), net, _stamp(net), model, shape, device, Path(cache_dir), max_seq_len, block_size, tensor_parallel)
 
 
-def _network_file(profile_dir, network_dir, model, device, cache_dir, max_seq_len, tp) -> tuple[Path, str]:
+def _network_file(profile_dir, network_dir, shape: ModelShape, device: DeviceSpec, cache_dir, max_seq_len, tp) -> tuple[Path, str]:
     """The all-reduce rows for a TP group and where they came from."""
     if network_dir is not None:
         found = find_all_reduce(network_dir) if Path(network_dir).is_dir() else None
@@ -158,23 +160,22 @@ def _network_file(profile_dir, network_dir, model, device, cache_dir, max_seq_le
         return validate_all_reduce(found, tp, f"{network_dir}"), "network_dir"
     if profile_dir is not None and find_all_reduce(profile_dir) is not None:
         return validate_all_reduce(find_all_reduce(profile_dir), tp, f"{profile_dir}"), "profile_dir"
-    _check_device_covers(get_device(device), tp)
-    return builtin_network_file(model, device, Path(cache_dir) / "profiles", max_seq_len), "builtin"
+    _check_device_covers(device, tp)
+    return builtin_network_file(shape, device, Path(cache_dir) / "profiles", max_seq_len), "builtin"
 
 
 @lru_cache(maxsize=32)
 def _resolve(
-    profile_dir, stamp, network_dir, network_stamp, model: str, device: str, cache_dir: Path, max_seq_len: int, block_size: int, tp: int
+    profile_dir, stamp, network_dir, network_stamp, model: str, whole: ModelShape, device: DeviceSpec, cache_dir: Path, max_seq_len: int, block_size: int, tp: int
 ) -> ResolvedProfile:
-    shape = model_shape(model).sharded(tp)
-    check_sharding(shape, tp, "tensor_parallel_size", model)
+    shape = whole.sharded(tp)
     network = None
     if profile_dir is None:
         return _resolve_builtin(network_dir, shape, device, tp)
     else:
         files = validate_profile_dir(profile_dir, shape, block_size)
         if tp > 1:
-            network = _network_file(profile_dir, network_dir, model, device, cache_dir, max_seq_len, tp)
+            network = _network_file(profile_dir, network_dir, whole, device, cache_dir, max_seq_len, tp)
     files = replace(files, all_reduce=network[0] if network else None)
     digest = files.sha256()
     return ResolvedProfile(
@@ -182,10 +183,9 @@ def _resolve(
     )
 
 
-def _resolve_builtin(network_dir, shape, device: str, tp: int) -> ResolvedProfile:
+def _resolve_builtin(network_dir, shape, dev: DeviceSpec, tp: int) -> ResolvedProfile:
     """The built-in physical model for this shard and device: nothing to generate or fit.  Only
     measured all-reduce rows (``network_dir``) are a file, which Vidur's forest then fits."""
-    dev = get_device(device)
     _check_device_covers(dev, tp)
     profile_id = f"builtin-v{builtin.GENERATOR_VERSION}:{dev.constants_version}"
     files, network_source, net = None, None, None
