@@ -31,7 +31,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     parser.add_argument("--skip-sweep", action="store_true", help="render from the recorded CSVs without simulating")
     parser.add_argument("--jobs", type=int, default=None, help="parallel runs; default: one per CPU core")
     parser.add_argument("--executor", choices=("local", "ray"), default="local", help="local process pool (default) or Ray")
-    parser.add_argument("--profile-dir", default=None, help="a Vidur-format profile directory instead of the built-in profile")
+    parser.add_argument("--profile-dir", default=None, help="a Vidur-format profile directory for the seed sweep's model and GPU (and the pays-off deployments on them); everything else uses the built-in profile")
     parser.add_argument("--paysoff-spec", type=Path, default=DATA_DIR / "paysoff.toml", help="the pays-off sweep spec (TOML); default data/paysoff.toml")
     parser.add_argument("--paysoff-csv", type=Path, default=DATA_DIR / "paysoff.csv", help="pays-off runs CSV to write (or to read with --skip-sweep)")
     parser.add_argument("--crossovers-csv", type=Path, default=DATA_DIR / "paysoff_crossovers.csv", help="crossovers CSV to write")

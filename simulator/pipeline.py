@@ -92,7 +92,8 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
     paysoff = None
     if paysoff_spec is not None:
         stage(f"pays-off sweep ({options.paysoff.spec.name})")
-        paysoff = paysoff_sweep.run_paysoff(paysoff_spec, executor, options.profile_dir, run)
+        # a --profile-dir was measured for the seed sweep's model and GPU: other deployments keep the built-in profile
+        paysoff = paysoff_sweep.run_paysoff(paysoff_spec, executor, options.profile_dir, run, profile_system=(spec.model, spec.device))
         for target in (options.paysoff.csv, options.paysoff.crossovers_csv, options.paysoff.schedules_json):
             remove_leftovers(target)
     published_rows = None

@@ -398,3 +398,18 @@ def test_best_k_table_marks_off_and_rises_without_mangling_two_digit_k():
     assert cells[0]["bounds"] == ["10"] and cells[0]["gain"] is None
     assert cells[1]["k"] == 0 and cells[1]["bounds"] == ["off"]
     assert cells[2]["schedule_k"] == 0 and cells[2]["gain"] == pytest.approx(0.05)
+
+
+def test_a_profile_dir_applies_only_to_the_deployments_on_its_model_and_gpu(tmp_path):
+    """build.py --profile-dir is measured for the seed sweep's model and GPU; the pays-off sweep's other
+    deployments (other models, other GPUs) keep the built-in profile instead of failing on it."""
+    from simulator.sweep.paysoff import fixed_k_jobs, profile_dirs
+
+    spec = load_paysoff_spec(DATA_DIR / "paysoff.toml")
+    mine = str(tmp_path)  # RunConfig checks that the directory exists; nothing is simulated here
+    dirs = profile_dirs(spec, mine, ("meta-llama/Llama-2-7b-hf", "A100"))
+    assert set(dirs) == {s for s in spec.systems if s[:2] == ("meta-llama/Llama-2-7b-hf", "a100")} and dirs
+    jobs = fixed_k_jobs(spec, dirs)
+    assert {j.config.profile_dir for j in jobs if j.config.model != "meta-llama/Llama-2-7b-hf"} == {None}
+    assert {j.config.profile_dir for j in jobs if j.config.model == "meta-llama/Llama-2-7b-hf"} == {mine}
+    assert set(profile_dirs(spec, "p", None)) == set(spec.systems) and profile_dirs(spec, None, None) == {}

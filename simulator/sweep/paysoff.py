@@ -188,10 +188,20 @@ def _workloads(spec: PaysoffSpec, system, poisson: bool) -> list[tuple[str, floa
     return out
 
 
-def fixed_k_jobs(spec: PaysoffSpec, profile_dir: Optional[str] = None) -> list[Job]:
+def profile_dirs(spec: PaysoffSpec, profile_dir: Optional[str], profile_system: Optional[tuple[str, str]] = None) -> dict:
+    """Which systems a Vidur-format ``profile_dir`` applies to: those whose (model, device) is
+    ``profile_system`` (a profile is measured for one model on one GPU), or every system when None
+    (a one-deployment question).  Other systems use the built-in profile."""
+    if profile_dir is None:
+        return {}
+    return {s: profile_dir for s in spec.systems if profile_system is None or (s[0], s[1].lower()) == (profile_system[0], profile_system[1].lower())}
+
+
+def fixed_k_jobs(spec: PaysoffSpec, dirs: Optional[dict] = None) -> list[Job]:
     """Phase 1: a baseline per system and workload, every fixed k of every deployment under every verify setting."""
-    jobs = []
+    jobs, dirs = [], dirs or {}
     for system in spec.systems:
+        profile_dir = dirs.get(system)
         profiles = [p for p in spec.profiles if p.system == system]
         any_poisson = any(p.poisson for p in profiles)
         for mode, x, workload in _workloads(spec, system, any_poisson):
@@ -206,7 +216,7 @@ def fixed_k_jobs(spec: PaysoffSpec, profile_dir: Optional[str] = None) -> list[J
     return jobs
 
 
-def schedule_jobs(spec: PaysoffSpec, schedules: dict[str, Schedule], profile_dir: Optional[str] = None) -> list[Job]:
+def schedule_jobs(spec: PaysoffSpec, schedules: dict[str, Schedule], dirs: Optional[dict] = None) -> list[Job]:
     """Phase 2: each deployment's recommended schedule at every concurrency and load, under the primary
     setting and both bounds (a schedule whose k is 0 everywhere is no speculation: its rows are the baselines)."""
     jobs = []
@@ -216,7 +226,7 @@ def schedule_jobs(spec: PaysoffSpec, schedules: dict[str, Schedule], profile_dir
             continue
         for mode, x, workload in _workloads(spec, profile.system, profile.poisson):
             for attention in spec.attention_modes:
-                config = run_config(spec, profile.system, workload, speculation(spec, profile, attention, schedule=schedule), profile_dir)
+                config = run_config(spec, profile.system, workload, speculation(spec, profile, attention, schedule=schedule), (dirs or {}).get(profile.system))
                 jobs.append(Job(config, mode, x, profile))
     return jobs
 
@@ -274,13 +284,15 @@ def _simulate(jobs: Sequence[Job], executor, run) -> list[dict]:
     return [_row(job, rec) for job, rec in zip(jobs, simulate_all([j.config for j in jobs], executor, run, label="pays-off"))]
 
 
-def run_paysoff(spec: PaysoffSpec, executor, profile_dir: Optional[str] = None, run=None) -> PaysoffOutput:
-    rows = _simulate(fixed_k_jobs(spec, profile_dir), executor, run)
+def run_paysoff(spec: PaysoffSpec, executor, profile_dir: Optional[str] = None, run=None, profile_system: Optional[tuple[str, str]] = None) -> PaysoffOutput:
+    """Both phases; ``profile_dir`` applies to the systems :func:`profile_dirs` picks."""
+    dirs = profile_dirs(spec, profile_dir, profile_system)
+    rows = _simulate(fixed_k_jobs(spec, dirs), executor, run)
     baselines = [r for r in rows if r["num_speculative_tokens"] == 0]
     rows = _with_speedups(rows, baselines)
     best = best_k(rows)
     schedules = {p.name: recommended_schedule(best, p.name, spec.attention, spec.batch_size_cap) for p in spec.profiles}
-    rows2 = _with_speedups(_simulate(schedule_jobs(spec, schedules, profile_dir), executor, run), baselines)
+    rows2 = _with_speedups(_simulate(schedule_jobs(spec, schedules, dirs), executor, run), baselines)
     for r in rows:
         r["best_k"] = best[(r["mode"], r["acceptance"], r["attention"], x_of(r))][0] == r["num_speculative_tokens"] if r["acceptance"] else None
     for r in rows2:
