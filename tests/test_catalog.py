@@ -334,3 +334,18 @@ def test_an_edited_config_gets_a_new_result_cache_key(tmp_path):
     assert key() != first
     (path / "config.json").write_text(json.dumps(BASE, indent=4))  # layout only: the same numbers
     assert key() == first
+
+
+def test_tied_embeddings_are_one_matrix_in_a_drafts_memory():
+    """A draft model with tied embeddings (Qwen2.5-0.5B) holds its embedding and LM head as one matrix."""
+    from vidur.config import ReplicaConfig
+
+    from simulator.engine.memory_plan import draft_memory, model_memory
+
+    name = str(HF / "Qwen2.5-0.5B-Instruct")
+    model_shape(name)  # reads the config.json and registers it with Vidur
+    replica = ReplicaConfig(model_name=name, device="a100", network_device="a100_dgx", num_pipeline_stages=1, tensor_parallel_size=1)
+    model = replica.model_config
+    assert model.tie_word_embeddings
+    layers = model_memory(replica, include_embeddings=False).weight_bytes
+    assert draft_memory(replica, None).weight_bytes - layers == 2 * model.vocab_size * model.embedding_dim  # one 16-bit matrix

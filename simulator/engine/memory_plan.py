@@ -28,8 +28,9 @@ def model_memory(replica: ReplicaConfig, include_embeddings: bool) -> ModelMemor
     if head_dim != replica.attention_head_dim:  # a config's explicit head_dim; Vidur counts hidden / heads
         q, kv_heads = replica.q_heads_per_tensor_parallel_worker, replica.kv_heads_per_tensor_parallel_worker
         weights += model.embedding_dim * (head_dim - replica.attention_head_dim) * (2 * q + 2 * kv_heads) * replica.num_layers_per_pipeline_stage
-    if include_embeddings:  # vocabulary-parallel embedding and LM head, as vLLM shards them
-        weights += 2 * model.vocab_size * model.embedding_dim // replica.tensor_parallel_size
+    if include_embeddings:  # vocabulary-parallel embedding and LM head, as vLLM shards them; one matrix when tied
+        matrices = 1 if getattr(model, "tie_word_embeddings", False) else 2
+        weights += matrices * model.vocab_size * model.embedding_dim // replica.tensor_parallel_size
     kv = 2 * BYTES * head_dim * replica.kv_heads_per_tensor_parallel_worker * replica.num_layers_per_pipeline_stage
     return ModelMemory(BYTES * weights, kv)
 
