@@ -1,4 +1,4 @@
-"""Cold profile fit time, and warm 300-request run time: this package vs Vidur alone, side by side.
+"""Cold first-run time (built-in tables, no forest), and warm 300-request run time: this package vs Vidur alone, side by side.
 
     python bench/run_overhead.py [--repeats 5]
 
@@ -34,7 +34,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as cold:
         start = time.perf_counter()
         simulator.run(RunConfig(cache_dir=cold))
-        print(f"cold: generate built-in profile + fit forest + first run: {time.perf_counter() - start:.1f} s")
+        print(f"cold: built-in tables + first run: {time.perf_counter() - start:.1f} s")
 
     config = RunConfig()
     simulator.run(config)  # warm the default cache and this process
