@@ -12,13 +12,13 @@ from typing import Sequence
 
 from simulator.published.plan import Plan, plan, simulated_value
 from simulator.published.spec import ACCEPTANCE_CLASSES, METRICS, Assumptions, Measurement
-from simulator.sweep.runner import simulate_all, to_csv_text
+from simulator.sweep.runner import PROVENANCE_COLUMNS, simulate_all, to_csv_text
 
 COLUMNS = (
     "id", "source_url", "metric", "published", "simulated", "error_pct", "unit", "status", "reason",
     "role", "acceptance_class", "sets", "plausible", "error_range_pct", "source", "engine", "engine_version", "gpu", "tp", "model", "proposer", "draft", "k",
     "batch_size", "concurrency", "qps", "dataset", "input_len", "output_len", "acceptance_used", "acceptance_source",
-    "profile_id", "vidur_version", "simulator_version", "simulator_source_hash", "seed", "engine_overhead_ms",
+    *PROVENANCE_COLUMNS, "seed", "engine_overhead_ms",
 )
 SIMULATED, NOT_REPRODUCIBLE = "simulated", "not reproducible"
 
@@ -77,7 +77,7 @@ def _row(p: Plan, by_config: dict) -> dict:
         simulated=simulated,
         error_pct=100 * (simulated - m.value) / m.value,
         error_range_pct=_error_range(p, by_config),
-        **{key: record[key] for key in ("profile_id", "vidur_version", "simulator_version", "simulator_source_hash", "seed")},
+        **{key: record[key] for key in (*PROVENANCE_COLUMNS, "seed")},
         engine_overhead_ms=p.run.engine_overhead_ms,
     )
     return row

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from simulator.errors import ConfigError
-from simulator.sweep.runner import PROGRESS_COLUMNS, SWEEP_COLUMNS
+from simulator.sweep.runner import PROGRESS_COLUMNS, PROVENANCE_COLUMNS, SWEEP_COLUMNS
 
 NUMERIC_SWEEP = (
     "num_requests", "prompt_tokens", "output_tokens", "arrival_rate", "workload_seed", "num_speculative_tokens", "seed",
@@ -22,8 +22,7 @@ NUMERIC_SWEEP = (
 NUMERIC_PROGRESS = ("num_speculative_tokens", "acceptance_rate", "simulated_progress_per_step", "closed_form_progress_per_step")
 # Columns that must hold a single value in the whole CSV: the setup line states them once.
 SETUP_COLUMNS = (
-    "model", "device", "num_requests", "prompt_tokens", "output_tokens", "workload_seed", "seed",
-    "profile_source", "profile_id", "vidur_version", "simulator_version", "simulator_source_hash",
+    "model", "device", "num_requests", "prompt_tokens", "output_tokens", "workload_seed", "seed", *PROVENANCE_COLUMNS,
 )
 
 
