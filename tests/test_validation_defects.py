@@ -249,6 +249,29 @@ def test_ctrl_c_during_simulate_exits_130_without_a_traceback_or_files(tmp_path,
     assert not any((tmp_path / "sim").glob("*"))
 
 
+def test_a_real_sigint_during_simulate_exits_130_without_a_traceback(tmp_path, v1_replay):
+    """The same with a real signal: the process sends itself SIGINT from inside the simulation, so
+    Python's own handler raises KeyboardInterrupt where a user's Ctrl-C would."""
+    import subprocess
+    import sys
+
+    assert calibrate(v1_replay / "r", "--out", str(tmp_path / "c.json")) == 0
+    argv = ["simulate", "--workload", str(v1_replay / "w.jsonl"), "--calibration", str(tmp_path / "c.json"), "--out", str(tmp_path / "sim")]
+    script = (
+        "import os, signal, sys, time, simulator\n"
+        "def interrupted(config):\n"
+        "    os.kill(os.getpid(), signal.SIGINT)\n"
+        "    time.sleep(30)\n"
+        "simulator.run = interrupted\n"
+        "from simulator.validation.cli import main\n"
+        f"sys.exit(main({argv!r}))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == EXIT_INTERRUPTED, done.stderr
+    assert done.stderr.startswith("interrupted: simulate stopped before writing") and "Traceback" not in done.stderr
+    assert not any((tmp_path / "sim").glob("*"))
+
+
 # 8 -------------------------------------------------------------------------------------------
 def test_k_0_against_counters_showing_drafts_needs_force(tmp_path, capsys, v1_replay):
     assert calibrate(v1_replay / "r", "--num-speculative-tokens", "0", "--out", str(tmp_path / "c.json")) == 2
