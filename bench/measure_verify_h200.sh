@@ -23,7 +23,7 @@ cd "$(dirname "$0")/.."
 
 source bench/gpu_preamble.sh "$@"
 start=$SECONDS
-"$python" -m simulator.profiles measure \
+"$python" -m simulator.profiling measure \
     --model meta-llama/Llama-2-7b-hf --out "$out" --overwrite --compress --tables verify \
     --torch-device cuda --dtype float16 --attention-backend fastest \
     --max-batch 128 --max-kv 4096 --verify-max-k 8 \
@@ -37,9 +37,9 @@ print("measured:", meta["measured_shapes"], "| over budget:", meta["skipped_for_
 for item in meta["timer_fallbacks"][:3] + meta["skipped"][:3]:
     print("  ", item)
 PY
-"$python" -m simulator.profiles fit-verify --profile-dir "$out" --json "$out/verify_fit.json"
+"$python" -m simulator.profiling fit-verify --profile-dir "$out" --json "$out/verify_fit.json"
 if ls "$out"/attention.csv* >/dev/null 2>&1; then
-    "$python" -m simulator.profiles fit-verify --profile-dir "$out" --decode-profile "$out" --json "$out/verify_fit_profile.json" | head -1
+    "$python" -m simulator.profiling fit-verify --profile-dir "$out" --decode-profile "$out" --json "$out/verify_fit_profile.json" | head -1
 fi
 ls -l "$out"
 echo "total $((SECONDS - start)) s"

@@ -1,6 +1,6 @@
-"""Argument types and the deprecated-alias action shared by the project's command lines, so a
-flag means and checks the same thing in every CLI (``python -m simulator``, the validation
-harness, the pays-off command)."""
+"""Argument types and the deprecated-alias action shared by ``python -m simulator`` and the
+validation harness, so a flag means and checks the same thing in both.  (The pays-off command
+parses plain numbers and checks them with its own messages, which name its flags.)"""
 
 from __future__ import annotations
 

@@ -92,8 +92,9 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
     paysoff = None
     if paysoff_spec is not None:
         stage(f"pays-off sweep ({options.paysoff.spec.name})")
-        # a --profile-dir was measured for the seed sweep's model and GPU: other deployments keep the built-in profile
-        paysoff = paysoff_sweep.run_paysoff(paysoff_spec, executor, options.profile_dir, run, profile_system=(spec.model, spec.device))
+        # a --profile-dir was measured for the seed sweep's model and GPU (at TP 1, as the seed sweep
+        # runs): other deployments keep the built-in profile
+        paysoff = paysoff_sweep.run_paysoff(paysoff_spec, executor, options.profile_dir, run, profile_system=(spec.model, spec.device, 1))
         for target in (options.paysoff.csv, options.paysoff.crossovers_csv, options.paysoff.schedules_json):
             remove_leftovers(target)
     published_rows = None

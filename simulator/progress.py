@@ -27,7 +27,8 @@ def say(message: str, enabled: Optional[bool] = None) -> None:
 
 def quiet_vidur() -> int:
     """Vidur logs every simulation at INFO on stdout; the project shows its own progress instead.
-    This is the one way the project quiets it (the command lines' ``-v`` skips the call).
+    This is the one way the project quiets it (``python -m simulator`` and the validation harness
+    skip the call under ``-v``; the build and the pays-off command always quiet it).
     Vidur's logger sets its level when ``vidur.logger`` is first imported, so import it first.
     Returns the previous level, for :func:`restore_vidur`."""
     import importlib

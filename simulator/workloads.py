@@ -26,7 +26,7 @@ TRACE_POLICIES = ("refuse", "skip")
 def read_trace(path, max_total_tokens: Optional[int], unusable: str = "refuse") -> np.ndarray:
     """(prompt, output) rows of a trace, as an int array of shape (rows, 2).
 
-    A row is unusable when a length is missing, not an integer, below 1, or when prompt + output
+    A row is unusable when a length is missing, infinite, not an integer, below 1, or when prompt + output
     exceeds ``max_total_tokens`` (the model's or server's context; None: no limit).  The policy
     is the caller's, stated at the call: ``"refuse"`` (the simulator's: the user chose the trace
     and the model, so the first such row is an error naming it) or ``"skip"`` (the validation
@@ -52,7 +52,9 @@ def read_trace(path, max_total_tokens: Optional[int], unusable: str = "refuse") 
     if frame.empty:
         raise ConfigError(f"trace {path}: has a header but no rows")
     lengths = frame[list(TRACE_COLUMNS)].apply(pd.to_numeric, errors="coerce")
-    malformed = (lengths.isna().any(axis=1) | (lengths < 1).any(axis=1) | (lengths != lengths.round()).any(axis=1)).to_numpy()
+    malformed = (
+        lengths.isna().any(axis=1) | ~np.isfinite(lengths).all(axis=1) | (lengths < 1).any(axis=1) | (lengths != lengths.round()).any(axis=1)
+    ).to_numpy()
     totals = lengths.fillna(0).sum(axis=1).to_numpy()
     too_long = ~malformed & (totals > max_total_tokens) if max_total_tokens is not None else np.zeros(len(frame), dtype=bool)
     if unusable == "skip":

@@ -8,8 +8,9 @@ Tiers, by marker (``pytest -m unit`` runs the fast tier):
 * ``torch``: needs PyTorch; marked here from a skip condition that names it.
 * ``shared``: needs ``../shared``; marked here from a skip condition that names it.
 * ``simulation``: runs a Vidur simulation; marked in the test module (``pytestmark`` or per test).
-* ``unit``: everything else, marked here.  A unit test that starts a Vidur simulation fails,
-  naming the marker it needs, so the tier cannot drift.
+* ``unit``: everything else, marked here.  A unit test that starts a Vidur simulation in the test
+  process (a fixture's included) or in a worker it forks fails, naming the marker it needs, so
+  the tier cannot drift; tests that simulate through a subprocess are marked by hand.
 """
 
 from __future__ import annotations
@@ -78,19 +79,27 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.unit)
 
 
-@pytest.fixture(autouse=True)
-def unit_tests_do_not_simulate(request, monkeypatch):
-    """The unit tier stays fast: a test marked ``unit`` that starts a Vidur simulation fails."""
-    if request.node.get_closest_marker("unit") is None:
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The unit tier stays fast: while a test marked ``unit`` is set up, run and torn down (its
+    fixtures included, and any worker process it forks), starting a Vidur simulation fails.  A
+    simulation in a subprocess it launches (``python -m simulator``) cannot be seen from here:
+    such tests are marked ``simulation`` by hand."""
+    hidden_torch = "torch" in sys.modules and sys.modules["torch"] is None  # the run that hides PyTorch (tests/test_measure.py)
+    if item.get_closest_marker("unit") is None or hidden_torch:  # scipy, under Vidur's imports, fails on a hidden module
+        yield
         return
-    if "torch" in sys.modules and sys.modules["torch"] is None:
-        return  # the run that hides PyTorch (tests/test_measure.py): scipy, under Vidur's imports, fails on a hidden module
     from vidur.simulator import Simulator
 
     def refuse(self, *args, **kwargs):
-        raise AssertionError(f"{request.node.nodeid} runs a Vidur simulation: mark it `simulation` (pytestmark or @pytest.mark.simulation)")
+        raise AssertionError(f"{item.nodeid} runs a Vidur simulation: mark it `simulation` (pytestmark or @pytest.mark.simulation)")
 
-    monkeypatch.setattr(Simulator, "run", refuse)
+    original = Simulator.run
+    Simulator.run = refuse
+    try:
+        yield
+    finally:
+        Simulator.run = original
 
 
 def _checkout_outputs() -> dict:

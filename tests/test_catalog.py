@@ -349,3 +349,10 @@ def test_tied_embeddings_are_one_matrix_in_a_drafts_memory():
     assert model.tie_word_embeddings
     layers = model_memory(replica, include_embeddings=False).weight_bytes
     assert draft_memory(replica, None).weight_bytes - layers == 2 * model.vocab_size * model.embedding_dim  # one 16-bit matrix
+    untied_name = str(HF / "Qwen2.5-7B-Instruct")  # tie_word_embeddings false: embedding and LM head are two matrices
+    model_shape(untied_name)
+    untied = ReplicaConfig(model_name=untied_name, device="a100", network_device="a100_dgx", num_pipeline_stages=1, tensor_parallel_size=1)
+    m = untied.model_config
+    assert not m.tie_word_embeddings
+    extra = draft_memory(untied, None).weight_bytes - model_memory(untied, include_embeddings=False).weight_bytes
+    assert extra == 2 * 2 * m.vocab_size * m.embedding_dim

@@ -119,6 +119,7 @@ def _trace(tmp_path, text):
         ("prompt,output\n10,5\n", r"missing column\(s\) \['num_prefill_tokens', 'num_decode_tokens'\]"),
         ("num_prefill_tokens,num_decode_tokens\n10,5\n4000,200\n", "data row 2 needs 4200 tokens"),
         ("num_prefill_tokens,num_decode_tokens\n10,0\n", "data row 1 has lengths"),
+        ("num_prefill_tokens,num_decode_tokens\n10,5\ninf,5\n", "data row 2 has lengths"),
     ],
 )
 def test_bad_traces_are_refused(tmp_path, text, message):
@@ -172,5 +173,7 @@ def test_one_trace_reader_two_stated_policies(tmp_path):
         read_trace(path, 4096)
     assert read_trace(path, 4096, unusable="skip").tolist() == [[10, 5], [20, 7]]
     assert read_trace(path, None, unusable="skip").tolist() == [[10, 5], [4000, 200], [20, 7]]
+    infinite = _trace(tmp_path, "num_prefill_tokens,num_decode_tokens\n10,5\ninf,5\n")
+    assert read_trace(infinite, None, unusable="skip").tolist() == [[10, 5]]
     with pytest.raises(ConfigError, match="no row has integer lengths >= 1 within 10 total tokens"):
         read_trace(path, 10, unusable="skip")

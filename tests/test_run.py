@@ -28,6 +28,7 @@ def small_run():
     return simulator.run(SMALL)
 
 
+@pytest.mark.simulation
 def test_per_request_results_and_summary(small_run):
     frame = small_run.requests
     assert list(frame.request_id) == list(range(60))
@@ -46,6 +47,7 @@ def test_same_seed_same_results_in_one_process(small_run):
     pd.testing.assert_frame_equal(small_run.requests, again.requests)
 
 
+@pytest.mark.simulation
 def test_same_seed_same_results_across_processes(small_run, tmp_path):
     out = tmp_path / "requests.csv"
     cmd = [sys.executable, "-m", "simulator", "--num-prompts", "60", "--request-rate", "4", "--workload-seed", "7", "--requests-csv", str(out)]
@@ -193,6 +195,7 @@ def test_cli_bad_input_exits_nonzero_and_writes_nothing(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.simulation
 def test_cli_writes_json_summary(tmp_path):
     out = tmp_path / "summary.json"
     subprocess.run([sys.executable, "-m", "simulator", "--num-prompts", "20", "--json", str(out)], check=True, capture_output=True, cwd=tmp_path)

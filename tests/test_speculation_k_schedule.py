@@ -173,6 +173,7 @@ def test_cli_k_above_the_maximum_exits_2(tmp_path):
     assert not out.exists()
 
 
+@pytest.mark.simulation
 def test_cli_runs_a_schedule_and_records_it(tmp_path):
     proc, out = _cli("--k-schedule", "[[1,2,3],[3,128,1]]", "--acceptance", "0.7", "--request-rate", "50", tmp_path=tmp_path)
     assert proc.returncode == 0, proc.stderr

@@ -243,6 +243,7 @@ def _frame(small_run) -> pd.DataFrame:
     return pd.read_csv(io.StringIO(csv_texts(small_run)[0]), keep_default_na=False, na_values=[""])
 
 
+@pytest.mark.simulation
 def test_rows_speedups_and_the_recommended_schedules(small_run):
     frame = _frame(small_run)
     assert list(frame.columns) == list(PAYSOFF_COLUMNS)
@@ -336,12 +337,14 @@ def test_a_paysoff_row_equals_the_single_run_with_the_same_settings(small_run, a
     assert row["mean_acceptance_length"] == pytest.approx(summary["mean_acceptance_length"], rel=1e-5)
 
 
+@pytest.mark.simulation
 def test_a_rerun_is_byte_identical(small_run):
     again = run_paysoff(parse_paysoff_spec(SMALL), LocalExecutor(jobs=1, progress=False))
     assert csv_texts(again) == csv_texts(small_run)
     assert schedules_json_text(again.schedules) == schedules_json_text(small_run.schedules)
 
 
+@pytest.mark.simulation
 def test_the_page_renders_with_selectors_schedule_and_explanation(small_run, tmp_path, site_sources_copy):
     from dataclasses import replace
 
@@ -407,8 +410,9 @@ def test_a_profile_dir_applies_only_to_the_deployments_on_its_model_and_gpu(tmp_
 
     spec = load_paysoff_spec(DATA_DIR / "paysoff.toml")
     mine = str(tmp_path)  # RunConfig checks that the directory exists; nothing is simulated here
-    dirs = profile_dirs(spec, mine, ("meta-llama/Llama-2-7b-hf", "A100"))
-    assert set(dirs) == {s for s in spec.systems if s[:2] == ("meta-llama/Llama-2-7b-hf", "a100")} and dirs
+    dirs = profile_dirs(spec, mine, ("meta-llama/Llama-2-7b-hf", "A100", 1))
+    assert set(dirs) == {("meta-llama/Llama-2-7b-hf", "a100", 1)} and ("meta-llama/Llama-2-7b-hf", "a100", 1) in spec.systems
+    assert profile_dirs(spec, mine, ("meta-llama/Llama-2-7b-hf", "a100", 2)) == {}  # a TP-1 profile is not a TP-2 one
     jobs = fixed_k_jobs(spec, dirs)
     assert {j.config.profile_dir for j in jobs if j.config.model != "meta-llama/Llama-2-7b-hf"} == {None}
     assert {j.config.profile_dir for j in jobs if j.config.model == "meta-llama/Llama-2-7b-hf"} == {mine}

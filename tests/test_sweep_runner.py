@@ -55,6 +55,7 @@ def small_output():
     return run_sweep(parse_spec(SMALL), LocalExecutor(jobs=2, progress=False))
 
 
+@pytest.mark.simulation
 def test_one_row_per_run_with_speedup_against_the_same_loads_baseline(small_output):
     frame = pd.read_csv(io.StringIO(to_csv_text(small_output.rows, SWEEP_COLUMNS)))
     assert list(frame.columns) == list(SWEEP_COLUMNS)
@@ -71,6 +72,7 @@ def test_one_row_per_run_with_speedup_against_the_same_loads_baseline(small_outp
     assert (baselines["proposed_tokens"] == 0).all()
 
 
+@pytest.mark.simulation
 def test_rows_carry_inputs_metrics_and_provenance(small_output):
     for row in small_output.rows:
         assert (row["model"], row["device"], row["num_requests"], row["prompt_tokens"], row["output_tokens"]) == ("meta-llama/Llama-2-7b-hf", "a100", 12, 128, 32)
@@ -90,6 +92,7 @@ def test_rows_carry_inputs_metrics_and_provenance(small_output):
         assert pair[0]["tpot_p50_s"] < pair[1]["tpot_p50_s"]  # KV read once is the lower bound
 
 
+@pytest.mark.simulation
 def test_progress_rows_pair_simulation_with_the_closed_form(small_output):
     (row,) = small_output.progress_rows
     assert set(row) == set(PROGRESS_COLUMNS)
@@ -100,12 +103,14 @@ def test_progress_rows_pair_simulation_with_the_closed_form(small_output):
     assert (row["interarrival_s"], row["num_requests"], row["output_tokens"]) == (30.0, 3, 64)
 
 
+@pytest.mark.simulation
 def test_csv_is_byte_identical_in_process_and_across_workers(small_output):
     again = run_sweep(parse_spec(SMALL), LocalExecutor(jobs=1, progress=False))
     assert to_csv_text(again.rows, SWEEP_COLUMNS) == to_csv_text(small_output.rows, SWEEP_COLUMNS)
     assert to_csv_text(again.progress_rows, PROGRESS_COLUMNS) == to_csv_text(small_output.progress_rows, PROGRESS_COLUMNS)
 
 
+@pytest.mark.simulation
 @pytest.mark.slow
 def test_ray_executor_gives_the_same_rows(small_output):
     pytest.importorskip("ray", reason="Ray is an optional extra: pip install 'vidur-specdec[ray]'")
@@ -157,6 +162,7 @@ def committed_subset():
     return _rerun_committed_subset()
 
 
+@pytest.mark.simulation
 def test_committed_csv_values_are_reproduced(committed_csvs, committed_subset):
     """The simulator reproduces the recorded numbers (else data/ is stale: run build.py)."""
     sweep = pd.read_csv(committed_csvs[0])
@@ -195,6 +201,7 @@ def test_executor_choice_and_jobs_are_checked():
     assert LocalExecutor(jobs=2, progress=False).map(abs, [-3, 1, -2]) == [3, 1, 2]
 
 
+@pytest.mark.simulation
 def test_mean_decode_batch_is_decode_time_over_makespan(small_output):
     from simulator.sweep.metrics import mean_decode_batch
 

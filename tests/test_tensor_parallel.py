@@ -312,6 +312,7 @@ def test_stock_tp4_70b_matches_a_direct_vidur_sarathi_run(tmp_path):
     assert [r.completed_at - r.arrived_at for r in direct] == list(frame.e2e_s)
 
 
+@pytest.mark.simulation
 @pytest.mark.slow
 def test_cli_reports_tp_in_json(tmp_path):
     """The flag reaches the run: the JSON's config and provenance carry it (the fit is cached per TP)."""

@@ -54,6 +54,7 @@ def _instance_for(hook: Hook, instances: dict):
     raise AssertionError(f"no live instance of {hook.owner.__name__} to check hook '{hook.name}' against")
 
 
+@pytest.mark.simulation
 @pytest.mark.parametrize("hook", HOOKS, ids=[f"{h.name}:{h.member}" for h in HOOKS])
 def test_hook_exists_in_this_vidur(hook: Hook, instances):
     where = f"Vidur hook '{hook.name}' ({hook.owner.__name__}.{hook.member}, {hook.kind}) with vidur {vidur_version()}"

@@ -5,9 +5,11 @@ changes (how a Sarathi step sizes a decode row, how the predictor loads its tabl
 hands its requests at the end of a step) lives in underscore-prefixed methods and attributes.
 Every such access is in this module and nowhere else:
 
-* the base classes below override Vidur's private methods and forward each to a public method
-  with a name that says what it is for (``next_num_q_tokens``, ``load_predictions``, ...), whose
-  default is Vidur's own behaviour; the project's subclasses override those public methods;
+* the base classes below route Vidur's private methods to public methods with names that say
+  what they are for (``next_num_q_tokens``, ``load_predictions``, ...), whose default is Vidur's
+  own behaviour; the project's subclasses override those public methods (the predictor's base
+  forwards each call; Sarathi's binds the private names to the public methods on each subclass,
+  since they run once per request per step);
 * the functions and properties below read or write Vidur's private state under public names.
 
 :data:`HOOKS` lists every private member used, what it is used for and the signature relied on;

@@ -188,13 +188,17 @@ def _workloads(spec: PaysoffSpec, system, poisson: bool) -> list[tuple[str, floa
     return out
 
 
-def profile_dirs(spec: PaysoffSpec, profile_dir: Optional[str], profile_system: Optional[tuple[str, str]] = None) -> dict:
-    """Which systems a Vidur-format ``profile_dir`` applies to: those whose (model, device) is
-    ``profile_system`` (a profile is measured for one model on one GPU), or every system when None
-    (a one-deployment question).  Other systems use the built-in profile."""
+def profile_dirs(spec: PaysoffSpec, profile_dir: Optional[str], profile_system: Optional[tuple[str, str, int]] = None) -> dict:
+    """Which systems a Vidur-format ``profile_dir`` applies to: those whose (model, device, TP) is
+    ``profile_system`` (a profile is measured for one model on one GPU at one TP degree), or every
+    system when None (a one-deployment question).  Other systems use the built-in profile."""
     if profile_dir is None:
         return {}
-    return {s: profile_dir for s in spec.systems if profile_system is None or (s[0], s[1].lower()) == (profile_system[0], profile_system[1].lower())}
+
+    def key(system):
+        return (system[0], system[1].lower(), system[2])
+
+    return {s: profile_dir for s in spec.systems if profile_system is None or key(s) == key(profile_system)}
 
 
 def fixed_k_jobs(spec: PaysoffSpec, dirs: Optional[dict] = None) -> list[Job]:
@@ -284,7 +288,7 @@ def _simulate(jobs: Sequence[Job], executor, run) -> list[dict]:
     return [_row(job, rec) for job, rec in zip(jobs, simulate_all([j.config for j in jobs], executor, run, label="pays-off"))]
 
 
-def run_paysoff(spec: PaysoffSpec, executor, profile_dir: Optional[str] = None, run=None, profile_system: Optional[tuple[str, str]] = None) -> PaysoffOutput:
+def run_paysoff(spec: PaysoffSpec, executor, profile_dir: Optional[str] = None, run=None, profile_system: Optional[tuple[str, str, int]] = None) -> PaysoffOutput:
     """Both phases; ``profile_dir`` applies to the systems :func:`profile_dirs` picks."""
     dirs = profile_dirs(spec, profile_dir, profile_system)
     rows = _simulate(fixed_k_jobs(spec, dirs), executor, run)
