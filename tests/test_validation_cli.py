@@ -44,7 +44,7 @@ def test_help_names_each_step(capsys):
 def test_steps_that_need_the_validation_extra_say_so(tmp_path):
     assert main(["generate", "--out", str(tmp_path / "w.jsonl"), "--num-prompts", "3", "--request-rate", "100", "--prompt-tokens", "8", "--output-tokens", "4"]) == 0
     with FakeServer(FakeServerConfig(**FAST)) as server:
-        assert main(["replay", "--workload", str(tmp_path / "w.jsonl"), "--base-url", server.url, "--out", str(tmp_path / "r"), "--no-progress"]) == 0
+        assert main(["replay", "--workload", str(tmp_path / "w.jsonl"), "--base-url", server.url, "--out", str(tmp_path / "r"), "--no-progress", "--timeout", "20"]) == 0
 
     replay = run_without_extra("replay", "--workload", str(tmp_path / "w.jsonl"), "--base-url", "http://127.0.0.1:9", "--out", str(tmp_path / "r2"), cwd=tmp_path)
     assert replay.returncode == 2, replay.stderr

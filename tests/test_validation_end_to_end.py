@@ -23,7 +23,7 @@ def measured(tmp_path_factory):
     assert main(["generate", "--out", str(root / "w.jsonl"), "--num-prompts", "40", "--request-rate", "80", "--prompt-range", "32", "96", "--output-range", "40", "80", "--repeat-fraction", "0.3", "--workload-seed", "11"]) == 0
     config = FakeServerConfig(num_speculative_tokens=K, acceptance_rate=ALPHA, fault_http_500=0.05, fault_drop=0.05, **FAST)
     with FakeServer(config) as server:
-        assert main(["replay", "--workload", str(root / "w.jsonl"), "--base-url", server.url, "--out", str(root / "replay"), "--no-progress"]) == EXIT_REQUESTS_FAILED
+        assert main(["replay", "--workload", str(root / "w.jsonl"), "--base-url", server.url, "--out", str(root / "replay"), "--no-progress", "--timeout", "20"]) == EXIT_REQUESTS_FAILED
     assert main(["calibrate", "--replay", str(root / "replay"), "--num-speculative-tokens", str(K)]) == 0
     return root
 
