@@ -1,6 +1,6 @@
 """Argument types and the deprecated-alias action shared by ``python -m simulator`` and the
-validation harness, so a flag means and checks the same thing in both.  (The pays-off command
-parses plain numbers and checks them with its own messages, which name its flags.)"""
+validation harness, so a flag means and checks the same thing in both; the pays-off command shares
+the comma-separated list parser (its other numbers are checked with its own messages)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,21 @@ def finite(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
     return value
+
+
+def comma_floats(text: str, flag: str, what: str = "numbers", example: str = "") -> tuple[float, ...]:
+    """A comma-separated list of numbers given to ``flag`` (e.g. per-position acceptance rates):
+    not a list, or an empty one, is a ConfigError naming the flag and its text."""
+    from simulator.errors import ConfigError
+
+    hint = f"; e.g. {example}" if example else ""
+    try:
+        values = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise ConfigError(f"{flag} {text!r}: not a comma-separated list of {what}{hint}") from None
+    if not values:
+        raise ConfigError(f"{flag} {text!r}: empty; give at least one value{hint}")
+    return values
 
 
 class DeprecatedAlias(argparse.Action):

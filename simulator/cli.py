@@ -18,7 +18,7 @@ from dataclasses import MISSING, fields
 from pathlib import Path
 from typing import Optional
 
-from simulator.argtypes import DeprecatedAlias, finite, non_negative_int, positive_int
+from simulator.argtypes import DeprecatedAlias, comma_floats, finite, non_negative_int, positive_int
 from simulator.config import (
     ATTENTION_MODES,
     PROPOSERS,
@@ -179,18 +179,6 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def _parse_vector(text):
-    if text is None:
-        return None
-    try:
-        values = tuple(float(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise ConfigError(f"--acceptance-per-position {text!r}: not a comma-separated list of numbers; e.g. 0.8,0.7,0.6") from None
-    if not values:
-        raise ConfigError(f"--acceptance-per-position {text!r}: list at least one rate, e.g. 0.8,0.7,0.6")
-    return values
-
-
 def workload_from_args(args):
     rate, concurrency, ratio = args.request_rate, args.max_concurrency, args.random_range_ratio
     if concurrency is not None and rate is not None:
@@ -271,7 +259,7 @@ def acceptance_from_args(args) -> tuple[Optional[float], Optional[tuple], Option
             raise ConfigError(f"--acceptance {value:g}: must be a per-token rate in [0, 1]; a mean acceptance length goes in --acceptance-length")
         return value, None, f"per-token rate {value:.4g}, i.i.d. over positions (--acceptance)"
     if flag == "--acceptance-per-position":
-        vector = _parse_vector(value)
+        vector = comma_floats(value, "--acceptance-per-position", example="0.8,0.7,0.6")
         bad = [x for x in vector if not 0 <= x <= 1]
         if bad:
             raise ConfigError(f"--acceptance-per-position {value}: {bad[0]:g} is not a rate in [0, 1]")

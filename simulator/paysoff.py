@@ -18,6 +18,7 @@ import math
 import sys
 from typing import Optional
 
+from simulator.argtypes import comma_floats
 from simulator.errors import ConfigError
 
 PROG = "python -m simulator.paysoff"
@@ -115,18 +116,6 @@ def _ints(text: str, flag: str, doubling: bool) -> tuple[int, ...]:
     return tuple(sorted(set(values)))
 
 
-def _floats(text: Optional[str], flag: str, what: str) -> tuple[float, ...]:
-    if text is None:
-        return ()
-    try:
-        values = tuple(float(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        raise ConfigError(f"{flag} {text!r}: not a comma-separated list of {what}") from None
-    if not values:
-        raise ConfigError(f"{flag} {text!r}: empty; give at least one value or leave the flag out")
-    return values
-
-
 def _acceptance(args, deployment: dict):
     from simulator.speculative.acceptance_convert import conditional_from_unconditional
     from simulator.sweep.paysoff_spec import acceptance_profile
@@ -149,7 +138,7 @@ def _acceptance(args, deployment: dict):
     label = f"{deployment['proposer']} on {deployment['model']}"
     common = dict(where=PROG, flags=flags, deployment="cli", deployment_label=label, **deployment)
     if args.acceptance_per_position_vllm is not None:
-        unconditional = _floats(args.acceptance_per_position_vllm, "--acceptance-per-position-vllm", "rates in [0, 1]")
+        unconditional = comma_floats(args.acceptance_per_position_vllm, "--acceptance-per-position-vllm", "rates in [0, 1]")
         try:
             conditional = conditional_from_unconditional(unconditional)
         except ConfigError as exc:
@@ -162,7 +151,7 @@ def _acceptance(args, deployment: dict):
             derivation=f"vLLM per-position rates {', '.join(f'{v:g}' for v in unconditional)} (accepted_per_pos[i] / num_drafts) -> conditional rates "
             f"{', '.join(f'{v:.4f}' for v in conditional)} (p_i = a_i / a_(i-1); acceptance_convert.conditional_from_unconditional)",
         )
-    per_position = _floats(args.acceptance_per_position, "--acceptance-per-position", "probabilities") if args.acceptance_per_position is not None else None
+    per_position = comma_floats(args.acceptance_per_position, "--acceptance-per-position", "probabilities") if args.acceptance_per_position is not None else None
     return acceptance_profile(name, label, source, rate=args.acceptance, per_position=per_position, length=args.acceptance_length, at_k=args.at_k, **common)
 
 
@@ -218,7 +207,7 @@ def spec_from_args(args):
     device = _check_system(args)
     ks = _ints(args.k_range, "--k-range", doubling=False)
     concurrency = _ints(args.concurrency, "--concurrency", doubling=True) if args.concurrency.strip() else ()
-    rates = _floats(args.request_rate, "--request-rate", "request rates (req/s)")
+    rates = comma_floats(args.request_rate, "--request-rate", "request rates (req/s)") if args.request_rate is not None else ()
     bad_rates = [r for r in rates if not (math.isfinite(r) and r > 0)]
     if bad_rates:
         raise ConfigError(f"--request-rate {args.request_rate}: {bad_rates} are not positive request rates")
