@@ -28,6 +28,9 @@ DEFAULT_ENGINE_OVERHEAD_MS = 1.2
 # metadata updates between passes, graph and attention launches, the argmax (vLLM 0.10.1, H100).
 # Declared with its derivation in data/calibration/engine_costs.toml.
 DEFAULT_DRAFT_PASS_OVERHEAD_MS = 0.35
+# The engine version whose CUDA-graph and launch behaviour the built-in profile's step model follows
+# (simulator/profiles/engines.toml): the version the overheads above stand for.
+DEFAULT_ENGINE = "vllm-0.10.1"
 # Verify attention: the evidence (data/calibration/engine_costs.toml [verify_attention]) puts
 # the prefill-style kernel vLLM runs on Hopper at the lower bound, kv_once: its fitted lambda is
 # 0 (held to [0, 1]), the interpolation default below.
@@ -302,6 +305,9 @@ class RunConfig:
     # engine overhead.  lm_head=False with engine_overhead_ms=0 is stock Vidur's costing.
     lm_head: bool = True
     engine_overhead_ms: float = DEFAULT_ENGINE_OVERHEAD_MS
+    # how the engine issues a step's kernels (CUDA graphs, launches): a profile of
+    # simulator/profiles/engines.toml, named for the vLLM version it stands for
+    engine: str = DEFAULT_ENGINE
 
     def __post_init__(self):
         _require(isinstance(self.device, str) and self.device.strip() != "", "device", self.device, "must be a device name such as 'a100'")
@@ -345,6 +351,7 @@ class RunConfig:
         _require(self.pipeline_stages == 1, "pipeline_stages", self.pipeline_stages, "only pipeline parallelism 1 is modelled")
         if self.profile_dir is not None:
             _require(Path(self.profile_dir).is_dir(), "profile_dir", self.profile_dir, "is not a directory")
+        _require(isinstance(self.engine, str) and self.engine.strip() != "", "engine", self.engine, "must name an engine profile such as 'vllm-0.10.1'")
 
     @property
     def draft_tensor_parallel_size(self) -> int:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from simulator.catalog import model_shape
+from simulator.profiles import roofline
 from simulator.profiling import accuracy, calibrate
 from simulator.profiles.hardware import DEVICES_FILE, get_device, load_devices
 from simulator.profiling.measured import read_measurements
@@ -63,16 +64,24 @@ def measured_h200():
     return read_measurements(H200 / "mlp.csv.xz", H200 / "attention.csv.xz", LLAMA)
 
 
-def test_committed_h200_profile_and_its_fitted_constants(measured_h200):
-    dev = get_device("h200")
-    assert dev.constants_version == "h200-2026.11"
+def test_the_h200_is_the_h100_chip_and_its_profile_checks_the_transfer(measured_h200):
+    """The H200 keeps the Hopper kernel constants (same GH100 chip) on its own datasheet; the
+    project's H200 profile, measured with PyTorch alone (unfused norms, SDPA), checks the transfer
+    where its kernels are vLLM's: the GEMMs at decode sizes, and the per-layer sum.  Large-M GEMMs
+    run faster on that H200 (newer cuBLAS) than the 2024 H100 fit predicts: a reported miss
+    (docs/calibration.md)."""
+    dev, h100 = get_device("h200"), get_device("h100")
+    assert dev.constants == h100.constants and dev.constants_version == h100.constants_version
+    assert dev.datasheet.hbm_bandwidth_tbps == 4.8 and dev.datasheet.memory_gib == 141
     table = accuracy.mlp_error_table(measured_h200, LLAMA, dev).set_index("op")
-    assert table.loc["per-layer sum", "median_ape"] <= 3.0
+    assert table.loc["per-layer sum", "median_ape"] <= 6.0
+    small = measured_h200.mlp[measured_h200.mlp.num_tokens <= 128]
+    side = roofline.mlp_side_ms(small.num_tokens.to_numpy(), LLAMA, dev)
+    for op in ("attn_pre_proj", "attn_post_proj", "mlp_up_proj", "mlp_down_proj"):
+        error = np.abs(side[op] / small[op].to_numpy() - 1)
+        assert np.median(error) <= 0.16, op
     decode = accuracy.summarize_attention(accuracy.decode_errors(measured_h200, LLAMA, dev))
-    prefill = accuracy.summarize_attention(accuracy.prefill_errors(measured_h200, LLAMA, dev))
     assert decode["held_out_rows"] > 5000 and decode["held_out_mape"] <= 5.0
-    # SDPA's contiguous-KV prefill differs from the paged kernel the model was shaped on
-    assert prefill["held_out_rows"] > 150 and prefill["held_out_mape"] <= 16.0
 
 
 # --- H100: MLP-side constants fitted on Vidur's H100 rows with a held-out model and token range,
@@ -137,7 +146,10 @@ def test_h100_fit_is_deterministic_and_lands_on_the_committed_constants(h100_sha
     second = calibrate.rounded(calibrate.fit_mlp_side(holdout.fit_parts(h100_shards, hold), start))
     assert first == second
     mlp_side = [n for g in calibrate.GROUPS if g.name in calibrate.MLP_GROUPS for n in g.bounds]
-    assert {n: getattr(first, n) for n in mlp_side} == {n: getattr(dev.constants, n) for n in mlp_side}
+    # a constant that lands on its lower bound (gemm_k_overhead, ~1e-16) differs in the last digits
+    # across numpy/scipy releases; every constant must agree to its printed precision
+    for name in mlp_side:
+        assert getattr(first, name) == pytest.approx(getattr(dev.constants, name), rel=1e-3, abs=1e-9), name
 
 
 @pytest.mark.shared
@@ -241,5 +253,7 @@ def test_fit_device_write_replaces_one_device_and_keeps_the_rest(synthetic_7b, t
     before, after = load_devices(DEVICES_FILE), load_devices(devices)
     assert after["h100"].constants_version == "test-1" and after["h100"].fitted_from == "synthetic rows"
     assert after["h100"].kernels == before["h100"].kernels
-    assert {k: v for k, v in after.items() if k != "h100"} == {k: v for k, v in before.items() if k != "h100"}
+    variants = {"h200"}  # the same chip: its constants follow the H100's
+    assert after["h200"].constants == after["h100"].constants and after["h200"].datasheet == before["h200"].datasheet
+    assert {k: v for k, v in after.items() if k not in {"h100"} | variants} == {k: v for k, v in before.items() if k not in {"h100"} | variants}
     assert "variant_of" in devices.read_text()  # variants stay variants

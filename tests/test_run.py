@@ -106,7 +106,7 @@ def test_lm_head_and_engine_overhead_add_time_per_step(small_run):
     # every decode step is one forward pass per token of each request: TPOT grows by at least 1 ms
     assert overhead_only.summary["tpot_p50_s"] >= stock.summary["tpot_p50_s"] + 1e-3
     assert small_run.summary["tpot_p50_s"] > stock.summary["tpot_p50_s"]  # LM head, sampler, default overhead
-    assert small_run.provenance["lm_head_source"] == "builtin estimate"  # the built-in physical model costs it
+    assert small_run.provenance["lm_head_source"] == "step-time model"  # the built-in step model costs it
     assert stock.provenance["lm_head_source"] == "not costed"
 
 

@@ -14,6 +14,7 @@ from simulator.engine.resolve import resolve_run
 from simulator.engine.scheduler import SpecSarathiScheduler
 from simulator.errors import ConfigError
 from simulator.speculative.progress import expected_progress
+from simulator.profiles.attention import AttentionRows, attention_ms
 from simulator.speculative.verify_cost import verify_attention_ms
 
 
@@ -71,16 +72,18 @@ def test_verify_step_cost_ordering_and_formula():
         r._is_prefill_complete = True
     kv = [1005 + 37 * i for i in range(24)]
     batch = lambda: SpecBatch(0, requests, [5] * 24, kv, [1] * 24, [True] * 24)  # noqa: E731
-    times = {mode: p.get_execution_time(batch(), 0).total_time for mode, p in predictors.items()}
-    assert times["kv_once"] < times["interpolated"] < times["per_token"]
-    once = predictors["kv_once"]
-    rows = list(zip([5] * 24, kv))
+    times = {mode: p.get_execution_time(batch(), 0) for mode, p in predictors.items()}
+    assert times["kv_once"].total_time < times["interpolated"].total_time < times["per_token"].total_time
+    # the attention term is verify_cost's definition over the backend's decode cost (a verify row
+    # attends over its cache and its own 5 tokens)
+    model = predictors["kv_once"].predictor_config.step_model
+    rows = [(5, c + 5) for c in kv]
+    lookup = lambda b, mean_kv: attention_ms(AttentionRows(decode=((1, mean_kv),) * b), model.shape, model.device)  # noqa: E731
+    for mode in ("kv_once", "interpolated", "per_token"):
+        per_layer = times[mode].cost.attention_ms / model.num_layers
+        assert per_layer == pytest.approx(verify_attention_ms(rows, lookup, mode, 0.5), rel=1e-9), mode
     # per-token = the decode cost of a batch of B (k + 1) queries; KV-once = a batch of B queries
-    assert predictors["per_token"].decode_attention_ms(rows) == pytest.approx(once._profiled_decode_ms(24 * 5, sum(kv) / 24))
-    assert once.decode_attention_ms(rows) == pytest.approx(once._profiled_decode_ms(24, sum(kv) / 24))
-    assert predictors["interpolated"].decode_attention_ms(rows) == pytest.approx(
-        verify_attention_ms(rows, once._decode_lookup, "interpolated", 0.5)
-    )
+    assert times["per_token"].cost.attention_ms / model.num_layers == pytest.approx(lookup(24 * 5, sum(kv) / 24 + 5), rel=1e-9)
 
 
 @pytest.fixture

@@ -220,9 +220,10 @@ def test_stock_and_speculative_runs_at_tp2():
     stock1 = simulator.run(RunConfig(workload=SMALL, engine_overhead_ms=0.0, lm_head=False))
     stock2 = simulator.run(RunConfig(workload=SMALL, tensor_parallel_size=2, engine_overhead_ms=0.0, lm_head=False))
     assert stock2.provenance["tensor_parallel_size"] == 2 and stock2.provenance["network_source"] == "builtin"
-    # half the weights to stream per GPU, but full-width norms and two all-reduces a layer (each at
-    # least the A100's ~0.06 ms floor, x 32 layers): faster, far from twice as fast (0.79 measured)
-    assert 0.5 < stock2.summary["tpot_p50_s"] / stock1.summary["tpot_p50_s"] < 0.85
+    # half the weights to stream per GPU, and two all-reduces a layer that vLLM's custom one-shot
+    # kernel does in a few microseconds (not NCCL's eager tens): close to twice as fast (0.49 measured;
+    # prefills get faster too, so less of the queue's interference shows in TPOT)
+    assert 0.4 < stock2.summary["tpot_p50_s"] / stock1.summary["tpot_p50_s"] < 0.65
     assert stock2.summary["kv_blocks_total"] > stock1.summary["kv_blocks_total"]
     ngram = simulator.run(RunConfig(workload=SMALL, tensor_parallel_size=2, speculation=SpeculationConfig(4, 0.7)))
     assert ngram.summary["tpot_p50_s"] < stock2.summary["tpot_p50_s"]

@@ -15,10 +15,14 @@ from pathlib import Path
 import pytest
 from vidur.entities import Batch
 
+from simulator.catalog import model_shape
 from simulator.config import PoissonWorkload, RunConfig
-from simulator.engine import simulation
+from simulator.engine import simulation, vidur_seam
 from simulator.engine.resolve import resolve_run
 from simulator.engine.vidur_seam import HOOKS, Hook, replica_scheduler
+from simulator.profiles import builtin
+from simulator.profiles.hardware import get_device
+from simulator.profiles.vidur_format import write_profile
 from simulator.versions import vidur_version
 
 PACKAGE = Path(simulation.__file__).resolve().parents[1]
@@ -26,19 +30,26 @@ SEAM = PACKAGE / "engine" / "vidur_seam.py"
 
 
 @pytest.fixture(scope="module")
-def instances() -> dict:
-    """One live instance of every Vidur class a hook reads or writes state of, from a real (tiny)
-    simulation: instance attributes exist only once Vidur's constructors have run."""
-    run = resolve_run(RunConfig(workload=PoissonWorkload(num_requests=3, prompt_tokens=64, output_tokens=4, arrival_rate=1.0)))
+def instances(tmp_path_factory) -> dict:
+    """One live instance of every Vidur class a hook reads or writes state of, from real (tiny)
+    simulations, one on the built-in profile and one on a Vidur-format profile directory (whose
+    predictor is Vidur's forest): instance attributes exist only once Vidur's constructors have run."""
+    workload = PoissonWorkload(num_requests=3, prompt_tokens=64, output_tokens=4, arrival_rate=1.0)
+    run = resolve_run(RunConfig(workload=workload))
     simulation.reset_entity_ids()
     sim = simulation.Simulator(simulation.vidur_config(run))
     sim.run()
     scheduler = replica_scheduler(sim)
     request = simulation.generated_requests(sim)[0]
     batch = Batch(0, [request], [1], [request.total_tokens - 1])
+    directory = tmp_path_factory.mktemp("profile")
+    shape, dev = model_shape("meta-llama/Llama-2-7b-hf"), get_device("a100")
+    write_profile(directory, builtin.mlp_table(shape, dev, 1024), builtin.attention_table(shape, dev, 1024, max_batch=8), {})
+    forest_run = resolve_run(RunConfig(workload=workload, profile_dir=str(directory)))
     return {
         "scheduler": scheduler,
         "predictor": scheduler.execution_time_predictor,
+        "forest predictor": simulation.side_predictor(forest_run, forest_run.target),
         "simulator": sim,
         "global scheduler": sim.scheduler,
         "batch": batch,
@@ -112,8 +123,26 @@ def test_no_private_vidur_access_outside_the_seam():
 
 
 def test_every_hook_is_used_by_the_seam():
-    """The hook list is the seam's own inventory: every member it names appears in the seam's code."""
+    """The hook list is the seam's own inventory: every member it names appears in the seam's code,
+    or (an override) is defined by one of the seam's classes."""
     source = SEAM.read_text(encoding="utf-8")
     code = source[source.index("class SarathiSeam") :]
-    unused = [h.member for h in HOOKS if h.member != "__init__" and h.member not in code]
+    seam_classes = [c for c in vars(vidur_seam).values() if isinstance(c, type) and c.__module__ == vidur_seam.__name__]
+    overridden = {name for cls in seam_classes for name in vars(cls)}
+    unused = [
+        h.member for h in HOOKS
+        if h.member != "__init__" and h.member not in code and not (h.kind == "override" and h.member in overridden)
+    ]
     assert not unused, f"hooks listed but not used by the seam: {unused}"
+
+
+@pytest.mark.simulation
+def test_a_whole_step_predictor_is_never_asked_for_vidurs_per_op_pieces(instances):
+    """The built-in profile's predictor costs steps whole; each of Vidur's per-op pieces refuses,
+    naming itself, so a Vidur that started calling one would fail loudly, not silently mix models.
+    The tiny run of the fixture completed, so Vidur asked for none of them."""
+    predictor, batch = instances["predictor"], instances["batch"]
+    assert predictor.get_execution_time(batch, 0).total_time > 0
+    for member in vidur_seam.PER_OP_HOOKS:
+        with pytest.raises(NotImplementedError, match=member):
+            getattr(predictor, member)(batch)

@@ -1,9 +1,7 @@
-"""Vidur's sklearn predictor, fed offline from a local profile or the built-in model, costing verify steps.
+"""Vidur's sklearn predictor over a Vidur-format profile directory, costing verify steps.
 
-Changes against the stock forest, each for a reason:
-* the built-in profile needs no forest: its tables are the physical model evaluated at every point
-  Vidur looks up (:func:`simulator.profiles.builtin.prediction_tables`); a Vidur-format profile
-  directory is fitted by Vidur's forest as usual;
+(The built-in profile has its own predictor, :mod:`simulator.engine.analytic`, which costs whole
+steps from the step-time model.)  Changes against the stock forest, each for a reason:
 * profiles come from local files, never from the HuggingFace hub (``_get_input_files``,
   ``_load_predictions_from_hf``);
 * the forest is seeded (``random_state``), so the same profile always gives the same tables;
@@ -20,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import List, Optional
 
-import numpy as np
-import pandas as pd
 from sklearn.ensemble import RandomForestRegressor
 from vidur.config import RandomForrestExecutionTimePredictorConfig
 from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
@@ -30,7 +26,6 @@ from vidur.execution_time_predictor.sklearn_execution_time_predictor import Mode
 from simulator.engine.batch import SpecBatch
 from simulator.hashing import json_digest
 from simulator.progress import say
-from simulator.profiles.builtin import BuiltinModel, PredictionGrid, prediction_tables
 from simulator.profiles.logits import LogitsTable
 from simulator.profiles.vidur_format import PREDICTED_MLP_OPS as PREDICTED_OPS
 from simulator.engine.types import ExtensionType
@@ -64,8 +59,6 @@ class ProfilePredictorConfig(RandomForrestExecutionTimePredictorConfig):
     # (an empty table: not costed, as stock Vidur) and the engine's fixed per-step overhead
     logits: Optional[LogitsTable] = None
     engine_overhead_ms: float = 0.0
-    # the built-in physical model: its tables are evaluated point by point, no forest is fitted
-    builtin: Optional[BuiltinModel] = None
     # what proposing costs, added to speculative steps (simulator.engine.proposers); None: nothing
     proposer: Optional[object] = None
 
@@ -106,7 +99,7 @@ class StepTime:
 
 
 class ProfilePredictor(ForestPredictorSeam):
-    """Vidur's sklearn predictor over a local profile or the built-in model, costing verify
+    """Vidur's sklearn predictor over a local profile directory, costing verify
     steps, the LM head, the engine overhead and the proposer (every Vidur hook it uses is a
     public method of :class:`~simulator.engine.vidur_seam.ForestPredictorSeam`)."""
 
@@ -122,31 +115,14 @@ class ProfilePredictor(ForestPredictorSeam):
 
     def load_predictions(self) -> dict:
         # The local profile is the only source.  Cached prediction tables are enough to run;
-        # the forests themselves are loaded (or trained) only when a table is missing.  The
-        # built-in model needs neither: its tables are computed exactly, in well under a second.
+        # the forests themselves are loaded (or trained) only when a table is missing.
         key = self.cache_key(ModelType.COMPUTE)
         if key not in _TABLES:
-            if self.predictor_config.builtin is not None:
-                _TABLES[key] = self._builtin_predictions()
-            else:
-                cached = self._cached_predictions()
-                if cached is None:  # the one slow step of a first run on a profile directory: say so
-                    say(f"fitting Vidur's random forests for {self.model_config.get_name()} on {Path(self.predictor_config.mlp_csv).parent} (once; cached)")
-                _TABLES[key] = cached if cached is not None else self.fit_and_predict()
+            cached = self._cached_predictions()
+            if cached is None:  # the one slow step of a first run on a profile directory: say so
+                say(f"fitting Vidur's random forests for {self.model_config.get_name()} on {Path(self.predictor_config.mlp_csv).parent} (once; cached)")
+            _TABLES[key] = cached if cached is not None else self.fit_and_predict()
         return _TABLES[key]
-
-    def _builtin_predictions(self) -> dict:
-        """Vidur's tables from the physical model, on the grid Vidur predicts over; measured
-        all-reduce rows (a network profile beside the built-in compute) still go through the forest."""
-        config = self.predictor_config
-        grid = PredictionGrid(
-            self.table_tokens, config.prediction_max_batch_size, config.prediction_max_prefill_chunk_size, config.kv_cache_prediction_granularity
-        )
-        tables = prediction_tables(config.builtin, grid)
-        if self.replica_config.tensor_parallel_size > 1 and "all_reduce" not in tables:
-            tokens = pd.DataFrame({"num_tokens": np.arange(1, self.table_tokens + 1)})
-            tables["all_reduce"] = self.fit_all_reduce_table(config.all_reduce_csv, tokens)
-        return tables
 
     def _cached_predictions(self):
         key = self.cache_key(ModelType.COMPUTE)

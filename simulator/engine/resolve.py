@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 from vidur.config import ReplicaConfig
 
@@ -20,15 +20,18 @@ from vidur.config.model_config import BaseModelConfig
 
 from simulator.catalog import EagleHeadConfig, as_eagle_head, model_config, shape_of
 from simulator.config import RunConfig
+from simulator.engine.analytic import AnalyticPredictorConfig
 from simulator.engine.memory_plan import ModelMemory, draft_memory, model_memory, plan_kv_blocks
 from simulator.engine.predictor import ProfilePredictorConfig
 from simulator.errors import ConfigError
 from simulator.models.context import table_tokens
 from simulator.paths import default_cache_dir
+from simulator.profiles.engines import EngineSpec, get_engine
 from simulator.profiles.hardware import DeviceSpec, get_device
-from simulator.profiles.logits import cached_builtin_logits_table, cached_logits_table
+from simulator.profiles.logits import cached_logits_table
 from simulator.profiles.sharding import check_sharding
 from simulator.profiles.source import ResolvedProfile, resolve_profile
+from simulator.profiles.step import StepModel
 from simulator.shapes import ModelShape
 from simulator.textio import check_writable_dir
 
@@ -46,7 +49,7 @@ class ModelSide:
     max_model_len: int
     replica: ReplicaConfig  # Vidur's view of it: model config, device, node type, TP
     profile: ResolvedProfile
-    predictor: ProfilePredictorConfig
+    predictor: Union[AnalyticPredictorConfig, ProfilePredictorConfig]  # built-in profile: the step-time model
     memory: ModelMemory  # one GPU's weights and KV bytes per cached token
 
     @property
@@ -59,6 +62,7 @@ class ModelSide:
 class ResolvedRun:
     config: RunConfig
     device: DeviceSpec
+    engine: EngineSpec
     cache_dir: Path
     max_tokens: int  # the predictor's table range (simulator.models.context.table_tokens)
     target: ModelSide
@@ -69,6 +73,7 @@ class ResolvedRun:
 def resolve_run(config: RunConfig) -> ResolvedRun:
     """Check ``config`` and resolve it into everything a simulation needs, once."""
     device = get_device(config.device)
+    engine = get_engine(config.engine)
     target_config = model_config(config.model)
     _check_target(config, target_config.max_model_len)
     # the predictor's tables cover what this run costs, not the whole context
@@ -82,7 +87,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     cache_dir = cache_directory(config)
 
     target = _side(
-        config, device, cache_dir, max_tokens, config.model, target_config, config.tensor_parallel_size, config.profile_dir, "tensor_parallel_size",
+        config, device, engine, cache_dir, max_tokens, config.model, target_config, config.tensor_parallel_size, config.profile_dir, "tensor_parallel_size",
         memory=lambda replica: model_memory(replica, include_embeddings=False),
         engine_overhead_ms=config.engine_overhead_ms,
     )
@@ -90,7 +95,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     if draft_config is not None:
         head = as_eagle_head(draft_config)
         draft = _side(
-            config, device, cache_dir, max_tokens, draft_name, draft_config, config.draft_tensor_parallel_size, spec.draft_profile_dir, "draft_tensor_parallel_size",
+            config, device, engine, cache_dir, max_tokens, draft_name, draft_config, config.draft_tensor_parallel_size, spec.draft_profile_dir, "draft_tensor_parallel_size",
             memory=lambda replica: draft_memory(replica, head),
             engine_overhead_ms=0.0,  # a draft's passes run inside the target's engine step
         )
@@ -100,7 +105,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
                 f"context of {draft.max_model_len}"
             )
     num_kv_blocks = plan_kv_blocks(config, device, target.memory, draft.memory if draft else None)
-    return ResolvedRun(config, device, cache_dir, max_tokens, target, draft, num_kv_blocks)
+    return ResolvedRun(config, device, engine, cache_dir, max_tokens, target, draft, num_kv_blocks)
 
 
 def _check_target(config: RunConfig, max_len: int) -> None:
@@ -168,6 +173,7 @@ def replica_config(config: RunConfig, device: DeviceSpec, model: str, tensor_par
 def _side(
     config: RunConfig,
     device: DeviceSpec,
+    engine: EngineSpec,
     cache_dir: Path,
     max_tokens: int,
     name: str,
@@ -192,7 +198,10 @@ def _side(
         network_dir=config.network_profile_dir,
     )
     replica = replica_config(config, device, name, tp)
-    predictor = predictor_config(config, device, cache_dir, max_tokens, shape.sharded(tp), profile, engine_overhead_ms)
+    if profile.builtin is not None:
+        predictor = analytic_config(config, engine, max_tokens, model.num_layers, profile, engine_overhead_ms)
+    else:
+        predictor = predictor_config(config, device, cache_dir, max_tokens, shape.sharded(tp), profile, engine_overhead_ms)
     return ModelSide(name, model, tp, shape, model.max_model_len, replica, profile, predictor, memory(replica))
 
 
@@ -206,21 +215,36 @@ def prefill_chunk_range(chunk_size: int) -> int:
     return max(VIDUR_PREFILL_CHUNK_RANGE, -(-chunk_size // 32) * 32)
 
 
+def analytic_config(
+    config: RunConfig, engine: EngineSpec, max_tokens: int, num_layers: int, profile: ResolvedProfile, engine_overhead_ms: float
+) -> AnalyticPredictorConfig:
+    """The built-in profile's predictor: the step-time model of this shard, device and engine."""
+    model = profile.builtin
+    step_model = StepModel(
+        shape=model.shape,
+        num_layers=num_layers,
+        device=model.device,
+        engine=engine,
+        network=model.network,
+        attention_mode=config.speculation.attention,
+        interpolation=config.speculation.interpolation,
+        lm_head=config.lm_head,
+        max_tokens=max_tokens,
+    )
+    return AnalyticPredictorConfig(step_model=step_model, engine_overhead_ms=engine_overhead_ms)
+
+
 def predictor_config(
     config: RunConfig, device: DeviceSpec, cache_dir: Path, max_tokens: int, shard: ModelShape, profile: ResolvedProfile, engine_overhead_ms: float
 ) -> ProfilePredictorConfig:
-    """The predictor's inputs, plus what Vidur's op set lacks: LM head + sampler and, for the
-    target, the engine's per-step overhead (a draft's passes run inside the same engine step)."""
+    """A Vidur-format profile directory's predictor inputs, plus what Vidur's op set lacks: LM head
+    + sampler and, for the target, the engine's per-step overhead (a draft's passes run inside the
+    same engine step)."""
     files = profile.files
-    logits = None
-    if config.lm_head:
-        logits = (
-            cached_builtin_logits_table(shard, device, max_tokens) if profile.builtin else cached_logits_table(files.mlp, shard, device, max_tokens)
-        )
+    logits = cached_logits_table(files.mlp, shard, device, max_tokens) if config.lm_head else None
     return ProfilePredictorConfig(
         logits=logits,
         engine_overhead_ms=engine_overhead_ms,
-        builtin=profile.builtin,
         mlp_csv=str(files.mlp) if files and files.mlp else "",
         attention_csv=str(files.attention) if files and files.attention else "",
         all_reduce_csv=str(files.all_reduce) if files and files.all_reduce else "",

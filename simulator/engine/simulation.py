@@ -10,13 +10,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 import pandas as pd
 from vidur.config import CacheConfig, ClusterConfig, MetricsConfig, RoundRobinGlobalSchedulerConfig, SimulationConfig
+from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
 from vidur.simulator import Simulator
 
 from simulator.config import ClosedLoopWorkload, RunConfig
 from simulator.engine.closed_loop import ClosedLoopSimulator
 from simulator.engine.generator import WorkloadRequestGeneratorConfig
 from simulator.engine.vidur_seam import reset_entity_ids
-from simulator.engine.predictor import ProfilePredictor
+from simulator.engine.analytic import AnalyticPredictorConfig
 from simulator.engine.proposers import DraftProposer, EagleProposer, NgramProposer
 from simulator.engine.resolve import ModelSide, ResolvedRun
 from simulator.engine.vidur_seam import generated_requests, replica_scheduler
@@ -43,9 +44,13 @@ class InMemorySimulationConfig(SimulationConfig):
         pass
 
 
-def side_predictor(run: ResolvedRun, side: ModelSide) -> ProfilePredictor:
-    """One model's predictor (its tables computed, loaded from the cache or fitted)."""
-    return ProfilePredictor(side.predictor, side.replica, CacheConfig(block_size=run.config.block_size))
+def side_predictor(run: ResolvedRun, side: ModelSide):
+    """One model's predictor, from Vidur's registry: the step-time model for the built-in profile,
+    Vidur's forest (tables loaded from the cache or fitted) for a profile directory."""
+    config = side.predictor
+    return ExecutionTimePredictorRegistry.get(
+        config.get_type(), predictor_config=config, replica_config=side.replica, cache_config=CacheConfig(block_size=run.config.block_size)
+    )
 
 
 def warm_predictors(run: ResolvedRun) -> None:
@@ -147,11 +152,18 @@ def simulate(run: ResolvedRun) -> RunResult:
         "seed": config.seed,
         "workload_seed": getattr(config.workload, "seed", None),
         "engine_overhead_ms": config.engine_overhead_ms,
-        "lm_head_source": run.target.predictor.logits.source if run.target.predictor.logits else "not costed",
+        "engine": run.engine.name,
+        "lm_head_source": _lm_head_source(run.target.predictor),
     }
     if run.draft is not None:
         provenance.update({f"draft_{key}": value for key, value in run.draft.profile.provenance().items()})
     return RunResult(config, frame, summary, provenance, {r.id: list(r.acceptance_log) for r in requests})
+
+
+def _lm_head_source(predictor_config) -> str:
+    if isinstance(predictor_config, AnalyticPredictorConfig):
+        return "step-time model" if predictor_config.step_model.lm_head else "not costed"
+    return predictor_config.logits.source if predictor_config.logits else "not costed"
 
 
 def request_frame(requests) -> pd.DataFrame:

@@ -8,3 +8,4 @@ class ExtensionType(BaseIntEnum):
     SPEC_SARATHI = 101  # replica scheduler
     WORKLOAD = 102  # request generator
     TRACKED_SARATHI = 103  # replica scheduler without speculation
+    ANALYTIC = 104  # execution-time predictor of the built-in profile: whole steps from the step-time model

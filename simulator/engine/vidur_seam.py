@@ -19,12 +19,14 @@ or reshapes one fails with the hook's name rather than deep inside a simulation.
 
 from __future__ import annotations
 
+import abc
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Iterator, List
 
 from vidur.entities import Batch, BatchStage, Request
 from vidur.entities.base_entity import BaseEntity
+from vidur.execution_time_predictor.base_execution_time_predictor import BaseExecutionTimePredictor
 from vidur.execution_time_predictor.random_forrest_execution_time_predictor import RandomForrestExecutionTimePredictor
 from vidur.execution_time_predictor.sklearn_execution_time_predictor import ModelType
 from vidur.scheduler.global_scheduler.base_global_scheduler import BaseGlobalScheduler
@@ -66,10 +68,6 @@ HOOKS: tuple[Hook, ...] = (
     Hook("cached table", RandomForrestExecutionTimePredictor, "_load_model_prediction_cache", "call", ("model_name", "model_hash")),
     Hook("fit forests", RandomForrestExecutionTimePredictor, "_train_models", "call"),
     Hook("predict tables", RandomForrestExecutionTimePredictor, "_predict_from_models", "call", ("models",)),
-    Hook("fit one forest", RandomForrestExecutionTimePredictor, "_train_model", "call", ("model_name", "model_type", "df", "feature_cols", "target_col")),
-    Hook("predict one table", RandomForrestExecutionTimePredictor, "_get_model_prediction", "call", ("model_name", "model_type", "model", "X")),
-    Hook("all-reduce rows", RandomForrestExecutionTimePredictor, "_load_all_reduce_df", "call", ("file_path",)),
-    Hook("all-reduce tokens", RandomForrestExecutionTimePredictor, "_get_all_reduce_df_with_derived_features", "call", ("df",)),
     Hook("predictor config", RandomForrestExecutionTimePredictor, "_config", "read"),
     Hook("replica config", RandomForrestExecutionTimePredictor, "_replica_config", "read"),
     Hook("model config", RandomForrestExecutionTimePredictor, "_model_config", "read"),
@@ -77,6 +75,16 @@ HOOKS: tuple[Hook, ...] = (
     Hook("table tokens", RandomForrestExecutionTimePredictor, "_max_tokens", "read"),
     Hook("prediction tables", RandomForrestExecutionTimePredictor, "_predictions", "read"),
     Hook("GQA decode overhead", RandomForrestExecutionTimePredictor, "_attention_decode_batching_overhead_fraction", "read"),
+    # the base predictor: its per-op pieces, which a whole-step predictor replaces
+    *(Hook("per-op time", BaseExecutionTimePredictor, member, "override", ("batch",)) for member in (
+        "_get_attention_layer_pre_proj_execution_time", "_get_attention_layer_post_proj_execution_time",
+        "_get_attention_rope_execution_time", "_get_attention_kv_cache_save_execution_time",
+        "_get_attention_decode_execution_time", "_get_attention_prefill_execution_time",
+        "_get_mlp_layer_up_proj_execution_time", "_get_mlp_layer_down_proj_execution_time", "_get_mlp_layer_act_execution_time",
+        "_get_tensor_parallel_communication_time", "_get_pipeline_parallel_communication_time",
+        "_get_mlp_norm_layer_act_execution_time", "_get_attn_norm_layer_act_execution_time", "_get_add_layer_act_execution_time",
+        "_get_kv_parallel_communication_time",
+    )),
     # batches and requests
     Hook("batch tokens", Batch, "_num_q_tokens", "write"),
     Hook("batch stage tokens", BatchStage, "_num_q_tokens", "write"),
@@ -218,12 +226,6 @@ class ForestPredictorSeam(RandomForrestExecutionTimePredictor):
         """Vidur's path: fit every forest on the profile, predict every table."""
         return self._predict_from_models(self._train_models())
 
-    def fit_all_reduce_table(self, all_reduce_csv: str, tokens) -> dict:
-        """The all-reduce table alone, by Vidur's forest over measured rows."""
-        rows = self._get_all_reduce_df_with_derived_features(self._load_all_reduce_df(all_reduce_csv))
-        forest = self._train_model("all_reduce", ModelType.NETWORK, rows, ["num_tokens"], "time_stats.all_reduce.median")
-        return self._get_model_prediction("all_reduce", ModelType.NETWORK, forest, tokens)
-
     # Vidur's private state, read-only
     @property
     def predictor_config(self):
@@ -253,6 +255,41 @@ class ForestPredictorSeam(RandomForrestExecutionTimePredictor):
     def decode_batching_overhead(self) -> float:
         """Vidur's GQA decode-batching overhead fraction (0 for models without GQA)."""
         return self._attention_decode_batching_overhead_fraction
+
+
+# --- a whole-step predictor -------------------------------------------------------------------------
+PER_OP_HOOKS = tuple(hook.member for hook in HOOKS if hook.name == "per-op time")
+
+
+def _whole_step_only(name: str):
+    def refuse(self, batch):
+        raise NotImplementedError(
+            f"{type(self).__name__} costs whole steps (get_execution_time); Vidur's per-op piece {name} is not a part of it"
+        )
+
+    return refuse
+
+
+class WholeStepPredictorSeam(BaseExecutionTimePredictor):
+    """Vidur's predictor base for a model that costs a step as a whole: its ``get_execution_time``
+    is replaced, so the per-op pieces Vidur's own version sums are never asked for (each refuses,
+    naming itself, should a Vidur upgrade start calling one)."""
+
+    def __init__(self, predictor_config, replica_config, cache_config):
+        super().__init__(predictor_config=predictor_config, replica_config=replica_config, cache_config=cache_config)
+
+    @property
+    def predictor_config(self):
+        return self._config
+
+    @property
+    def replica_config(self):
+        return self._replica_config
+
+
+for _member in PER_OP_HOOKS:
+    setattr(WholeStepPredictorSeam, _member, _whole_step_only(_member))
+abc.update_abstractmethods(WholeStepPredictorSeam)
 
 
 # --- batches ------------------------------------------------------------------------------------

@@ -18,10 +18,10 @@ from simulator.profiles import grid, network, roofline
 from simulator.profiles.hardware import DeviceSpec, NetworkSpec
 from simulator.shapes import ModelShape
 from simulator.profiles.sharding import shardable
-from simulator.profiles.vidur_format import ATTENTION_OPS, MLP_OPS, PREDICTED_MLP_OPS, with_point_stats
+from simulator.profiles.vidur_format import ATTENTION_OPS, MLP_OPS, with_point_stats
 
 # Bump when the model's equations change: it is part of every cache key and provenance string.
-GENERATOR_VERSION = "3"  # 2: TP-sharded rows and all-reduce rows; 3: LM head and sampler columns
+GENERATOR_VERSION = "4"  # 2: TP-sharded rows and all-reduce rows; 3: LM head and sampler columns; 4: the step-time model (engine, FA3, custom all-reduce)
 MAX_DECODE_BATCH = 1024
 
 
@@ -105,9 +105,9 @@ def _attention_rows(shape: ModelShape, dev: DeviceSpec, max_seq_len: int, block_
 
 @dataclass(frozen=True)
 class BuiltinModel:
-    """What a built-in run's prediction tables are computed from: one worker's shard of the
-    model on one device, and the device's NVLink model when the all-reduce is built in too
-    (``network`` is None when measured all-reduce rows are given instead)."""
+    """What a built-in run's step-time model is made of: one worker's shard of the model on one
+    device, and the node's NVLink model at TP > 1 (the device's, or one fitted to measured
+    all-reduce rows)."""
 
     shape: ModelShape  # already sharded to the run's TP degree
     device: DeviceSpec
@@ -116,46 +116,3 @@ class BuiltinModel:
     def digest(self) -> str:
         """Content hash of every number the tables depend on (provenance and cache keys)."""
         return text_digest(f"{self.shape}|{self.device.fingerprint()}|{self.network}|v{GENERATOR_VERSION}")
-
-
-@dataclass(frozen=True)
-class PredictionGrid:
-    """The points Vidur's sklearn predictor looks up (``_predict_for_*_models``): every token
-    count, every decode (batch, KV) and prefill (KV, chunk) pair at its KV granularity."""
-
-    max_tokens: int  # prediction_max_tokens_per_request
-    max_batch: int  # prediction_max_batch_size
-    max_prefill_chunk: int  # prediction_max_prefill_chunk_size
-    kv_granularity: int  # kv_cache_prediction_granularity
-    prefill_chunk_step: int = 32  # Vidur rounds prefill chunks up to multiples of 32
-
-
-def _keyed(keys: np.ndarray, values: np.ndarray) -> dict:
-    """Vidur's table layout: a tuple of ints per point."""
-    return dict(zip(map(tuple, keys.tolist()), values.tolist()))
-
-
-def prediction_tables(model: BuiltinModel, grid_: PredictionGrid) -> dict[str, dict[tuple, float]]:
-    """Vidur's prediction tables evaluated straight from the physical model, point by point.
-
-    The same values the random forest would approximate from the generated profile, without
-    the forest's fitting time or its smoothing where the profile's grid is sparse.
-    """
-    shape, dev = model.shape, model.device
-    tokens = np.arange(1, grid_.max_tokens + 1)
-    token_keys = tokens[:, None]
-    side = roofline.mlp_side_ms(tokens, shape, dev)
-    tables = {op: _keyed(token_keys, side[op]) for op in PREDICTED_MLP_OPS}
-    tables["attn_kv_cache_save"] = _keyed(token_keys, roofline.kv_cache_save_ms(tokens, shape, dev))
-
-    kvs = np.arange(0, grid_.max_tokens + 1, grid_.kv_granularity)
-    chunks = np.arange(grid_.prefill_chunk_step, grid_.max_prefill_chunk + 1, grid_.prefill_chunk_step)
-    kv, chunk = (a.ravel() for a in np.meshgrid(kvs, chunks, indexing="ij"))
-    tables["attn_prefill"] = _keyed(np.stack([kv, chunk], axis=1), roofline.prefill_attention_ms(chunk, kv, shape, dev))
-    batch, kv = (a.ravel() for a in np.meshgrid(np.arange(1, grid_.max_batch + 1), kvs, indexing="ij"))
-    tables["attn_decode"] = _keyed(np.stack([batch, kv], axis=1), roofline.decode_attention_ms(batch, kv, shape, dev))
-
-    if shape.tensor_parallel > 1 and model.network is not None:
-        sizes = network.message_bytes(tokens, shape.embedding_dim)
-        tables["all_reduce"] = _keyed(token_keys, network.ring_all_reduce_ms(sizes, shape.tensor_parallel, model.network))
-    return tables

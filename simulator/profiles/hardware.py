@@ -116,6 +116,28 @@ class NetworkSpec:
     launch_us: float  # fixed cost of one collective as timed (launch, synchronisation)
     hop_us: float  # latency of one ring step
     bus_eff: float  # fraction of the NVLink bandwidth a ring sustains
+    # vLLM's custom all-reduce (simulator.profiles.collectives): fixed time of its one-shot and
+    # two-shot kernels and the fraction of NVLink bandwidth its peer reads sustain; None: the node
+    # has none measured, and every all-reduce is NCCL's ring above
+    custom_oneshot_us: Optional[float] = None
+    custom_twoshot_us: Optional[float] = None
+    custom_bus_eff: float = 1.0
+    custom_source: str = ""
+
+
+@dataclass(frozen=True)
+class AttentionSpec:
+    """The attention backend vLLM runs on the device and, for FlashAttention-3, how close its
+    kernel comes to the datasheet (:mod:`simulator.profiles.attention`).  FlashAttention-2 (the
+    A100) takes its decode and prefill constants from :class:`KernelConstants`, fitted on Vidur's
+    measured FlashAttention profile."""
+
+    backend: str  # "flash_attn_3" or "flash_attn_2"
+    source: str
+    decode_bandwidth_eff: float = 0.0  # fraction of HBM bandwidth decode CTAs stream K and V at
+    prefill_compute_eff: float = 0.0  # fraction of the FP16 tensor peak prefill tiles compute at
+    kernel_us: float = 0.0  # fixed time of one attention kernel
+    combine_us: float = 0.0  # the split-KV combine kernel, when the kernel splits
 
 
 @dataclass(frozen=True)
@@ -127,6 +149,7 @@ class DeviceSpec:
     fitted_from: str
     network: Optional[NetworkSpec] = None
     kernels: KernelShapes = KernelShapes()
+    attention: AttentionSpec = AttentionSpec("flash_attn_2", "default: FlashAttention-2, the fitted kernel constants")
 
     def with_constants(self, constants: KernelConstants, version: str, fitted_from: str) -> "DeviceSpec":
         return replace(self, constants=constants, constants_version=version, fitted_from=fitted_from)
@@ -140,6 +163,7 @@ class DeviceSpec:
                 "constants": asdict(self.constants),
                 **({"network": asdict(self.network)} if self.network else {}),
                 **({"kernels": asdict(self.kernels)} if self.kernels != KernelShapes() else {}),
+                "attention": asdict(self.attention),
             },
             sort_keys=True,
         )
@@ -170,7 +194,14 @@ def _build(name: str, entry: dict, path: Path) -> DeviceSpec:
         except TypeError as exc:
             expected = [f.name for f in fields(KernelShapes)]
             raise ConfigError(f"{path}: device '{name}' has a malformed [kernels] table ({exc}); it may hold {expected}") from exc
-    return DeviceSpec(name, datasheet, constants, version, fitted_from, network, kernels)
+    attention = DeviceSpec.attention
+    if "attention" in entry:
+        try:
+            attention = AttentionSpec(**entry["attention"])
+        except TypeError as exc:
+            expected = [f.name for f in fields(AttentionSpec)]
+            raise ConfigError(f"{path}: device '{name}' has a malformed [attention] table ({exc}); it may hold {expected}") from exc
+    return DeviceSpec(name, datasheet, constants, version, fitted_from, network, kernels, attention)
 
 
 def _resolve_variant(name: str, entry: dict, table: dict, path: Path) -> dict:

@@ -19,8 +19,8 @@ from typing import Optional
 from simulator.catalog import model_shape
 from simulator.errors import ConfigError
 from simulator.hashing import text_digest
-from simulator.profiles import builtin
-from simulator.profiles.hardware import DeviceSpec, get_device
+from simulator.profiles import builtin, network
+from simulator.profiles.hardware import DeviceSpec, NetworkSpec, get_device
 from simulator.shapes import ModelShape
 from simulator.profiles.vidur_format import (
     ProfileFiles,
@@ -184,8 +184,10 @@ def _resolve(
 
 
 def _resolve_builtin(network_dir, shape, dev: DeviceSpec, tp: int) -> ResolvedProfile:
-    """The built-in physical model for this shard and device: nothing to generate or fit.  Only
-    measured all-reduce rows (``network_dir``) are a file, which Vidur's forest then fits."""
+    """The built-in physical model for this shard and device: nothing to generate or fit, except
+    that measured all-reduce rows (``network_dir``) replace the node's NVLink model with the ring
+    model fitted to them (:func:`simulator.profiles.network.fit`): every all-reduce is then what
+    the measurement timed, NCCL's, with no custom all-reduce."""
     _check_device_covers(dev, tp)
     profile_id = f"builtin-v{builtin.GENERATOR_VERSION}:{dev.constants_version}"
     files, network_source, net = None, None, None
@@ -195,10 +197,24 @@ def _resolve_builtin(network_dir, shape, dev: DeviceSpec, tp: int) -> ResolvedPr
             raise ConfigError(f"network profile directory {network_dir}: no all_reduce.csv (or all_reduce.csv.xz)")
         all_reduce = validate_all_reduce(found, tp, f"{network_dir}")
         files = ProfileFiles(None, None, all_reduce)
-        network_source = "network_dir"
+        net, network_source = measured_network(all_reduce, dev), "network_dir"
+        profile_id += f"+{net.version}"
     elif tp > 1:
         net, network_source = dev.network, "builtin"
         profile_id += f"+{dev.network.version}"
     model = builtin.BuiltinModel(shape, dev, net)
     digest = text_digest(model.digest() + (files.sha256() if files else ""))
     return ResolvedProfile(files, "builtin", profile_id, digest, builtin.MAX_DECODE_BATCH, tp, network_source, model)
+
+
+def measured_network(all_reduce_csv: Path, dev: DeviceSpec) -> NetworkSpec:
+    """The ring model fitted to a measured Vidur-format all_reduce.csv (its rows of one node), on
+    the device's NVLink datasheet; without the custom all-reduce, which the rows did not time."""
+    import pandas as pd
+
+    rows = pd.read_csv(all_reduce_csv)
+    rows = rows[rows.num_workers == rows.devices_per_node]
+    base = replace(dev.network, custom_oneshot_us=None, custom_twoshot_us=None, custom_source="")
+    fitted = network.fit(base, rows["size"], rows.num_workers, rows["time_stats.all_reduce.median"])
+    digest = text_digest(f"{fitted.launch_us}|{fitted.hop_us}|{fitted.bus_eff}", 8)
+    return replace(fitted, version=f"measured-{digest}", fitted_from=f"{all_reduce_csv} (ring model fitted at load)")

@@ -1,0 +1,103 @@
+"""The built-in profile's predictor: each step costed whole by the engine's step-time model.
+
+Vidur's own predictors sum per-op times looked up in tables fitted to a measured profile; the
+built-in profile *is* a model of the step (:mod:`simulator.profiles.step`), so this predictor asks
+it directly, once per step, for the batch Vidur's scheduler formed: no tables, no forest.  A step
+costs
+
+    engine overhead (CPU, per step)  +  the forward and logits (StepModel.forward)
+                                     +  the proposer's passes (speculative steps)
+
+A verify row of k' + 1 queries is an attention row of k' + 1 queries over its cache: the attention
+backend costs it under the run's verify assumption (``kv_once`` by default).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from vidur.config import BaseExecutionTimePredictorConfig
+from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
+
+from simulator.engine.batch import SpecBatch
+from simulator.engine.types import ExtensionType
+from simulator.engine.vidur_seam import WholeStepPredictorSeam
+from simulator.profiles.attention import AttentionRows
+from simulator.profiles.step import StepCost, StepModel
+
+
+@dataclass
+class AnalyticPredictorConfig(BaseExecutionTimePredictorConfig):
+    step_model: Optional[StepModel] = None
+    # the engine's CPU time per step outside the forward (a draft's passes run inside the
+    # target's step and pay none)
+    engine_overhead_ms: float = 0.0
+    # what proposing costs, added to speculative steps (simulator.engine.proposers); None: nothing
+    proposer: Optional[object] = None
+
+    @staticmethod
+    def get_type():
+        return ExtensionType.ANALYTIC
+
+
+class StepTime:
+    """What Vidur reads of a step's execution time: the whole step and the model's part of it."""
+
+    __slots__ = ("total_time", "model_time", "cost")
+
+    def __init__(self, total_s: float, model_s: float, cost: StepCost):
+        self.total_time = total_s
+        self.model_time = model_s
+        self.cost = cost
+
+
+def batch_rows(batch) -> tuple[AttentionRows, int, int, bool]:
+    """(attention rows, computed tokens, logits rows, uniform decode) of a Vidur batch.
+
+    A decode or verify row attends over its cache and the step's own tokens; a prefill chunk
+    over the prompt cached before it.  Logits come from every decode/verify token and from the
+    last token of a prompt that completes in the step.  The batch is a uniform decode when every
+    row is a decode/verify row with the same query count (vLLM's full-graph condition)."""
+    decode_flags = batch.decode_rows if isinstance(batch, SpecBatch) else None
+    decode, prefill, logits = [], [], 0
+    for i, (request, q, kv) in enumerate(zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens)):
+        is_decode = decode_flags[i] if decode_flags is not None else request.is_prefill_complete
+        if is_decode:
+            decode.append((q, kv + q))
+            logits += q
+        else:
+            prefill.append((q, kv))
+            if request.num_processed_tokens + q >= request.num_prefill_tokens:
+                logits += 1
+    uniform = not prefill and len({q for q, _ in decode}) == 1
+    tokens = sum(batch.num_q_tokens)
+    return AttentionRows(tuple(decode), tuple(prefill)), tokens, logits, uniform
+
+
+class AnalyticPredictor(WholeStepPredictorSeam):
+    def __init__(self, predictor_config, replica_config, cache_config):
+        super().__init__(predictor_config, replica_config, cache_config)
+        self._model: StepModel = predictor_config.step_model
+        self._overhead_s = predictor_config.engine_overhead_ms * 1e-3
+        self.proposer = predictor_config.proposer
+
+    def forward_cost(self, batch, logits_rows: Optional[int] = None) -> StepCost:
+        rows, tokens, logits, uniform = batch_rows(batch)
+        return self._model.forward(rows, tokens, logits if logits_rows is None else logits_rows, uniform)
+
+    def pass_seconds(self, batch, logits_rows: int) -> float:
+        """One forward of this model over ``batch`` scoring ``logits_rows`` tokens: a draft pass
+        (no engine overhead: it runs inside the target's step)."""
+        return self.forward_cost(batch, logits_rows).total_ms * 1e-3
+
+    def get_execution_time(self, batch, pipeline_stage: int) -> StepTime:
+        cost = self.forward_cost(batch)
+        model_s = cost.total_ms * 1e-3
+        total_s = model_s + self._overhead_s
+        if self.proposer is not None and isinstance(batch, SpecBatch):
+            total_s += self.proposer.step_seconds(batch)
+        return StepTime(total_s, model_s, cost)
+
+
+ExecutionTimePredictorRegistry.register(ExtensionType.ANALYTIC, AnalyticPredictor)

@@ -1,0 +1,58 @@
+"""A tensor-parallel all-reduce as vLLM runs it inside one NVLink node (pure, no I/O).
+
+vLLM reduces a layer's activations with its own **custom all-reduce**
+(``vllm/distributed/device_communicators/custom_all_reduce.py``, ``csrc/custom_all_reduce.cuh``)
+whenever the message fits its buffer (8 MiB by default) and every GPU pair is linked by NVLink:
+each GPU reads its peers' buffers directly, in CUDA graphs too.  Small messages take the
+**one-shot** kernel (every GPU reads all ``n - 1`` peers' whole messages and sums them), larger
+ones the **two-shot** kernel (a reduce-scatter, then an all-gather: each GPU reads ``(n - 1) / n``
+of the message twice).  Above the buffer, NCCL's ring all-reduce runs
+(:func:`simulator.profiles.network.ring_all_reduce_ms`, fitted on Vidur's measured NCCL profile).
+
+    one-shot:  t = oneshot_us + (n - 1) * bytes / (NVLink bandwidth * custom_bus_eff)
+    two-shot:  t = twoshot_us + 2 (n - 1) / n * bytes / (NVLink bandwidth * custom_bus_eff)
+
+The selection between the two kernels follows vLLM's (``CustomAllreduce::allreduce``): one-shot
+for two GPUs, and on a fully connected node below 512 KiB (up to 4 GPUs) or 256 KiB (up to 8).
+"""
+
+from __future__ import annotations
+
+from simulator.profiles.hardware import NetworkSpec
+from simulator.profiles.network import ring_all_reduce_ms
+
+CUSTOM_WORLD_SIZES = (2, 4, 6, 8)  # vLLM's custom all-reduce supports these group sizes
+ONESHOT_MAX_BYTES = {4: 512 * 1024, 8: 256 * 1024}  # one-shot below these, two-shot above
+
+
+def uses_oneshot(size_bytes: float, workers: int) -> bool:
+    if workers == 2:
+        return True
+    limit = ONESHOT_MAX_BYTES[4] if workers <= 4 else ONESHOT_MAX_BYTES[8]
+    return size_bytes < limit
+
+
+def all_reduce_ms(size_bytes: float, workers: int, net: NetworkSpec, custom_max_bytes: int) -> float:
+    """Milliseconds for one all-reduce of ``size_bytes`` over ``workers`` GPUs of ``net``."""
+    if workers <= 1:
+        return 0.0
+    bandwidth = net.nvlink_bandwidth_gbps * 1e9
+    if workers in CUSTOM_WORLD_SIZES and size_bytes <= custom_max_bytes and net.custom_oneshot_us is not None:
+        if uses_oneshot(size_bytes, workers):
+            seconds = net.custom_oneshot_us * 1e-6 + (workers - 1) * size_bytes / (bandwidth * net.custom_bus_eff)
+        else:
+            seconds = net.custom_twoshot_us * 1e-6 + 2 * (workers - 1) / workers * size_bytes / (bandwidth * net.custom_bus_eff)
+        return seconds * 1e3
+    return float(ring_all_reduce_ms(size_bytes, workers, net))
+
+
+def all_gather_ms(total_bytes: float, workers: int, net: NetworkSpec) -> float:
+    """NCCL's ring all-gather of ``total_bytes`` in all (each GPU contributes 1 / workers of it):
+    vLLM V1 gathers the vocabulary shards' logits this way.  The ring moves ``(n - 1) / n`` of the
+    result through each GPU's links in ``n - 1`` steps, with the launch and hop costs fitted on
+    Vidur's measured NCCL all-reduce (:mod:`simulator.profiles.network`)."""
+    if workers <= 1:
+        return 0.0
+    steps = workers - 1
+    seconds = (net.launch_us + steps * net.hop_us) * 1e-6 + steps / workers * total_bytes / (net.nvlink_bandwidth_gbps * 1e9 * net.bus_eff)
+    return seconds * 1e3

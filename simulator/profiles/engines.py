@@ -1,0 +1,116 @@
+"""What the serving engine does around the kernels: CUDA graphs, launches, per-step CPU time.
+
+A step's GPU kernels are costed by :mod:`simulator.profiles.roofline` and
+:mod:`simulator.profiles.attention`; how they are *issued* is a property of the engine and its
+version, not of the GPU, so it lives here, as data (``engines.toml``, package data) with a source
+per number.  vLLM V1 issues a forward in one of three ways (``vllm/config/compilation.py``,
+``vllm/v1/worker/gpu_model_runner.py``):
+
+* **full graph**: one CUDA graph holds the whole forward, attention included.  vLLM >= 0.11
+  (``cudagraph_mode = FULL_AND_PIECEWISE``) runs uniform decode batches this way (every row with
+  the same query length: 1 for decode, k + 1 for a speculative verify), up to the largest capture
+  size.  The CPU launches one graph; the GPU runs the kernels back to back.
+* **piecewise**: the layers between attention calls are captured, attention runs eagerly between
+  the pieces.  vLLM 0.10 runs every batch up to the largest capture size this way (0.11 keeps it
+  for mixed prefill + decode batches).  Per layer the CPU replays a piece and calls attention.
+* **eager**: batches above the largest capture size (long prefill chunks): every kernel is
+  launched from Python.
+
+In every mode the GPU can run no faster than the CPU issues work; per layer the step takes the
+longer of the two (:func:`simulator.profiles.step`).  Batches in a graph mode run padded to the
+next capture size.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from simulator.config import DEFAULT_ENGINE
+from simulator.errors import ConfigError
+from simulator.inputs import check_table, read_toml, require
+
+ENGINES_FILE = Path(str(resources.files("simulator.profiles").joinpath("engines.toml")))
+CUDAGRAPH_MODES = ("piecewise", "full_and_piecewise", "none")
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """One engine version's issuing behaviour; times in microseconds unless the name says ms."""
+
+    name: str
+    version: str
+    cudagraph_mode: str  # "piecewise", "full_and_piecewise" or "none"
+    capture_sizes: tuple[int, ...]  # token counts graphs are captured for (ascending)
+    graph_kernel_gap_us: float  # GPU idle between two kernels of one graph
+    stream_kernel_gap_us: float  # GPU idle between two kernels launched eagerly, CPU ahead
+    cpu_kernel_launch_us: float  # CPU time to launch one kernel eagerly (PyTorch dispatch + launch)
+    cpu_graph_launch_us: float  # CPU time to replay one captured graph (or piece)
+    cpu_attention_call_us: float  # CPU time of one eager attention call (metadata, cache write, kernel)
+    custom_all_reduce_max_bytes: int  # vLLM's custom all-reduce buffer; larger messages go to NCCL
+    source: str
+
+    @property
+    def max_capture_size(self) -> int:
+        return self.capture_sizes[-1] if self.capture_sizes else 0
+
+    def padded(self, tokens: int) -> int:
+        """The capture size a graph-mode batch of ``tokens`` runs at (vLLM pads to it)."""
+        i = bisect.bisect_left(self.capture_sizes, tokens)
+        return self.capture_sizes[i]
+
+    def mode(self, tokens: int, uniform_decode: bool) -> str:
+        """How a forward of ``tokens`` tokens is issued: "full", "piecewise" or "eager".
+
+        ``uniform_decode``: every row is a decode or verify row with the same query length."""
+        if self.cudagraph_mode == "none" or tokens > self.max_capture_size:
+            return "eager"
+        if self.cudagraph_mode == "full_and_piecewise" and uniform_decode:
+            return "full"
+        return "piecewise"
+
+
+def vllm_capture_sizes(largest: int) -> tuple[int, ...]:
+    """vLLM V1's default capture sizes up to ``largest``: 1, 2, 4, then every multiple of 8."""
+    return tuple(s for s in (1, 2, 4, *range(8, largest + 1, 8)) if s <= largest)
+
+
+_FIELDS = {
+    "version": str, "cudagraph_mode": str, "max_capture_size": int, "graph_kernel_gap_us": float, "stream_kernel_gap_us": float,
+    "cpu_kernel_launch_us": float, "cpu_graph_launch_us": float, "cpu_attention_call_us": float,
+    "custom_all_reduce_max_bytes": int, "source": str,
+}
+
+
+def _engine(name: str, table: dict, where: str) -> EngineSpec:
+    check_table(table, _FIELDS, f"{where}: [\"{name}\"]")
+    at = f"{where}: [\"{name}\"]"
+    require(table["cudagraph_mode"] in CUDAGRAPH_MODES, at, f"cudagraph_mode = {table['cudagraph_mode']!r}; expected one of {list(CUDAGRAPH_MODES)}")
+    for key, kind in _FIELDS.items():
+        if kind is float:
+            require(table[key] >= 0, at, f"{key} = {table[key]} must be >= 0")
+    require(table["max_capture_size"] >= 1, at, f"max_capture_size = {table['max_capture_size']} must be >= 1")
+    require(table["source"].strip() != "", at, "source must say where the numbers come from")
+    values = {key: table[key] for key in _FIELDS if key != "max_capture_size"}
+    return EngineSpec(name=name, capture_sizes=vllm_capture_sizes(table["max_capture_size"]), **values)
+
+
+def load_engines(path: Path = ENGINES_FILE) -> dict[str, EngineSpec]:
+    doc = read_toml(path, "engine profiles")
+    return {name: _engine(name, table, f"engine profiles {path}") for name, table in doc.items()}
+
+
+@lru_cache(maxsize=4)
+def _engines_at(path: str, mtime_ns: int) -> dict[str, EngineSpec]:
+    return load_engines(Path(path))
+
+
+def get_engine(name: str = DEFAULT_ENGINE, path: Path = ENGINES_FILE) -> EngineSpec:
+    engines = _engines_at(str(path), Path(path).stat().st_mtime_ns)
+    if name not in engines:
+        raise ConfigError(f"unknown engine '{name}'; known engines: {', '.join(sorted(engines))}")
+    return engines[name]
+

@@ -1,0 +1,194 @@
+"""One forward pass of a model as vLLM V1 runs it: the built-in profile's step time (pure).
+
+A step is the target's (or a draft's) forward over a batch of rows, then the LM head and the
+sampler on the rows that produce logits.  The forward is ``L`` identical decoder layers, each the
+kernels vLLM launches for a Llama-style layer (``vllm/model_executor/models/llama.py``):
+
+=====================  ==========================================================================
+kernel                 cost (one tensor-parallel worker)
+=====================  ==========================================================================
+fused_add_rms_norm x2  the residual add is fused into each norm (``RMSNorm.forward`` with a
+                       residual): two kernels per layer, no separate add
+QKV projection         GEMM [T, h] x [h, (q + 2 kv) * head_dim / TP]
+rotary embedding       one in-place kernel over Q and K
+KV-cache write         ``reshape_and_cache_flash``: K and V of the step's tokens into the cache
+attention              one varlen kernel over every row (:mod:`simulator.profiles.attention`)
+output projection      GEMM [T, q * head_dim / TP] x [.., h], then an all-reduce (TP > 1)
+gate/up projection     GEMM [T, h] x [h, 2 f / TP]
+SiLU-and-mul           one kernel (``SiluAndMul``)
+down projection        GEMM [T, f / TP] x [.., h], then an all-reduce (TP > 1)
+=====================  ==========================================================================
+
+GEMMs, norms and element-wise kernels are :mod:`simulator.profiles.roofline`'s kernel models
+(fitted on kernel durations measured in isolation, which carry no launch gaps); the all-reduce is
+:mod:`simulator.profiles.collectives`.  How the kernels are issued is the engine's
+(:mod:`simulator.profiles.engines`): between two kernels the GPU idles ``graph_kernel_gap_us``
+inside a CUDA graph or ``stream_kernel_gap_us`` when launched eagerly; the CPU spends, per layer,
+nothing (one full graph for the whole step), one piece's replay and one eager attention call
+(piecewise), or one launch per kernel and the attention call (eager).  A layer takes the longer
+of its GPU time and its CPU time: the GPU cannot run ahead of the CPU that feeds it, and a CPU
+that is ahead is hidden behind the GPU.  Graph-mode batches run padded to the capture size.
+
+The LM head and the sampler run eagerly after the forward (``compute_logits`` and the sampler
+are outside vLLM's captured graphs), on the rows that produce logits; at TP > 1 the vocabulary
+shards' logits are gathered.  The engine's per-step CPU time outside the forward (scheduling,
+input preparation, output processing) is the caller's (:mod:`simulator.engine.analytic`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Optional
+
+import numpy as np
+
+from simulator.profiles import collectives, roofline
+from simulator.profiles.attention import AttentionRows, attention_ms
+from simulator.profiles.engines import EngineSpec
+from simulator.profiles.hardware import DeviceSpec, NetworkSpec
+from simulator.shapes import ModelShape
+
+# Kernels of one decoder layer outside attention and the all-reduces (table above), and the
+# attention call itself (the KV-cache write runs inside it in eager and piecewise modes)
+LAYER_KERNELS = 9
+ATTENTION_KERNELS = 1
+ALL_REDUCES_PER_LAYER = 2
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """A forward's milliseconds, by term (each already multiplied by the layers where it repeats)."""
+
+    mode: str  # "full", "piecewise" or "eager" (simulator.profiles.engines.EngineSpec.mode)
+    padded_tokens: int
+    linear_ms: float  # GEMMs, norms, rotary, KV write, activation of every layer
+    attention_ms: float
+    all_reduce_ms: float
+    gaps_ms: float  # GPU idle between kernels
+    cpu_bound_ms: float  # what the layers wait on the CPU beyond their GPU time
+    outside_layers_ms: float  # embedding and final norm
+    logits_ms: float  # LM head, sampler, logits gather
+
+    @property
+    def total_ms(self) -> float:
+        return (
+            self.linear_ms + self.attention_ms + self.all_reduce_ms + self.gaps_ms + self.cpu_bound_ms
+            + self.outside_layers_ms + self.logits_ms
+        )
+
+
+@dataclass(frozen=True)
+class StepModel:
+    """The step-time model of one model shard on one device under one engine.
+
+    ``shape`` is already sharded to the run's TP degree; ``network`` is the node's NVLink model
+    (None at TP 1); ``max_tokens`` bounds the token counts its per-token tables cover (larger
+    counts are computed on demand)."""
+
+    shape: ModelShape
+    num_layers: int
+    device: DeviceSpec
+    engine: EngineSpec
+    network: Optional[NetworkSpec] = None
+    attention_mode: str = "kv_once"
+    interpolation: float = 0.0
+    lm_head: bool = True
+    max_tokens: int = 8192
+    _memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    # --- per-token tables: everything in a layer that depends only on the step's token count ----
+    def _linear_ms(self, tokens: np.ndarray) -> np.ndarray:
+        """Per layer, at each token count: the kernels whose time depends on the count alone."""
+        shape, dev = self.shape, self.device
+        t = np.maximum(np.asarray(tokens, dtype=float), 1)
+        h, f, hd = shape.embedding_dim, shape.mlp_hidden_per_worker, shape.head_dim
+        c = dev.constants
+        up_width = 2 * f if shape.use_gated_mlp else f
+        rope_bytes = t * 2 * (shape.q_heads_per_worker + shape.kv_heads_per_worker) * hd * roofline.BYTES
+        act_bytes = t * (up_width + f) * roofline.BYTES
+        return (
+            2 * roofline.rmsnorm_ms(t, h, dev)
+            + roofline.gemm_ms(t, shape.qkv_dim, h, dev)
+            + roofline.streaming_ms(rope_bytes, c.rope_eff, dev)
+            + roofline.kv_cache_save_ms(t, shape, dev)
+            + roofline.gemm_ms(t, h, shape.q_heads_per_worker * hd, dev)
+            + roofline.gemm_ms(t, up_width, h, dev)
+            + roofline.streaming_ms(act_bytes, c.act_eff, dev)
+            + roofline.gemm_ms(t, h, f, dev)
+        )
+
+    def _outside_ms(self, tokens: np.ndarray) -> np.ndarray:
+        """Embedding gather and final norm, at each token count."""
+        dev, h = self.device, self.shape.embedding_dim
+        t = np.maximum(np.asarray(tokens, dtype=float), 1)
+        return roofline.streaming_ms(t * 2 * h * roofline.BYTES, dev.constants.add_eff, dev) + roofline.rmsnorm_ms(t, h, dev)
+
+    @cached_property
+    def _tables(self) -> dict:
+        tokens = np.arange(0, self.max_tokens + 1)
+        return {"linear": self._linear_ms(tokens), "outside": self._outside_ms(tokens)}
+
+    def _per_token(self, table: str, tokens: int) -> float:
+        """One per-token table's value at ``tokens`` (beyond the table: computed once, kept)."""
+        if tokens <= self.max_tokens:
+            return float(self._tables[table][tokens])
+        key = (table, tokens)
+        if key not in self._memo:
+            compute = self._linear_ms if table == "linear" else self._outside_ms
+            self._memo[key] = float(compute(np.array([tokens]))[0])
+        return self._memo[key]
+
+    def all_reduce_ms(self, tokens: int) -> float:
+        """One layer's two all-reduces of the step's activations (0 at TP 1)."""
+        tp = self.shape.tensor_parallel
+        if tp == 1 or self.network is None:
+            return 0.0
+        size = tokens * self.shape.embedding_dim * roofline.BYTES
+        return ALL_REDUCES_PER_LAYER * collectives.all_reduce_ms(size, tp, self.network, self.engine.custom_all_reduce_max_bytes)
+
+    def logits_ms(self, tokens: int) -> float:
+        """LM head and sampler on ``tokens`` logits rows, and the gather of vocabulary shards."""
+        if tokens <= 0 or not self.lm_head:
+            return 0.0
+        key = ("logits", tokens)
+        if key not in self._memo:
+            shape, dev = self.shape, self.device
+            ms = float(roofline.lm_head_ms(tokens, shape, dev)) + float(roofline.sampler_ms(tokens, shape, dev))
+            if shape.tensor_parallel > 1 and self.network is not None:
+                ms += collectives.all_gather_ms(tokens * shape.vocab_size * roofline.BYTES, shape.tensor_parallel, self.network)
+            self._memo[key] = ms
+        return self._memo[key]
+
+    # --- one forward ----------------------------------------------------------------------------
+    def forward(self, rows: AttentionRows, tokens: int, logits_tokens: int, uniform_decode: bool) -> StepCost:
+        """The forward over ``rows`` (``tokens`` computed tokens in all), then logits for
+        ``logits_tokens`` rows."""
+        engine = self.engine
+        mode = engine.mode(tokens, uniform_decode)
+        padded = tokens if mode == "eager" else engine.padded(tokens)
+        layers = self.num_layers
+        linear = self._per_token("linear", padded)
+        attention = attention_ms(rows, self.shape, self.device, self.attention_mode, self.interpolation)
+        all_reduce = self.all_reduce_ms(padded)
+        kernels = LAYER_KERNELS + ATTENTION_KERNELS + (ALL_REDUCES_PER_LAYER if all_reduce else 0)
+        gap_us = engine.stream_kernel_gap_us if mode == "eager" else engine.graph_kernel_gap_us
+        gaps = kernels * gap_us * 1e-3
+        gpu = linear + attention + all_reduce + gaps
+        if mode == "full":
+            cpu = 0.0
+        elif mode == "piecewise":
+            cpu = (engine.cpu_graph_launch_us + engine.cpu_attention_call_us) * 1e-3
+        else:
+            cpu = ((LAYER_KERNELS + (ALL_REDUCES_PER_LAYER if all_reduce else 0)) * engine.cpu_kernel_launch_us + engine.cpu_attention_call_us) * 1e-3
+        return StepCost(
+            mode=mode,
+            padded_tokens=padded,
+            linear_ms=layers * linear,
+            attention_ms=layers * attention,
+            all_reduce_ms=layers * all_reduce,
+            gaps_ms=layers * gaps,
+            cpu_bound_ms=layers * max(0.0, cpu - gpu),
+            outside_layers_ms=self._per_token("outside", padded),
+            logits_ms=self.logits_ms(logits_tokens),
+        )

@@ -1,0 +1,83 @@
+"""The step-time model's declared calibration data: every constant set from data is declared with
+its source, quote and version, equals what the simulator uses, and comes from no check row's source."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simulator.errors import ConfigError
+from simulator.profiles.hardware import get_device
+from simulator.profiling import step_calibration
+from simulator.published.spec import load_measurements
+
+REPO = Path(__file__).resolve().parents[1]
+DECLARED = REPO / "data" / "calibration" / "step_time.toml"
+PUBLISHED = REPO / "data" / "published.toml"
+H200_MLP = REPO / "data" / "profiles" / "h200" / "meta-llama" / "Llama-2-7b-hf" / "mlp.csv.xz"
+
+
+def _check_sources() -> tuple[str, ...]:
+    return tuple(m.source_url for m in load_measurements(PUBLISHED) if m.role == "check")
+
+
+def test_every_declared_value_is_the_one_the_simulator_uses():
+    declared = step_calibration.load(DECLARED, _check_sources())
+    assert len(declared.constants) >= 6 and declared.assumptions and declared.checks
+    for entry in declared.constants + declared.assumptions:
+        assert step_calibration.live_value(entry.name) == pytest.approx(entry.value), entry.name
+
+
+def test_the_graph_gap_is_derived_from_the_projects_own_h200_profile():
+    derived = step_calibration.graph_kernel_gap_us(H200_MLP, get_device("h200"))
+    assert round(derived, 1) == step_calibration.live_value("engines.vllm-0.10.1.graph_kernel_gap_us")
+
+
+@pytest.mark.parametrize(
+    "url, key",
+    [
+        ("https://github.com/vllm-project/vllm/pull/16937#issuecomment-2828889840", "github.com/vllm-project/vllm/16937"),
+        ("https://github.com/vllm-project/vllm/issues/20780", "github.com/vllm-project/vllm/20780"),
+        ("https://github.com/SpecDecode-Bench/simulator/blob/main/predictor.py", "github.com/specdecode-bench/simulator"),
+        ("https://blog.vllm.ai/2024/09/05/perf-update.html#appendix", "blog.vllm.ai/2024/09/05/perf-update.html"),
+    ],
+)
+def test_a_source_is_a_thread_a_repository_or_a_page(url, key):
+    assert step_calibration.source_key(url) == key
+
+
+GOOD = """
+[[constant]]
+name = "devices.h100.attention.kernel_us"
+value = 8.0
+vllm_version = "0.10.1"
+source_url = "https://example.org/kernel-benchmark"
+quote = "27.6 us"
+settings = "H100"
+derivation = "arithmetic"
+"""
+
+
+@pytest.mark.parametrize(
+    "edit, named",
+    [
+        (lambda t: t.replace('quote = "27.6 us"', 'quote = ""'), "quote must say something"),
+        (lambda t: t.replace('vllm_version = "0.10.1"\n', ""), "vllm_version"),
+        (lambda t: t.replace("https://example.org/kernel-benchmark", "https://github.com/vllm-project/vllm/issues/20780#x"), "is also a check row's"),
+        (lambda t: t.replace("https://", "http://"), "must be an https link"),
+        (lambda t: t + "\nextra = 1\n", "extra"),
+    ],
+)
+def test_a_bad_entry_is_refused_naming_it(tmp_path, edit, named):
+    path = tmp_path / "step_time.toml"
+    path.write_text(edit(GOOD))
+    with pytest.raises(ConfigError, match=r"constant 1 \(devices.h100.attention.kernel_us\)|step-time calibration") as info:
+        step_calibration.load(path, ("https://github.com/vllm-project/vllm/issues/20780",))
+    assert named in str(info.value)
+
+
+def test_the_committed_good_entry_loads(tmp_path):
+    path = tmp_path / "step_time.toml"
+    path.write_text(GOOD)
+    assert step_calibration.load(path).constants[0].value == 8.0
