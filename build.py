@@ -42,6 +42,10 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--published-assumptions", type=Path, default=DATA_DIR / "published_assumptions.toml", help="lengths and acceptance the rows leave unstated"
     )
     parser.add_argument("--published-csv", type=Path, default=DATA_DIR / "published.csv", help="the published-vs-simulated CSV to write")
+    parser.add_argument(
+        "--step-calibration", type=Path, default=DATA_DIR / "calibration" / "step_time.toml",
+        help="the step-time model's declared calibration data, checked against the published check rows",
+    )
     parser.add_argument("--no-published", action="store_true", help="do not simulate the published measurements (the page shows --published-csv if it exists)")
     parser.add_argument(
         "--validation-report",
@@ -96,7 +100,7 @@ def main(argv=None) -> int:
                     published_csv=args.published_csv if (args.no_published or args.skip_sweep) and args.published_csv.is_file() else None,
                     verify_profile_dir=VERIFY_PROFILE_DIR,
                 ),
-                published=None if args.no_published else PublishedInputs(args.published, args.published_assumptions, args.published_csv),
+                published=None if args.no_published else PublishedInputs(args.published, args.published_assumptions, args.published_csv, args.step_calibration),
                 paysoff=None if args.no_paysoff else PaysoffInputs(args.paysoff_spec, *paysoff_files),
                 skip_sweep=args.skip_sweep,
                 jobs=args.jobs,

@@ -27,7 +27,7 @@ DEFAULT_ENGINE_OVERHEAD_MS = 1.2
 # Fixed time of one draft pass (EAGLE head or draft model) outside the ops its profile holds:
 # metadata updates between passes, graph and attention launches, the argmax (vLLM 0.10.1, H100).
 # Declared with its derivation in data/calibration/engine_costs.toml.
-DEFAULT_DRAFT_PASS_OVERHEAD_MS = 0.35
+DEFAULT_DRAFT_PASS_OVERHEAD_MS = 0.37
 # The engine version whose CUDA-graph and launch behaviour the built-in profile's step model follows
 # (simulator/profiles/engines.toml): the version the overheads above stand for.
 DEFAULT_ENGINE = "vllm-0.10.1"

@@ -18,6 +18,7 @@ from simulator.errors import ConfigError
 from simulator.progress import say
 from simulator.published import reproduce as published_reproduce
 from simulator.published import spec as published_spec
+from simulator.profiling import step_calibration
 from simulator.sweep import paysoff as paysoff_sweep
 from simulator.sweep.executors import make_executor
 from simulator.sweep.paysoff_spec import load_paysoff_spec
@@ -56,11 +57,13 @@ class BuildOptions:
 
 @dataclass(frozen=True)
 class PublishedInputs:
-    """data/published.toml + its assumptions -> data/published.csv (simulated with the sweep)."""
+    """data/published.toml + its assumptions -> data/published.csv (simulated with the sweep); the
+    step-time model's declared calibration data is checked against its check rows."""
 
     measurements: Path
     assumptions: Path
     csv: Path
+    calibration: Optional[Path] = None  # data/calibration/step_time.toml
 
 
 def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
@@ -83,7 +86,11 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
     published = None
     if options.published is not None:  # bad measurements fail here, before any simulation
         check_writable_file(options.published.csv, "CSV")
-        published = published_reproduce.plans_for(*published_spec.load(options.published.measurements, options.published.assumptions))
+        measurements, assumptions = published_spec.load(options.published.measurements, options.published.assumptions)
+        if options.published.calibration is not None:  # a constant set by a check row's source is refused
+            engine_costs = options.published.calibration.with_name("engine_costs.toml")
+            step_calibration.check_published_roles(measurements, options.published.calibration, engine_costs)
+        published = published_reproduce.plans_for(measurements, assumptions)
     executor = make_executor(options.executor, options.jobs, options.progress_bar)
     stages = 2 + (paysoff_spec is not None) + (published is not None)
     stage = _Stages(stages, options.progress_bar)

@@ -103,11 +103,13 @@ def _load(tmp_path, text):
         (lambda s: s.replace('acceptance_class = "same_source"\n', ""), r"measurement 1: missing acceptance_class"),
         (lambda s: s.replace('role = "check"', 'role = "evidence"'), r"\(a-b-c\) role = 'evidence'; expected one of"),
         (lambda s: s.replace('"same_source"', '"vibes"'), r"\(a-b-c\) acceptance_class = 'vibes'"),
-        (lambda s: s.replace('role = "check"', 'role = "check"\nsets = ["engine_overhead_ms"]'), r"\(a-b-c\) is a check row but sets \['engine_overhead_ms'\]"),
-        (lambda s: s.replace('role = "check"', 'role = "calibration"'), r"\(a-b-c\) is a calibration row: name the constant"),
-        (lambda s: s.replace('role = "check"', 'role = "calibration"\nsets = ["luck"]'), r"sets names \['luck'\]"),
+        (lambda s: s.replace('role = "check"', 'role = "check"\ncalibrated_by = "https://example.org/fit"'), r"\(a-b-c\) is a check row but calibrated_by"),
+        (lambda s: s.replace('role = "check"', 'role = "calibration"'), r"is a calibration row: name the calibration data its source released"),
+        (lambda s: s.replace('role = "check"', 'role = "calibration"\ncalibrated_by = "ftp://x"'), r"is a calibration row: name the calibration data"),
+        (lambda s: s.replace('role = "check"', 'role = "check"\narrivals = "bursty"'), r"arrivals = 'bursty'"),
+        (lambda s: s.replace('value = 130.0', 'value = 130.0\nplausible = { tp = [2, 4] }'), r"plausible.tp = \[2, 4\] must list two or more tensor-parallel degrees, the row's tp = 1 among them"),
         (lambda s: s.replace("value = 130.0", "value = 130.0\nplausible = { output_len = [300, 200] }"), r"plausible.output_len = \[300, 200\] must be \[low, high\]"),
-        (lambda s: s.replace("value = 130.0", "value = 130.0\nplausible = { tp = [1, 2] }"), r"plausible.tp: only"),
+        (lambda s: s.replace("value = 130.0", "value = 130.0\nplausible = { seed = [1, 2] }"), r"plausible.seed: only"),
         (lambda s: s.replace("value = 130.0", 'value = 130.0\nplausible = { gpu = ["a100", "h200"] }'), r"the row's gpu = 'h100' among them"),
         (lambda s: s.replace("value = 130.0", "value = 130.0\ndraft_tp = 1"), r"draft_tp is for proposer"),
     ],
@@ -170,10 +172,10 @@ def test_same_setting_borrowing_is_accepted_and_classified(tmp_path):
 def test_committed_rows_every_one_with_a_role_and_class_and_the_overheads_source_is_calibration():
     measurements, _ = load(PUBLISHED, ASSUMPTIONS)
     for m in measurements:
-        if m.id.startswith("specdecode-bench"):  # its 1.2 ms per-step overhead is the model's default
-            assert m.role == "calibration" and "engine_overhead_ms" in m.sets, m.id
+        if m.id.startswith("specdecode-bench"):  # its simulator's fit set the 1.2 ms per-step overhead
+            assert m.role == "calibration" and "SpecDecode-Bench/simulator" in m.calibrated_by, m.id
         else:
-            assert m.role == "check" and not m.sets, m.id
+            assert m.role == "check" and m.calibrated_by is None, m.id
 
 
 def test_the_committed_measurements_load_and_have_enough_known_hardware():
@@ -356,7 +358,7 @@ def build_workspace(tmp_path, committed_csvs):
                                .replace("arrival_rate = [2.0, 4.0, 6.0]", "arrival_rate = [2.0]"))
     args = ["--spec", str(ws["spec.toml"]), "--csv", str(ws["sweep.csv"]), "--progress-csv", str(ws["progress.csv"]),
             "--out", str(ws["site"]), "--jobs", "1", "--published", str(ws["published.toml"]),
-            "--published-assumptions", str(ws["assumptions.toml"]), "--published-csv", str(ws["published.csv"])]
+            "--published-assumptions", str(ws["assumptions.toml"]), "--published-csv", str(ws["published.csv"]), "--no-paysoff"]
     return build_cli, ws, args
 
 
@@ -424,11 +426,11 @@ def test_best_k_at_batch_one_as_published(committed):
 
 
 def test_summary_counts_check_rows_only_by_class_and_calibration_apart():
-    def row(role, cls, metric, error, status=SIMULATED, sets=""):
-        return {"status": status, "role": role, "acceptance_class": cls, "metric": metric, "error_pct": error, "sets": sets}
+    def row(role, cls, metric, error, status=SIMULATED, by=""):
+        return {"status": status, "role": role, "acceptance_class": cls, "metric": metric, "error_pct": error, "calibrated_by": by}
 
     rows = [
-        row("calibration", "same_source", "speedup", 40.0, sets="engine_overhead_ms"),
+        row("calibration", "same_source", "speedup", 40.0, by="https://example.org/fit"),
         row("check", "same_source", "tpot_ms", -4.0),
         row("check", "same_source", "output_tokens_per_s", 20.0),
         row("check", "assumed", "speedup", 10.0),
@@ -444,4 +446,4 @@ def test_summary_counts_check_rows_only_by_class_and_calibration_apart():
     assert s["by_class"]["same_source"]["rows"] == 2 and s["by_class"]["assumed"]["median_abs_error_pct"] == 20.0
     assert s["by_class"]["other_dataset"]["rows"] == 0
     assert s["calibration"]["rows"] == 1 and s["calibration"]["median_abs_error_pct"] == 40.0  # not in the check figures
-    assert s["calibration_sets"] == ["engine_overhead_ms"]
+    assert s["calibrated_by"] == ["https://example.org/fit"]

@@ -129,7 +129,7 @@ def test_tensor_parallelism_halves_the_weights_and_adds_the_custom_all_reduce():
     assert 0.5 < tp2.linear_ms / tp1.linear_ms < 0.6
     assert tp2.all_reduce_ms == pytest.approx(80 * 2 * collectives.all_reduce_ms(8192 * 2, 2, get_device("h200").network, 8 * 2**20))
     assert tp2.all_reduce_ms / (80 * 2) < 0.006  # under 6 us each
-    assert tp2.total_ms / tp1.total_ms < 0.6
+    assert tp2.total_ms / tp1.total_ms < 0.65  # the per-kernel fixed times and the attention call do not halve
 
 
 def test_custom_all_reduce_one_shot_two_shot_and_nccl():

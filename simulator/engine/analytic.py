@@ -8,6 +8,9 @@ costs
     engine overhead (CPU, per step)  +  the forward and logits (StepModel.forward)
                                      +  the proposer's passes (speculative steps)
 
+or, with asynchronous scheduling (vLLM >= 0.14 for runs without speculation or with an EAGLE-type
+proposer), max(host overhead, forward + proposer) plus the hand-over gap between steps.
+
 A verify row of k' + 1 queries is an attention row of k' + 1 queries over its cache: the attention
 backend costs it under the run's verify assumption (``kv_once`` by default).
 """
@@ -35,6 +38,10 @@ class AnalyticPredictorConfig(BaseExecutionTimePredictorConfig):
     engine_overhead_ms: float = 0.0
     # what proposing costs, added to speculative steps (simulator.engine.proposers); None: nothing
     proposer: Optional[object] = None
+    # the engine overlaps its per-step host time with the GPU (vLLM's async scheduling): a step
+    # takes max(GPU, host) + async_step_gap_ms instead of GPU + host
+    async_scheduling: bool = False
+    async_step_gap_ms: float = 0.0
 
     @staticmethod
     def get_type():
@@ -80,6 +87,8 @@ class AnalyticPredictor(WholeStepPredictorSeam):
         super().__init__(predictor_config, replica_config, cache_config)
         self._model: StepModel = predictor_config.step_model
         self._overhead_s = predictor_config.engine_overhead_ms * 1e-3
+        self._async = predictor_config.async_scheduling
+        self._async_gap_s = predictor_config.async_step_gap_ms * 1e-3
         self.proposer = predictor_config.proposer
 
     def forward_cost(self, batch, logits_rows: Optional[int] = None) -> StepCost:
@@ -94,9 +103,13 @@ class AnalyticPredictor(WholeStepPredictorSeam):
     def get_execution_time(self, batch, pipeline_stage: int) -> StepTime:
         cost = self.forward_cost(batch)
         model_s = cost.total_ms * 1e-3
-        total_s = model_s + self._overhead_s
+        gpu_s = model_s
         if self.proposer is not None and isinstance(batch, SpecBatch):
-            total_s += self.proposer.step_seconds(batch)
+            gpu_s += self.proposer.step_seconds(batch)
+        if self._async:
+            total_s = max(gpu_s, self._overhead_s) + self._async_gap_s
+        else:
+            total_s = gpu_s + self._overhead_s
         return StepTime(total_s, model_s, cost)
 
 

@@ -35,7 +35,10 @@ from simulator.profiles.step import StepModel
 from simulator.shapes import ModelShape
 from simulator.textio import check_writable_dir
 
-DEFAULT_NETWORK_DEVICE = "a100_dgx"  # Vidur's node type for a device without a [network] table (TP 1 only)
+DEFAULT_NETWORK_DEVICE = "a100_dgx"
+# proposers vLLM's async scheduling supports (v0.14: 'Async scheduling not supported with %s-based
+# speculative decoding' for the others)
+ASYNC_PROPOSERS = ("eagle", "eagle3")  # Vidur's node type for a device without a [network] table (TP 1 only)
 
 
 @dataclass(frozen=True)
@@ -109,9 +112,10 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
 
 
 def _check_target(config: RunConfig, max_len: int) -> None:
-    if config.chunk_size + config.batch_size_cap > max_len:
-        # a Sarathi step holds up to a chunk plus one token per running request: the
-        # predictor's tables cover the model's context and no more
+    if config.profile_dir is not None and config.chunk_size + config.batch_size_cap > max_len:
+        # a Sarathi step holds up to a chunk plus one token per running request: a profile
+        # directory's prediction tables cover the model's context and no more (the built-in step
+        # model costs any token count)
         raise ConfigError(
             f"chunk_size + batch_size_cap = {config.chunk_size + config.batch_size_cap}: a step's tokens must fit "
             f"{config.model}'s context of {max_len}"
@@ -231,7 +235,13 @@ def analytic_config(
         lm_head=config.lm_head,
         max_tokens=max_tokens,
     )
-    return AnalyticPredictorConfig(step_model=step_model, engine_overhead_ms=engine_overhead_ms)
+    # vLLM keeps async scheduling off for speculative methods other than the EAGLE family
+    spec = config.speculation
+    overlaps = engine.async_scheduling and (not spec.enabled or spec.proposer in ASYNC_PROPOSERS)
+    return AnalyticPredictorConfig(
+        step_model=step_model, engine_overhead_ms=engine_overhead_ms,
+        async_scheduling=overlaps, async_step_gap_ms=engine.async_step_gap_us * 1e-3 if overlaps else 0.0,
+    )
 
 
 def predictor_config(

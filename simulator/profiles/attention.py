@@ -8,10 +8,12 @@ The backend is the device's (``[<device>.attention]`` in devices.toml):
   block (CTA) per KV head, a row's query heads and verify queries packed into one tile
   (``pack_gqa``), split along the KV axis when the grid is small (FlashAttention's split
   heuristic, then a combine kernel).  They stream K and V at ``decode_bandwidth_eff`` of the HBM
-  bandwidth, and no CTA finishes before its own share streams at one SM's part of it.  Prefill
+  bandwidth (``decode_bandwidth_eff_mha`` for multi-head attention, one query head per KV head,
+  which leaves the packed tile nearly empty: FA3's measured slow case), and no CTA finishes before
+  its own share streams at one SM's part of it.  Prefill
   chunks give one CTA per (query head, 128-query tile), each computing against the keys its causal
-  mask admits at ``prefill_compute_eff`` of the FP16 tensor peak, no faster than one SM's share
-  for the longest tile.  The call pays ``kernel_us`` once.
+  mask admits at ``prefill_compute_eff`` of the FP16 tensor peak (one SM's share for the longest
+  tile, which no other SM can help).  The call pays ``kernel_us`` once.
 * ``flash_attn_2`` (Ampere): the decode and prefill kernels fitted on Vidur's measured A100
   FlashAttention profile (:mod:`simulator.profiles.roofline`), summed.
 
@@ -57,7 +59,9 @@ def fa3_decode_ms(batch: int, mean_kv: float, shape: ModelShape, dev: DeviceSpec
         return 0.0
     a, d = dev.attention, dev.datasheet
     kv_heads = shape.kv_heads_per_worker
-    bandwidth = d.hbm_bandwidth_tbps * 1e12 * a.decode_bandwidth_eff
+    # one query head per KV head leaves FA3's packed decode tile nearly empty: it streams slower
+    eff = a.decode_bandwidth_eff_mha if shape.gqa_group == 1 and a.decode_bandwidth_eff_mha else a.decode_bandwidth_eff
+    bandwidth = d.hbm_bandwidth_tbps * 1e12 * eff
     splits = roofline.kv_splits(batch * kv_heads, max(1, math.ceil(mean_kv / KV_BLOCK)), d.num_sms)
     streaming = batch * kv_heads * mean_kv * _head_bytes_per_token(shape) / bandwidth
     one_cta = mean_kv / splits * _head_bytes_per_token(shape) / (bandwidth / d.num_sms)
@@ -71,10 +75,9 @@ def fa3_prefill_ms(chunk: int, cached: int, shape: ModelShape, dev: DeviceSpec) 
     a, d = dev.attention, dev.datasheet
     sms = d.num_sms
     sm_flops = d.peak_fp16_tflops * 1e12 * a.prefill_compute_eff / sms
-    sm_bytes = d.hbm_bandwidth_tbps * 1e12 * a.decode_bandwidth_eff / sms
-    # seconds per key of one query tile: its matrix multiplies, or loading one head's K and V
-    # (pipelined with them), whichever is longer
-    per_key = max(4 * QUERY_TILE * shape.head_dim / sm_flops, _head_bytes_per_token(shape) / sm_bytes)
+    # seconds per key of one query tile: its two matrix multiplies (QK^T and PV); K and V stream in
+    # behind them (TMA, shared through L2 by the query tiles and heads of a KV head)
+    per_key = 4 * QUERY_TILE * shape.head_dim / sm_flops
     # causal: tile i's last query sees every cached key and the chunk up to itself; a partial last
     # tile still runs a whole tile's matrix multiplies
     full, partial = divmod(chunk, QUERY_TILE)

@@ -14,6 +14,8 @@ of the message twice).  Above the buffer, NCCL's ring all-reduce runs
 
 The selection between the two kernels follows vLLM's (``CustomAllreduce::allreduce``): one-shot
 for two GPUs, and on a fully connected node below 512 KiB (up to 4 GPUs) or 256 KiB (up to 8).
+vLLM's size limits were set where its kernel stops beating NCCL, so under the limit the model takes
+the faster of the two estimates (the custom kernel's bandwidth was measured on small messages only).
 """
 
 from __future__ import annotations
@@ -37,13 +39,14 @@ def all_reduce_ms(size_bytes: float, workers: int, net: NetworkSpec, custom_max_
     if workers <= 1:
         return 0.0
     bandwidth = net.nvlink_bandwidth_gbps * 1e9
+    nccl = float(ring_all_reduce_ms(size_bytes, workers, net))
     if workers in CUSTOM_WORLD_SIZES and size_bytes <= custom_max_bytes and net.custom_oneshot_us is not None:
         if uses_oneshot(size_bytes, workers):
             seconds = net.custom_oneshot_us * 1e-6 + (workers - 1) * size_bytes / (bandwidth * net.custom_bus_eff)
         else:
             seconds = net.custom_twoshot_us * 1e-6 + 2 * (workers - 1) / workers * size_bytes / (bandwidth * net.custom_bus_eff)
-        return seconds * 1e3
-    return float(ring_all_reduce_ms(size_bytes, workers, net))
+        return min(seconds * 1e3, nccl)
+    return nccl
 
 
 def all_gather_ms(total_bytes: float, workers: int, net: NetworkSpec) -> float:

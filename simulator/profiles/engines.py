@@ -52,6 +52,17 @@ class EngineSpec:
     cpu_attention_call_us: float  # CPU time of one eager attention call (metadata, cache write, kernel)
     custom_all_reduce_max_bytes: int  # vLLM's custom all-reduce buffer; larger messages go to NCCL
     source: str
+    # asynchronous scheduling: the CPU prepares step n + 1 while the GPU runs step n, so a step
+    # takes the longer of the two plus a short hand-over gap, instead of their sum
+    async_scheduling: bool = False
+    async_step_gap_us: float = 0.0
+    # per TP degree, where the version sets its own custom all-reduce limits (vLLM >= 0.11 on Hopper,
+    # with torch symmetric memory on by default): (tp, bytes) pairs; others use the limit above
+    custom_all_reduce_max_by_tp: tuple[tuple[int, int], ...] = ()
+
+    def custom_all_reduce_limit(self, tp: int) -> int:
+        """The largest message vLLM sends through its custom all-reduce at ``tp`` GPUs."""
+        return dict(self.custom_all_reduce_max_by_tp).get(tp, self.custom_all_reduce_max_bytes)
 
     @property
     def max_capture_size(self) -> int:
@@ -81,21 +92,28 @@ def vllm_capture_sizes(largest: int) -> tuple[int, ...]:
 _FIELDS = {
     "version": str, "cudagraph_mode": str, "max_capture_size": int, "graph_kernel_gap_us": float, "stream_kernel_gap_us": float,
     "cpu_kernel_launch_us": float, "cpu_graph_launch_us": float, "cpu_attention_call_us": float,
-    "custom_all_reduce_max_bytes": int, "source": str,
+    "custom_all_reduce_max_bytes": int, "source": str, "async_scheduling": bool, "async_step_gap_us": float,
+    "custom_all_reduce_max_mib_by_tp": dict,
 }
+_OPTIONAL = ("async_scheduling", "async_step_gap_us", "custom_all_reduce_max_mib_by_tp")
 
 
 def _engine(name: str, table: dict, where: str) -> EngineSpec:
-    check_table(table, _FIELDS, f"{where}: [\"{name}\"]")
+    check_table(table, _FIELDS, f"{where}: [\"{name}\"]", tuple(k for k in _FIELDS if k not in _OPTIONAL))
     at = f"{where}: [\"{name}\"]"
     require(table["cudagraph_mode"] in CUDAGRAPH_MODES, at, f"cudagraph_mode = {table['cudagraph_mode']!r}; expected one of {list(CUDAGRAPH_MODES)}")
     for key, kind in _FIELDS.items():
-        if kind is float:
+        if kind is float and key in table:
             require(table[key] >= 0, at, f"{key} = {table[key]} must be >= 0")
     require(table["max_capture_size"] >= 1, at, f"max_capture_size = {table['max_capture_size']} must be >= 1")
     require(table["source"].strip() != "", at, "source must say where the numbers come from")
-    values = {key: table[key] for key in _FIELDS if key != "max_capture_size"}
-    return EngineSpec(name=name, capture_sizes=vllm_capture_sizes(table["max_capture_size"]), **values)
+    by_tp = table.get("custom_all_reduce_max_mib_by_tp", {})
+    for tp, mib in by_tp.items():
+        require(tp.isdigit() and int(tp) > 1 and isinstance(mib, (int, float)) and mib > 0, at,
+                f"custom_all_reduce_max_mib_by_tp: {tp} = {mib!r} must map a TP degree > 1 to a size in MiB > 0")
+    values = {key: table[key] for key in _FIELDS if key not in ("max_capture_size", "custom_all_reduce_max_mib_by_tp") and key in table}
+    limits = tuple(sorted((int(tp), int(mib * 2**20)) for tp, mib in by_tp.items()))
+    return EngineSpec(name=name, capture_sizes=vllm_capture_sizes(table["max_capture_size"]), custom_all_reduce_max_by_tp=limits, **values)
 
 
 def load_engines(path: Path = ENGINES_FILE) -> dict[str, EngineSpec]:
@@ -106,6 +124,21 @@ def load_engines(path: Path = ENGINES_FILE) -> dict[str, EngineSpec]:
 @lru_cache(maxsize=4)
 def _engines_at(path: str, mtime_ns: int) -> dict[str, EngineSpec]:
     return load_engines(Path(path))
+
+
+def engine_for_version(version: str, path: Path = ENGINES_FILE) -> EngineSpec:
+    """The newest engine profile at or below vLLM ``version`` (the oldest profile for an older one)."""
+    engines = sorted(_engines_at(str(path), Path(path).stat().st_mtime_ns).values(), key=lambda e: _version_key(e.version))
+    at_or_below = [e for e in engines if _version_key(e.version) <= _version_key(version)]
+    return at_or_below[-1] if at_or_below else engines[0]
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    parts = []
+    for part in version.split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
 
 
 def get_engine(name: str = DEFAULT_ENGINE, path: Path = ENGINES_FILE) -> EngineSpec:

@@ -134,7 +134,8 @@ class AttentionSpec:
 
     backend: str  # "flash_attn_3" or "flash_attn_2"
     source: str
-    decode_bandwidth_eff: float = 0.0  # fraction of HBM bandwidth decode CTAs stream K and V at
+    decode_bandwidth_eff: float = 0.0  # fraction of HBM bandwidth decode CTAs stream K and V at (grouped-query heads)
+    decode_bandwidth_eff_mha: float = 0.0  # the same for multi-head attention (one query head per KV head)
     prefill_compute_eff: float = 0.0  # fraction of the FP16 tensor peak prefill tiles compute at
     kernel_us: float = 0.0  # fixed time of one attention kernel
     combine_us: float = 0.0  # the split-KV combine kernel, when the kernel splits

@@ -145,7 +145,7 @@ class StepModel:
         if tp == 1 or self.network is None:
             return 0.0
         size = tokens * self.shape.embedding_dim * roofline.BYTES
-        return ALL_REDUCES_PER_LAYER * collectives.all_reduce_ms(size, tp, self.network, self.engine.custom_all_reduce_max_bytes)
+        return ALL_REDUCES_PER_LAYER * collectives.all_reduce_ms(size, tp, self.network, self.engine.custom_all_reduce_limit(tp))
 
     def logits_ms(self, tokens: int) -> float:
         """LM head and sampler on ``tokens`` logits rows, and the gather of vocabulary shards."""

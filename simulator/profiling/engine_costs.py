@@ -19,12 +19,12 @@ from simulator.profiling.verify_fit import LambdaFit, fit_lambda, same_run_bound
 SERIES_COLUMNS = ("batch_size", "kv_cache_size", "num_query_tokens", "ms")
 
 _OVERHEAD = {
-    "value_ms": float, "vllm_version": str, "gpu": str, "source_url": str, "source_value_ms": float,
+    "value_ms": float, "vllm_version": str, "gpu": str, "source_url": str, "quote": str, "source_value_ms": float,
     "fitted_on": str, "rounding": str, "corroboration": list,
 }
 _CORROBORATION = {"source_url": str, "value_ms": float, "what": str, "vllm_version": str}
 _DRAFT_PASS = {
-    "value_ms": float, "vllm_version": str, "gpu": str, "source_url": str, "source_c_kv_ms": float, "source_c_token_ms": float,
+    "value_ms": float, "vllm_version": str, "gpu": str, "source_url": str, "quote": str, "source_c_kv_ms": float, "source_c_token_ms": float,
     "source_c_fixed_ms": float, "passes": int, "kv_cache_size": int, "batch_sizes": list, "modelled_draft_step_ms": list, "evidence": list,
 }
 _VERIFY = {"default_series": str, "default_reason": str, "series": list}
@@ -116,6 +116,9 @@ def read_engine_costs(path) -> EngineCosts:
             f"{where}: [verify_attention] default_series = {verify['default_series']!r}", f"must name one of the series {sorted(series)}")
     for key in ("value_ms", "source_value_ms"):
         require(positive_number(overhead[key]), f"{where}: [engine_overhead] {key} = {overhead[key]!r}", "must be a positive number of milliseconds")
+    for name, table in (("engine_overhead", overhead), ("draft_pass", draft)):
+        for key in ("source_url", "quote", "vllm_version"):
+            require(non_empty_str(table[key]), f"{where}: [{name}] {key}", "must say something: a constant set from data names its source, quotes it and names the engine version")
     return EngineCosts(
         overhead_ms=float(overhead["value_ms"]),
         overhead_source_ms=float(overhead["source_value_ms"]),

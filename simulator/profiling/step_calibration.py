@@ -123,6 +123,33 @@ def load(path, check_row_sources: tuple[str, ...] = ()) -> Declared:
     return Declared(tuple(constants), tuple(assumptions), tuple(checks))
 
 
+def calibration_sources(step_time_path, engine_costs_path) -> dict[str, str]:
+    """source key -> URL of every measurement that set a constant: the step-time constants and
+    the engine costs (per-step overhead, draft-pass cost, the verify-attention series)."""
+    declared = load(step_time_path)
+    costs = read_toml(engine_costs_path, "engine-cost calibration")
+    urls = [c.source_url for c in declared.constants]
+    urls += [costs["engine_overhead"]["source_url"], costs["draft_pass"]["source_url"]]
+    urls += [series["source_url"] for series in costs["verify_attention"]["series"]]
+    return {source_key(url): url for url in urls}
+
+
+def check_published_roles(measurements, step_time_path, engine_costs_path) -> None:
+    """A check row shares no source with calibration data; a calibration row names calibration
+    data its source released (``calibrated_by``)."""
+    sources = calibration_sources(step_time_path, engine_costs_path)
+    load(step_time_path, tuple(m.source_url for m in measurements if m.role == "check"))
+    for m in measurements:
+        if m.role == "check":
+            clash = sources.get(source_key(m.source_url))
+            require(clash is None, f"published measurement {m.id}:", f"is a check row, but its source {m.source_url} set a constant ({clash})")
+        else:
+            require(
+                source_key(m.calibrated_by) in sources, f"published measurement {m.id}:",
+                f"calibrated_by = {m.calibrated_by!r} is none of the calibration data's sources ({', '.join(sorted(sources.values()))})",
+            )
+
+
 def live_value(name: str) -> float:
     """The value the simulator uses for a declared name, read from its package data."""
     kind, _, rest = name.partition(".")

@@ -7,12 +7,19 @@ The mapping, the same for every row (no per-row tuning):
 * lengths: the row's own, else its dataset's (``published_assumptions.toml``).
 * acceptance: the row's own (a mean length at its k, or per-position rates), else an
   assumption that names where it comes from; none at all -> not reproducible.
-* metric: ``output_tokens_per_s`` = output tokens / makespan; ``decode_tokens_per_s`` = one
-  request's decode rate, 1 / median TPOT (what a batch-1 "decode throughput" counts); ``tpot_ms`` = median TPOT;
+* metric: ``output_tokens_per_s`` = output tokens / makespan; ``requests_per_s`` = requests /
+  makespan; ``decode_tokens_per_s`` = one request's decode rate, 1 / median TPOT (what a batch-1
+  "decode throughput" counts); ``tpot_ms`` = median TPOT (or a TPOT whose statistic the source
+  does not name); ``tpot_mean_ms`` and ``itl_mean_ms`` = the means ``vllm bench serve`` prints;
   ``speedup`` = the baseline's / the run's median E2E latency under Poisson load (the vLLM
   blog's definition) or output throughput ratio under closed-loop load (SpecDecode-Bench's).
+* requests: the row's ``num_prompts`` where the source gives it (at most 400 under a request
+  rate), else 200 under a rate and the batch itself (at least 4) in a closed loop; a rate row's
+  arrivals are Poisson unless the source's generator sent them evenly spaced (``arrivals``).
 * settings: device constants and documented defaults only (``RunConfig`` defaults: 1.2 ms
-  engine overhead per step, LM head costed, Sarathi chunk 512, KV-once verify attention); a draft
+  engine overhead per step, LM head costed, KV-once verify attention; the scheduler limits the row
+  states, else what ``vllm serve`` 0.10.1 picks on its GPU, with ``max_num_seqs`` = B for an
+  offline batch of B); a draft
   model's tensor parallelism is the row's ``draft_tp``, else vLLM's default (the target's).
 * settings a source leaves unknowable (``plausible``): the row is also run at each end of the
   range (each candidate GPU), so the table can say how much of its error that range accounts for.
@@ -24,9 +31,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from simulator.catalog import model_config
-from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.config import DEFAULT_ENGINE, ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig, vllm_serve_scheduler_defaults
 from simulator.errors import ConfigError
 from simulator.results import speedup
+from simulator.profiles.engines import engine_for_version
 from simulator.profiles.hardware import load_devices
 from simulator.published.spec import Assumptions, Measurement
 from simulator.speculative.acceptance_convert import conditional_from_unconditional, iid_rate_from_length
@@ -34,6 +42,9 @@ from simulator.speculative.acceptance_convert import conditional_from_unconditio
 SEED = 0
 WORKLOAD_SEED = 42
 POISSON_REQUESTS = 200
+# a rate row simulates at most this many of the source's requests: enough for the queue to reach
+# its steady state at the loads the rows report, few enough for the build's time budget
+MAX_RATE_REQUESTS = 400
 MIN_CLOSED_LOOP_REQUESTS = 4
 
 
@@ -114,9 +125,12 @@ def _workload(m: Measurement, assumptions: Assumptions, override: Optional[dict]
     prompt = override.get("input_len") or m.input_len or dataset.input_len
     output = override.get("output_len") or m.output_len or dataset.output_len
     if m.qps is not None:
-        return PoissonWorkload(num_requests=POISSON_REQUESTS, prompt_tokens=prompt, output_tokens=output, arrival_rate=m.qps, seed=WORKLOAD_SEED)
+        requests = min(m.num_prompts or POISSON_REQUESTS, MAX_RATE_REQUESTS)
+        if m.arrivals == "constant":  # evenly spaced, as a constant-rate load generator sends them
+            return ExplicitWorkload(tuple(i / m.qps for i in range(requests)), (prompt,) * requests, (output,) * requests)
+        return PoissonWorkload(num_requests=requests, prompt_tokens=prompt, output_tokens=output, arrival_rate=m.qps, seed=WORKLOAD_SEED)
     in_flight = m.batch_size or m.concurrency
-    return ClosedLoopWorkload.fixed(in_flight, max(in_flight, MIN_CLOSED_LOOP_REQUESTS), prompt, output)
+    return ClosedLoopWorkload.fixed(in_flight, max(in_flight, m.num_prompts or MIN_CLOSED_LOOP_REQUESTS), prompt, output)
 
 
 def _speculation(m: Measurement, acceptance: Optional[Acceptance]) -> SpeculationConfig:
@@ -142,7 +156,7 @@ def plan(m: Measurement, assumptions: Assumptions, rows: dict, devices=None) -> 
     try:
         run, baseline = _runs(m, acceptance, _workload(m, assumptions))
         variants = tuple(
-            (f"{key} {value}", *_runs(m, acceptance, _workload(m, assumptions, {key: value}), value if key == "gpu" else m.gpu))
+            (f"{key} {value}", *_runs(m, acceptance, _workload(m, assumptions, {key: value}), **({key: value} if key in ("gpu", "tp") else {})))
             for key, values in m.plausible
             for value in values
         )
@@ -151,10 +165,30 @@ def plan(m: Measurement, assumptions: Assumptions, rows: dict, devices=None) -> 
     return Plan(m, run=run, baseline=baseline, acceptance=acceptance, variants=variants)
 
 
-def _runs(m: Measurement, acceptance: Optional[Acceptance], workload, gpu: Optional[str] = None) -> tuple[RunConfig, Optional[RunConfig]]:
-    base = dict(workload=workload, model=m.model, device=gpu or m.gpu, tensor_parallel_size=m.tp, seed=SEED)
+def _runs(
+    m: Measurement, acceptance: Optional[Acceptance], workload, gpu: Optional[str] = None, tp: Optional[int] = None
+) -> tuple[RunConfig, Optional[RunConfig]]:
+    device = gpu or m.gpu
+    seqs, tokens = vllm_serve_scheduler_defaults(device)
+    base = dict(
+        workload=workload, model=m.model, device=device, tensor_parallel_size=tp or m.tp, seed=SEED,
+        # the source's limits, else what `vllm serve` 0.10.1 picks on the GPU; an offline batch of B
+        # runs with max_num_seqs = B
+        batch_size_cap=m.max_num_seqs or m.batch_size or seqs,
+        chunk_size=m.max_num_batched_tokens or tokens,
+        engine=engine_of(m),
+    )
     run = RunConfig(speculation=_speculation(m, acceptance), **base)
     return run, (RunConfig(**base) if m.metric == "speedup" else None)
+
+
+def engine_of(m: Measurement) -> str:
+    """The engine profile a row runs under: the newest at or below the vLLM version its source
+    states; the default (vLLM 0.10.1, the version the overheads stand for) for an unstated version
+    and for other engines."""
+    if m.engine == "vllm" and m.engine_version:
+        return engine_for_version(m.engine_version).name
+    return DEFAULT_ENGINE
 
 
 def simulated_value(m: Measurement, record: dict, baseline: Optional[dict]) -> float:
@@ -163,6 +197,12 @@ def simulated_value(m: Measurement, record: dict, baseline: Optional[dict]) -> f
         return record["throughput_tok_s"]
     if m.metric == "tpot_ms":
         return record["tpot_p50_s"] * 1e3
+    if m.metric == "tpot_mean_ms":
+        return record["tpot_mean_s"] * 1e3
+    if m.metric == "itl_mean_ms":
+        return record["itl_mean_s"] * 1e3
+    if m.metric == "requests_per_s":
+        return record["num_requests"] / record["makespan_s"]
     if m.metric == "decode_tokens_per_s":
         return 1.0 / record["tpot_p50_s"]
     if m.qps is not None:  # latency speedup under Poisson load

@@ -16,7 +16,7 @@ from simulator.sweep.runner import PROVENANCE_COLUMNS, simulate_all, to_csv_text
 
 COLUMNS = (
     "id", "source_url", "metric", "published", "simulated", "error_pct", "unit", "status", "reason",
-    "role", "acceptance_class", "sets", "plausible", "error_range_pct", "source", "engine", "engine_version", "gpu", "tp", "model", "proposer", "draft", "k",
+    "role", "acceptance_class", "calibrated_by", "plausible", "error_range_pct", "source", "engine", "engine_version", "gpu", "tp", "model", "proposer", "draft", "k",
     "batch_size", "concurrency", "qps", "dataset", "input_len", "output_len", "acceptance_used", "acceptance_source",
     *PROVENANCE_COLUMNS, "seed", "engine_overhead_ms",
 )
@@ -46,7 +46,7 @@ def run_plans(plans: Sequence[Plan], executor, run=None) -> list[dict]:
 
 
 def _range_text(key: str, values: tuple) -> str:
-    return f"{key} {' or '.join(values)}" if key == "gpu" else f"{key} {values[0]}-{values[1]}"
+    return f"{key} {' or '.join(str(v) for v in values)}" if key in ("gpu", "tp") else f"{key} {values[0]}-{values[1]}"
 
 
 def _error_range(p: Plan, by_config: dict) -> str:
@@ -61,7 +61,7 @@ def _row(p: Plan, by_config: dict) -> dict:
     record, baseline = by_config.get(p.run), by_config.get(p.baseline)
     row = {
         "id": m.id, "source_url": m.source_url, "metric": m.metric, "unit": METRICS[m.metric], "published": m.value,
-        "role": m.role, "acceptance_class": m.acceptance_class, "sets": " ".join(m.sets),
+        "role": m.role, "acceptance_class": m.acceptance_class, "calibrated_by": m.calibrated_by or "",
         "plausible": "; ".join(_range_text(key, values) for key, values in m.plausible), "source": source_of(m),
         **{key: getattr(m, key) for key in ("engine", "engine_version", "gpu", "tp", "model", "proposer", "draft", "k",
                                            "batch_size", "concurrency", "qps", "dataset", "input_len", "output_len")},
@@ -103,11 +103,65 @@ def _figures(rows: Sequence[dict]) -> dict:
         "rows": len(rows),
         "absolute_rows": len(absolute),
         "absolute_median_abs_error_pct": _median_abs(absolute),
+        "absolute_rows_within_15pct": sum(abs(r["error_pct"]) <= 15 for r in absolute),
         "speedup_rows": len(speedups),
         "speedup_rows_within_15pct": sum(abs(r["error_pct"]) <= 15 for r in speedups),
         "speedup_max_abs_error_pct": max((abs(r["error_pct"]) for r in speedups), default=float("nan")),
         "median_abs_error_pct": _median_abs(rows),
     }
+
+
+def _number(value) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def load_of(row: dict) -> float:
+    """A row's load: its request rate, batch size or concurrency (nan when none)."""
+    for key in ("qps", "batch_size", "concurrency"):
+        value = _number(row.get(key))
+        if value == value:
+            return value
+    return float("nan")
+
+
+def at_load(row: dict) -> bool:
+    """A check at load: a request rate, a batch or concurrency of 8 or more, or TP >= 2."""
+    return _number(row.get("qps")) > 0 or max(_number(row.get("batch_size")), _number(row.get("concurrency"))) >= 8 or _number(row.get("tp")) >= 2
+
+
+def batch_one(row: dict) -> bool:
+    return 1 in (_number(row.get("batch_size")), _number(row.get("concurrency"))) and not _number(row.get("tp")) >= 2
+
+
+TREND_KEYS = ("source", "model", "gpu", "tp", "proposer", "draft", "k", "dataset", "metric", "input_len", "output_len")
+
+
+def trends(rows: Sequence[dict]) -> dict:
+    """Whether each published series' direction is reproduced: rows that differ only in their load
+    (same source, model, GPU, TP, proposer, k, dataset and metric), in load order; each consecutive
+    pair whose published values differ by more than 2 % must move the same way in the simulation
+    (TPOT rising with load, throughput saturating, speedup falling with batch)."""
+    series: dict[tuple, list] = {}
+    for r in rows:
+        if load_of(r) == load_of(r):
+            series.setdefault(tuple(_text(r.get(k)) for k in TREND_KEYS) + (_text(r.get("qps")) != "",), []).append(r)
+    pairs, agree, misses = 0, 0, []
+    for members in series.values():
+        members.sort(key=load_of)
+        for a, b in zip(members, members[1:]):
+            published = float(b["published"]) - float(a["published"])
+            if abs(published) <= 0.02 * abs(float(a["published"])):
+                continue
+            simulated = float(b["simulated"]) - float(a["simulated"])
+            pairs += 1
+            if (published > 0) == (simulated > 0):
+                agree += 1
+            else:
+                misses.append(f"{a['id']} -> {b['id']}")
+    return {"pairs": pairs, "reproduced": agree, "misses": misses}
 
 
 def summary(rows: Sequence[dict]) -> dict:
@@ -123,6 +177,9 @@ def summary(rows: Sequence[dict]) -> dict:
         "unlabelled": len(simulated) - len(checks) - len(calibration),  # recorded before rows had a role
         "check": _figures(checks),
         "by_class": {c: _figures([r for r in checks if r.get("acceptance_class") == c]) for c in ACCEPTANCE_CLASSES},
+        "at_load": _figures([r for r in checks if at_load(r)]),
+        "batch_one": _figures([r for r in checks if batch_one(r)]),
+        "trends": trends(checks),
         "calibration": _figures(calibration),
-        "calibration_sets": sorted({s for r in calibration for s in _text(r.get("sets")).split()}),
+        "calibrated_by": sorted({_text(r.get("calibrated_by")) for r in calibration if _text(r.get("calibrated_by"))}),
     }

@@ -15,22 +15,26 @@ from simulator.inputs import check_table, non_empty_str, positive_int, positive_
 from simulator.speculative.acceptance_convert import conditional_from_unconditional
 
 # metric -> unit, as printed on the site
-METRICS = {"output_tokens_per_s": "output tokens/s", "decode_tokens_per_s": "decode tokens/s", "tpot_ms": "ms", "speedup": "x"}
+METRICS = {
+    "output_tokens_per_s": "output tokens/s", "decode_tokens_per_s": "decode tokens/s", "requests_per_s": "requests/s",
+    "tpot_ms": "ms", "tpot_mean_ms": "ms", "itl_mean_ms": "ms", "speedup": "x",
+}
 PROPOSERS = ("none", "ngram", "draft", "eagle", "eagle3", "medusa")
 LOAD_FIELDS = ("batch_size", "concurrency", "qps")
-# What a row is for: ``calibration`` rows set a constant of the model (named in ``sets``) and are
-# never counted as evidence of its accuracy; ``check`` rows set nothing.
+ARRIVALS = ("poisson", "constant")
+# What a row is for: ``calibration`` rows come from a source whose own released calibration data
+# (named in ``calibrated_by``: a fit of its runs, not the rows themselves) set constants of the
+# model; they are never counted as evidence of its accuracy.  ``check`` rows share no source with
+# any calibration data (data/calibration/, checked by the build).
 ROLES = ("calibration", "check")
 # Where the acceptance a row is simulated with comes from, most to least independent of guesswork:
 # the row's own source and setting; another run of the same setting (same model, proposer, draft,
 # k and dataset, all stated); a figure measured on another dataset; an assumption.
 ACCEPTANCE_CLASSES = ("same_source", "same_setting_other_run", "other_dataset", "assumed")
-# The constants a calibration row may set (RunConfig fields and the verify cost).
-CONSTANTS = ("engine_overhead_ms", "verify_cost", "draft_pass_cost")
 # Settings a source leaves unknowable that a row may give a plausible range for: [low, high] for a
 # length, the candidate devices for a GPU the source does not name (the row's ``gpu`` among them).
 # The reproduction runs the row at each value and reports the error's range.
-PLAUSIBLE_KEYS = ("input_len", "output_len", "gpu")
+PLAUSIBLE_KEYS = ("input_len", "output_len", "gpu", "tp")
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,7 @@ class Measurement:
     role: str
     acceptance_class: str
     tp: int = 1
-    sets: tuple[str, ...] = ()  # the constants a calibration row set
+    calibrated_by: Optional[str] = None  # a calibration row: the calibration data its source released
     source_date: Optional[str] = None
     engine_version: Optional[str] = None
     gpu: Optional[str] = None
@@ -62,6 +66,11 @@ class Measurement:
     baseline_id: Optional[str] = None
     drafting: str = "chain"  # "tree": several candidates per position (k then is the tree's depth)
     draft_tp: Optional[int] = None  # the draft model's tensor parallelism (proposer "draft")
+    # the engine's scheduler limits where the source states them (else vLLM's defaults for the GPU)
+    max_num_seqs: Optional[int] = None
+    max_num_batched_tokens: Optional[int] = None
+    num_prompts: Optional[int] = None  # the requests the source sent, where it says
+    arrivals: str = "poisson"  # a qps row's arrival process: "poisson" or "constant" (evenly spaced)
     plausible: tuple[tuple[str, tuple], ...] = ()  # (setting, values) for settings the source leaves unknowable
     notes: str = ""
 
@@ -72,7 +81,8 @@ MEASUREMENT_FIELDS = {
     "model": str, "proposer": str, "draft": str, "k": int, "batch_size": int, "concurrency": int, "qps": float,
     "dataset": str, "input_len": int, "output_len": int, "acceptance_length": float, "acceptance_per_position": list,
     "metric": str, "value": float, "baseline_id": str, "drafting": str, "notes": str,
-    "role": str, "acceptance_class": str, "sets": list, "draft_tp": int, "plausible": dict,
+    "role": str, "acceptance_class": str, "calibrated_by": str, "draft_tp": int, "plausible": dict,
+    "max_num_seqs": int, "max_num_batched_tokens": int, "num_prompts": int, "arrivals": str,
 }
 MEASUREMENT_REQUIRED = ("id", "source_url", "engine", "tp", "model", "proposer", "metric", "value", "role", "acceptance_class")
 
@@ -90,11 +100,14 @@ def _measurement(table: dict, where: str) -> Measurement:
     _check_role(table, where)
     loads = [key for key in LOAD_FIELDS if key in table]
     require(len(loads) == 1, where, f"needs exactly one of {list(LOAD_FIELDS)}, has {loads}")
-    for key in ("batch_size", "concurrency", "input_len", "output_len"):
+    for key in ("batch_size", "concurrency", "input_len", "output_len", "max_num_seqs", "max_num_batched_tokens", "num_prompts"):
         if key in table:
             require(positive_int(table[key]), where, f"{key} = {table[key]!r} must be a positive integer")
     if "qps" in table:
         require(positive_number(table["qps"]), where, f"qps = {table['qps']!r} must be a positive number")
+    if "arrivals" in table:
+        require(table["arrivals"] in ARRIVALS, where, f"arrivals = {table['arrivals']!r}; expected one of {list(ARRIVALS)}")
+        require("qps" in table, where, "arrivals is for qps rows (a request rate)")
     chain = table.get("drafting", "chain") == "chain"
     k = table.get("k")
     if table["proposer"] == "none":
@@ -119,30 +132,35 @@ def _measurement(table: dict, where: str) -> Measurement:
     if "draft_tp" in table:
         require(table["proposer"] == "draft", where, "draft_tp is for proposer = \"draft\" rows")
         require(positive_int(table["draft_tp"]), where, f"draft_tp = {table['draft_tp']!r} must be a positive integer")
-    table = {**table, "sets": tuple(table.get("sets", ())), "plausible": _plausible(table.get("plausible", {}), where, table.get("gpu"))}
+    table = {**table, "plausible": _plausible(table.get("plausible", {}), where, table.get("gpu"), table["tp"])}
     return Measurement(**{key: (float(v) if _TYPES[key] in ("float", "Optional[float]") else v) for key, v in table.items()})
 
 
 def _check_role(table: dict, where: str) -> None:
-    """A row's role and acceptance class: present, known, and a check row sets no constant."""
-    role, cls, sets = table["role"], table["acceptance_class"], table.get("sets", [])
+    """A row's role and acceptance class: present, known, and only a calibration row names the
+    calibration data its source released."""
+    role, cls, by = table["role"], table["acceptance_class"], table.get("calibrated_by")
     require(role in ROLES, where, f"role = {role!r}; expected one of {list(ROLES)}")
     require(cls in ACCEPTANCE_CLASSES, where, f"acceptance_class = {cls!r}; expected one of {list(ACCEPTANCE_CLASSES)}")
-    unknown = [c for c in sets if c not in CONSTANTS]
-    require(not unknown, where, f"sets names {unknown}; the constants are {list(CONSTANTS)}")
     if role == "check":
-        require(not sets, where, f"is a check row but sets {sets}: a row that set a constant is a calibration row (role = \"calibration\")")
+        require(by is None, where, f"is a check row but calibrated_by = {by!r}: a row whose source set a constant is a calibration row (role = \"calibration\")")
     else:
-        require(bool(sets), where, "is a calibration row: name the constant(s) it set in sets = [...], or make it a check row")
+        require(
+            isinstance(by, str) and by.startswith("https://"), where,
+            "is a calibration row: name the calibration data its source released in calibrated_by = \"https://...\", or make it a check row",
+        )
 
 
-def _plausible(ranges: dict, where: str, gpu: Optional[str] = None) -> tuple:
+def _plausible(ranges: dict, where: str, gpu: Optional[str] = None, tp: int = 1) -> tuple:
     out = []
     for key, values in ranges.items():
         require(key in PLAUSIBLE_KEYS, where, f"plausible.{key}: only {list(PLAUSIBLE_KEYS)} can be given a range")
         if key == "gpu":
             ok = isinstance(values, list) and len(set(values)) == len(values) >= 2 and all(non_empty_str(v) for v in values) and gpu in values
             require(ok, where, f"plausible.gpu = {values!r} must list two or more devices, the row's gpu = {gpu!r} among them")
+        elif key == "tp":
+            ok = isinstance(values, list) and len(set(values)) == len(values) >= 2 and all(positive_int(v) for v in values) and tp in values
+            require(ok, where, f"plausible.tp = {values!r} must list two or more tensor-parallel degrees, the row's tp = {tp} among them")
         else:
             ok = isinstance(values, list) and len(values) == 2 and all(positive_int(b) for b in values) and values[0] < values[1]
             require(ok, where, f"plausible.{key} = {values!r} must be [low, high], positive integers with low < high")
@@ -287,4 +305,4 @@ def load(published: Path, assumptions: Path) -> tuple[tuple[Measurement, ...], A
     return measurements, load_assumptions(assumptions, measurements)
 
 
-__all__ = ["ROLES", "ACCEPTANCE_CLASSES", "CONSTANTS", "check_acceptance_classes", "same_setting", "Measurement", "Assumptions", "Dataset", "AcceptanceAssumption", "load", "load_measurements", "load_assumptions", "METRICS", "ConfigError"]
+__all__ = ["ROLES", "ACCEPTANCE_CLASSES", "check_acceptance_classes", "same_setting", "Measurement", "Assumptions", "Dataset", "AcceptanceAssumption", "load", "load_measurements", "load_assumptions", "METRICS", "ConfigError"]

@@ -31,7 +31,7 @@ CLASS_LABELS = {
 }
 # Columns added with roles and acceptance classes: a CSV recorded before them still renders,
 # with every row unlabelled (no check rows) and a warning to re-record.
-LATER_COLUMNS = ("role", "acceptance_class", "sets", "plausible", "error_range_pct")
+LATER_COLUMNS = ("role", "acceptance_class", "calibrated_by", "plausible", "error_range_pct")
 
 
 def load_published(path: Path) -> pd.DataFrame:
@@ -129,7 +129,7 @@ def context(path: Path, setup_line: str) -> dict:
         row["simulated_text"] = with_unit(row["simulated"], row["metric"], "3g")
         row["error_text"] = percent(row["error_pct"])
         row["acceptance_text"] = _text_cell(row["acceptance_used"]) or ("none needed (no speculation)" if row["proposer"] == "none" else "—")
-        for key in ("role", "acceptance_class", "plausible", "error_range_pct", "sets"):
+        for key in ("role", "acceptance_class", "plausible", "error_range_pct", "calibrated_by"):
             row[key] = _text_cell(row[key])
     simulated = [r for r in records if r["status"] == SIMULATED]
     checks = [r for r in simulated if r["role"] == "check"]
