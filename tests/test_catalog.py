@@ -34,6 +34,10 @@ CARDS = {
     "meta-llama/Meta-Llama-3-70B-Instruct": (80, 64, 8, 8192, 28672, 128256, 8192),
     "meta-llama/Llama-3.3-70B-Instruct": (80, 64, 8, 8192, 28672, 128256, 131072),
     "turboderp/Qwama-0.5B-Instruct": (24, 14, 2, 896, 4864, 128256, 32768),
+    "meta-llama/Llama-3.1-70B-Instruct": (80, 64, 8, 8192, 28672, 128256, 131072),
+    "Qwen/Qwen2.5-7B-Instruct": (28, 28, 4, 3584, 18944, 152064, 32768),
+    "Qwen/Qwen3-8B": (36, 32, 8, 4096, 12288, 151936, 40960),
+    "Qwen/Qwen3-14B": (40, 40, 8, 5120, 17408, 151936, 40960),
 }
 # EAGLE heads: one layer at the target's width; EAGLE-3 scores its 32,000-token draft vocabulary.
 # Context: the target's.  (name: shapes as above, method, fc inputs, target)
@@ -44,6 +48,9 @@ HEADS = {
     "yuhuili/EAGLE-LLaMA3-Instruct-70B": ((1, 64, 8, 8192, 28672, 128256, 8192), "eagle", 2, "meta-llama/Meta-Llama-3-70B-Instruct"),
     "yuhuili/EAGLE3-LLaMA3.3-Instruct-70B": ((1, 64, 8, 8192, 28672, 32000, 131072), "eagle3", 3, "meta-llama/Llama-3.3-70B-Instruct"),
     "lmzheng/sglang-EAGLE-llama2-chat-7B": ((1, 32, 32, 4096, 11008, 32000, 4096), "eagle", 2, "meta-llama/Llama-2-7b-chat-hf"),
+    "lmsys/SGLang-EAGLE3-Llama-3.3-70B-Instruct-SpecForge": (
+        (1, 64, 8, 8192, 28672, 32000, 131072), "eagle3", 3, "meta-llama/Llama-3.3-70B-Instruct",
+    ),
 }
 # the contexts the catalog capped at 8,192 before they came from the configs
 CAPPED = {"meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.2-1B-Instruct", "meta-llama/Llama-3.3-70B-Instruct"}

@@ -116,13 +116,21 @@ def test_lm_head_and_engine_overhead_add_time_per_step(small_run):
         ({"model": "meta-llama/Llama-9"}, "unknown model"),
         ({"device": "b200"}, "unknown device"),
         ({"workload": PoissonWorkload(num_requests=10, prompt_tokens=4000, output_tokens=200)}, "exceeds meta-llama/Llama-2-7b-hf's context of 4096"),
-        ({"chunk_size": 4096}, r"chunk_size \+ batch_size_cap = 4352"),
         ({"num_kv_blocks": 10}, "cannot hold the workload's longest request"),
     ],
 )
 def test_bad_run_inputs(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         simulator.run(RunConfig(**kwargs))
+
+
+def test_a_profile_directory_bounds_a_step_by_the_context(tmp_path):
+    # a Vidur-format profile's tables stop at the model's context; the built-in step model costs any count
+    from simulator.engine.resolve import _check_target
+
+    with pytest.raises(ConfigError, match=r"chunk_size \+ batch_size_cap = 4352"):
+        _check_target(RunConfig(chunk_size=4096, profile_dir=str(tmp_path)), 4096)
+    _check_target(RunConfig(chunk_size=4096), 4096)
 
 
 @pytest.mark.parametrize(

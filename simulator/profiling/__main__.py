@@ -242,7 +242,16 @@ def build_parser() -> argparse.ArgumentParser:
     fit_verify = sub.add_parser("fit-verify", help="fit lambda of the interpolated verify mode to a measured verify_attention.csv")
     verify_cli.add_arguments(fit_verify)
     fit_verify.set_defaults(handler=verify_cli.main)
+    checks = sub.add_parser("step-checks", help="the step-time model against held-out kernel benchmarks and released step-time fits")
+    checks.set_defaults(handler=_step_checks)
     return parser
+
+
+def _step_checks(args) -> int:
+    from simulator.profiling.step_checks import report
+
+    print(report())
+    return 0
 
 
 def main(argv=None) -> int:

@@ -92,6 +92,14 @@ def _text(value) -> str:
     return value if isinstance(value, str) else ""
 
 
+def _cell(value) -> str:
+    """Any cell as text for grouping: numbers by value (6 and 6.0 alike), blanks as empty."""
+    if isinstance(value, str):
+        return value
+    number = _number(value)
+    return "" if number != number else f"{number:g}"
+
+
 def _median_abs(rows) -> float:
     return statistics.median(abs(r["error_pct"]) for r in rows) if rows else float("nan")
 
@@ -147,7 +155,8 @@ def trends(rows: Sequence[dict]) -> dict:
     series: dict[tuple, list] = {}
     for r in rows:
         if load_of(r) == load_of(r):
-            series.setdefault(tuple(_text(r.get(k)) for k in TREND_KEYS) + (_text(r.get("qps")) != "",), []).append(r)
+            key = tuple(_cell(r.get(k)) for k in TREND_KEYS) + (_number(r.get("qps")) == _number(r.get("qps")),)
+            series.setdefault(key, []).append(r)
     pairs, agree, misses = 0, 0, []
     for members in series.values():
         members.sort(key=load_of)

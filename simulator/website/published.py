@@ -19,9 +19,15 @@ from simulator.website.charts import PLOT_CONFIG, REFERENCE_COLOR, _style, expor
 
 CSV_NAME = "published.csv"
 MISS_PCT = 15.0  # a row is listed among the misses above this |error|
-SYMBOLS = {"output_tokens_per_s": "circle", "tpot_ms": "square", "speedup": "diamond"}
-SYMBOLS["decode_tokens_per_s"] = "triangle-up"
-LABELS = {"output_tokens_per_s": "output tokens/s", "decode_tokens_per_s": "decode tokens/s", "tpot_ms": "TPOT (ms)", "speedup": "speedup (×)"}
+SYMBOLS = {
+    "output_tokens_per_s": "circle", "tpot_ms": "square", "speedup": "diamond", "decode_tokens_per_s": "triangle-up",
+    "tpot_mean_ms": "square-x", "itl_mean_ms": "cross", "requests_per_s": "star",
+}
+LABELS = {
+    "output_tokens_per_s": "output tokens/s", "decode_tokens_per_s": "decode tokens/s", "tpot_ms": "TPOT (ms)", "speedup": "speedup (×)",
+    "tpot_mean_ms": "mean TPOT (ms)", "itl_mean_ms": "mean ITL (ms)", "requests_per_s": "requests/s",
+}
+UNITS = {"tpot_ms": "ms", "tpot_mean_ms": "ms", "itl_mean_ms": "ms", "requests_per_s": "req/s"}  # else tok/s
 CALIBRATION_COLOR = "#888888"  # calibration rows: hollow grey markers, their own legend entries
 CLASS_LABELS = {
     "same_source": "acceptance from the same source",
@@ -53,7 +59,10 @@ def _setting(row: dict) -> str:
     proposer = "no speculation" if row["proposer"] == "none" else f"{row['proposer']} k = {int(row['k'])}" if not _blank(row["k"]) else row["proposer"]
     tp = int(row["tp"])
     gpu = ("GPU not stated" if _blank(row["gpu"]) else row["gpu"].upper()) + ("" if tp == 1 else f" ×{tp}")
-    metric = {"output_tokens_per_s": "output throughput", "decode_tokens_per_s": "decode throughput (one request)"}.get(row["metric"])
+    metric = {
+        "output_tokens_per_s": "output throughput", "decode_tokens_per_s": "decode throughput (one request)",
+        "tpot_mean_ms": "mean TPOT", "itl_mean_ms": "mean ITL", "requests_per_s": "request throughput",
+    }.get(row["metric"])
     return (f"{row['model'].split('/')[-1]}, {gpu}, {proposer}, {load}" + ("" if _blank(row["dataset"]) else f", {row['dataset']}")
             + ("" if metric is None else f"; {metric}"))
 
@@ -104,7 +113,7 @@ def with_unit(value: float, metric: str, digits: str = "g") -> str:
     if metric == "speedup":
         return f"{value:.2f}×"
     text = f"{value:.3g}" if digits == "3g" else f"{value:g}"
-    return f"{text} ms" if metric == "tpot_ms" else f"{text} tok/s"  # output or decode: the setting says which
+    return f"{text} {UNITS.get(metric, 'tok/s')}"  # output or decode tokens: the setting says which
 
 
 def percent(value: float) -> str:

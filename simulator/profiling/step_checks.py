@@ -1,0 +1,116 @@
+"""The step-time model against measurements that set none of its constants (held out).
+
+`python -m simulator.profiling step-checks` prints the tables of docs/calibration.md ("The
+step-time model"): cuBLAS GEMMs and FlashAttention decode kernels from published kernel benchmarks
+(the sources are the ``[[check]]`` entries of ``data/calibration/step_time.toml``, or the ones that
+set a constant, shown at their other points), and whole decode steps of Llama-3.1-8B on one H100
+against two released step-time fits of vLLM.  Pure arithmetic on the model: nothing simulated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulator.catalog import model_config, model_shape
+from simulator.profiles import roofline
+from simulator.profiles.attention import AttentionRows
+from simulator.profiles.engines import get_engine
+from simulator.profiles.hardware import get_device
+from simulator.profiles.step import StepModel
+from simulator.shapes import ModelShape
+
+L8 = "meta-llama/Llama-3.1-8B-Instruct"
+# (source, N, K, {tokens: measured TFLOP/s}): torch bf16 (cuBLAS) on one H100
+GEMM_POINTS = (
+    ("vLLM PR #17126", 6144, 4096, {1: 2.513023, 16: 39.110705, 64: 160.586644, 128: 307.854920, 256: 544.327503}),
+    ("vLLM PR #49363", 12288, 5376, {1: 2.870333, 16: 46.541434, 64: 182.588263, 128: 352.560566}),
+    ("vLLM PR #49363", 43008, 5376, {1: 3.072025, 256: 593.264799}),
+)
+GQA8_70B = ModelShape(num_q_heads=64, num_kv_heads=8, embedding_dim=8192, mlp_hidden_dim=28672, vocab_size=128256)
+QWEN32B_TP2 = ModelShape(num_q_heads=40, num_kv_heads=8, embedding_dim=5120, mlp_hidden_dim=27648, vocab_size=152064).sharded(2)
+# (source, shape, batch, cached tokens, measured us)
+ATTENTION_POINTS = (
+    ("vllm-project/flash-attention PR #63 (Qwen-32B, TP 2)", QWEN32B_TP2, 1, 1024, 14.8),
+    ("vllm-project/flash-attention PR #63 (Qwen-32B, TP 2)", QWEN32B_TP2, 1, 4096, 16.5),
+    ("vllm-project/flash-attention PR #63 (Qwen-32B, TP 2)", QWEN32B_TP2, 1, 16384, 26.3),
+    ("Dao-AILab/flash-attention#1572 (multi-head)", None, 16, 128, 27.6),
+    ("Dao-AILab/flash-attention#1572 (multi-head)", None, 16, 2000, 292.0),
+    ("Dao-AILab/flash-attention#1572 (multi-head)", None, 16, 4000, 567.2),
+    ("ONNX Runtime PR #21414 (GQA-8)", GQA8_70B, 64, 32, 21.135),
+    ("ONNX Runtime PR #21414 (GQA-8)", GQA8_70B, 64, 256, 43.563),
+)
+STEP_POINTS = ((1, 300), (16, 300), (64, 300), (1, 1010), (32, 1010), (64, 1010), (128, 1010), (256, 1010))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    what: str
+    measured: float
+    modelled: float
+
+    @property
+    def error_pct(self) -> float:
+        return 100 * (self.modelled / self.measured - 1)
+
+
+def gemm_comparisons() -> list[Comparison]:
+    dev = get_device("h100")
+    out = []
+    for source, n, k, points in GEMM_POINTS:
+        for m, tflops in points.items():
+            measured_us = 2 * m * n * k / tflops / 1e12 * 1e6
+            out.append(Comparison(f"{source}: {n}x{k} at {m} tokens", measured_us, float(roofline.gemm_ms(m, n, k, dev)) * 1e3))
+    return out
+
+
+def attention_comparisons() -> list[Comparison]:
+    from simulator.profiles.attention import attention_ms
+
+    dev = get_device("h100")
+    mha = model_shape("meta-llama/Llama-2-7b-hf")
+    out = []
+    for source, shape, batch, kv, measured in ATTENTION_POINTS:
+        shape = shape or mha
+        modelled = attention_ms(AttentionRows(decode=((1, kv),) * batch), shape, dev) * 1e3
+        out.append(Comparison(f"{source}: batch {batch} x {kv} tokens", measured, modelled))
+    return out
+
+
+def specdecode_bench_fit_ms(batch: int, context: int) -> float:
+    """SpecDecode-Bench's Llama8BH100 decode step: forward + per-step overhead (its predictor.py)."""
+    return (batch * context * 3.92645679e-08 + batch * 2.10103129e-05 + 5.88590713e-03 + 1.20683946e-03) * 1e3
+
+
+def blis_fit_ms(batch: int, context: int) -> float:
+    """BLIS's trained-physics decode step of Llama-3.1-8B on an H100 (its defaults.yaml, iter29):
+    roofline terms on the datasheet times its coefficients."""
+    weights = 16.06e9 / 3.35e12
+    kv = batch * context * 131072 / 3.35e12
+    return (1.36252915 * weights + 1.94710771 * kv) * 1e3 + (32.09546717 * 32 + 4.41684444 * batch + 126.024825) * 1e-3
+
+
+def step_model(engine: str = "vllm-0.10.1") -> StepModel:
+    dev = get_device("h100")
+    return StepModel(shape=model_shape(L8), num_layers=model_config(L8).num_layers, device=dev, engine=get_engine(engine), max_tokens=512)
+
+
+def step_ms(model: StepModel, batch: int, context: int, overhead_ms: float = 1.2) -> float:
+    """A decode step of ``batch`` rows at ``context`` cached tokens, with the engine overhead."""
+    rows = AttentionRows(decode=((1, context + 1),) * batch)
+    return model.forward(rows, batch, batch, uniform_decode=True).total_ms + overhead_ms
+
+
+def step_comparisons() -> list[tuple[int, int, float, float, float]]:
+    model = step_model()
+    return [(b, c, step_ms(model, b, c), specdecode_bench_fit_ms(b, c), blis_fit_ms(b, c)) for b, c in STEP_POINTS]
+
+
+def report() -> str:
+    lines = ["GEMMs (H100, bf16): measured us, modelled us, error"]
+    lines += [f"  {c.what}: {c.measured:.1f} / {c.modelled:.1f} ({c.error_pct:+.1f}%)" for c in gemm_comparisons()]
+    lines.append("decode attention (H100): measured us, modelled us, error")
+    lines += [f"  {c.what}: {c.measured:.1f} / {c.modelled:.1f} ({c.error_pct:+.1f}%)" for c in attention_comparisons()]
+    lines.append("decode steps of Llama-3.1-8B on one H100 (ms): model, SpecDecode-Bench fit, BLIS fit")
+    for b, c, model, sdb, blis in step_comparisons():
+        lines.append(f"  batch {b:3d} at {c:4d} tokens: {model:6.2f}  {sdb:6.2f} ({100 * (model / sdb - 1):+.0f}%)  {blis:6.2f} ({100 * (model / blis - 1):+.0f}%)")
+    return "\n".join(lines)
