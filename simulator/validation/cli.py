@@ -171,19 +171,24 @@ def _replay(args) -> int:
     if summary.get("session") is None:
         print(summary["note"])
     else:
-        print(f"session {summary['session']}: sent {summary['sent']} requests in {summary['wall_s']:.1f} s; " + ", ".join(f"{k} {v}" for k, v in summary["statuses"].items()) + f"; length mismatches {summary['length_mismatches']}")
+        active = f" (active {summary['active_s']:.1f} s)" if summary["stall_tail_s"] else ""
+        print(f"session {summary['session']}: sent {summary['sent']} requests in {summary['wall_s']:.1f} s{active}; " + ", ".join(f"{k} {v}" for k, v in summary["statuses"].items()) + f"; length mismatches {summary['length_mismatches']}")
+        if summary["stall_tail_s"]:
+            timeouts = summary["statuses"].get("timeout", 0)
+            print(
+                f"warning: session {summary['session']}: {timeouts} request(s) timed out (no data for --timeout {args.timeout:g} s); the session's last "
+                f"{summary['stall_tail_s']:.1f} s of {summary['wall_s']:.1f} s waited only on them and are left out of its duration, so throughput is over {summary['active_s']:.1f} s",
+                file=sys.stderr,
+            )
         print(f"measured (as vllm bench serve, ITL over every chunk gap): {summary_line(summary['metrics'])}")
         overhead = summary["client_overhead"]
         print(f"client overhead: send lag p99 {overhead['send_lag_s']['p99'] * 1000:.2f} ms, event-loop lag p99 {overhead['event_loop_lag_s']['p99'] * 1000:.2f} ms, {overhead['chunk_handling_s_mean'] * 1e6:.1f} us per chunk")
     # The exit code describes the replay directory, not only this session: a rerun that sent
     # nothing, or a resume after a kill, still fails while earlier failures remain.
-    unfinished = unfinished_requests(workload, read_results(Path(args.out), workload.workload_hash))
+    results = read_results(Path(args.out), workload.workload_hash)
+    unfinished = unfinished_requests(workload, results)
     if unfinished:
-        print(
-            f"error: {len(unfinished)} of {len(workload)} requests have no successful record (e.g. request {unfinished[0]}); "
-            f"every record is kept in {args.out}; rerun with --retry-failed to resend them (exit {EXIT_REQUESTS_FAILED})",
-            file=sys.stderr,
-        )
+        print(f"error: {unfinished_message(workload, results, unfinished)}; every record is kept in {args.out}; rerun with --retry-failed to resend them (exit {EXIT_REQUESTS_FAILED})", file=sys.stderr)
         code = EXIT_REQUESTS_FAILED
     if summary.get("session") is not None and not summary["after_scrape"]:
         print(
@@ -196,6 +201,19 @@ def _replay(args) -> int:
         print(f"error: {summary['unreported_speculation']}", file=sys.stderr)
         code = EXIT_BAD_INPUT
     return code
+
+
+def unfinished_message(workload, results, unfinished: list) -> str:
+    """"N of M requests have no successful record (k short: ...)": how many, and why."""
+    from simulator.validation.replay_files import STATUS_WORDS
+
+    records = results.records if results else {}
+    why: dict[str, int] = {}
+    for rid in unfinished:
+        status = (records.get(rid) or {}).get("status", "not_sent")
+        why[status] = why.get(status, 0) + 1
+    words = ", ".join(f"{n} {status}: {STATUS_WORDS.get(status, 'no record yet')}" for status, n in sorted(why.items()))
+    return f"{len(unfinished)} of {len(workload)} requests have no successful record ({words}; e.g. request {unfinished[0]})"
 
 
 def _calibrate(args) -> None:
