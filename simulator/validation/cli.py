@@ -353,10 +353,19 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--metric-percentiles", default="99", help="comma-separated percentiles to report besides mean and median, as vllm bench serve (default: 99)")
     m.add_argument("--percentile-metrics", default=",".join(PERCENTILE_METRICS), help=f"comma-separated metrics that get those percentiles (default: {','.join(PERCENTILE_METRICS)})")
 
+    from simulator.validation.bench import add_bench_parser
+
+    add_bench_parser(steps, EXIT_CODES)
     return parser
 
 
-STEPS = {"generate": _generate, "replay": _replay, "calibrate": _calibrate, "simulate": _simulate, "compare": _compare}
+def _bench(args) -> int:
+    from simulator.validation.bench import run_bench
+
+    return run_bench(args)
+
+
+STEPS = {"generate": _generate, "replay": _replay, "calibrate": _calibrate, "simulate": _simulate, "compare": _compare, "bench": _bench}
 
 
 # The `validation` extra: the client that talks to a server and reads /metrics.
