@@ -83,6 +83,14 @@ def test_arrivals_follow_vllms_get_request():
     assert np.std(many) / np.mean(many) == pytest.approx(2.0, rel=0.1)  # burstiness b: gaps' CV 1/sqrt(b)
 
 
+def test_the_work_directory_is_the_workloads_on_that_server_for_that_model():
+    from simulator.validation.bench import default_work_dir
+
+    name = default_work_dir("a" * 64, "http://h:8000", "m")
+    assert name.startswith("vidur-bench-") and name == default_work_dir("a" * 64, "http://h:8000", "m")  # the same command resumes
+    assert len({name, default_work_dir("b" * 64, "http://h:8000", "m"), default_work_dir("a" * 64, "http://g:8000", "m"), default_work_dir("a" * 64, "http://h:8000", "n")}) == 4
+
+
 # Bad input ------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "extra, needles",

@@ -8,7 +8,6 @@ compare runs here on a stub simulation (hand-written simulated outputs), so thes
 no simulator run: what they check is the measured side."""
 
 import json
-import os
 import signal
 import subprocess
 import sys

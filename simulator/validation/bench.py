@@ -9,9 +9,10 @@ on, the stall timeout, the work directory) say so in ``--help``.
 
 Each step writes its files under the work directory, as the step-by-step commands do
 (``workload.jsonl``, ``replay/``, ``replay/calibration.json``, ``simulated/``, ``report/``), so
-any step can be rerun on its own.  The directory is named after the workload's hash, which
-the flags and ``--seed`` fix: rerunning the same command after Ctrl-C, a crash or failed
-requests resumes the replay (resending failures) instead of starting over.
+any step can be rerun on its own.  The directory is named after a hash of the workload (which
+the flags and ``--seed`` fix), the server's URL and the model served: rerunning the same
+command after Ctrl-C, a crash or failed requests resumes the replay (resending failures)
+instead of starting over, and another server or model gets a directory of its own.
 """
 
 from __future__ import annotations
@@ -143,7 +144,7 @@ def add_bench_parser(steps, epilog: str) -> None:
     h.add_argument("--timeout", type=float, default=300.0, help="seconds of silence on a stream before its request is a timeout (default: 300)")
     h.add_argument("--vocab-size", type=positive_int, default=32000, help="prompt token ids are drawn below this (there is no tokenizer; default: 32000)")
     h.add_argument("--min-token-id", type=_non_negative, default=1000, help="... and from this id up (default: 1000)")
-    h.add_argument("--work-dir", help=f"where the steps' files go (default: RESULT_DIR/{WORK_PREFIX}WORKLOAD-HASH; rerun the same command to resume)")
+    h.add_argument("--work-dir", help=f"where the steps' files go (default: RESULT_DIR/{WORK_PREFIX}HASH of the workload, server and model; rerun the same command to resume)")
 
 
 def _checked_options(args):
@@ -244,13 +245,13 @@ def _bench(args, stage: dict) -> int:
         if args.result_filename:
             check_output_file(result_dir / args.result_filename, "--result-filename")
     workload = generate_random(dataset)
-    work = Path(args.work_dir) if args.work_dir else result_dir / f"{WORK_PREFIX}{workload.workload_hash[:12]}"
+    stage["name"] = "listing the server's models"
+    api_model, sim_model = _models(root, args)
+    work = Path(args.work_dir) if args.work_dir else result_dir / default_work_dir(workload.workload_hash, root, api_model)
     check_output_dir(work, "--work-dir", files=("workload.jsonl",), dirs=("replay", "simulated", "report"))
     workload_path = work / "workload.jsonl"
     if workload_path.is_file() and read_workload(workload_path).workload_hash != workload.workload_hash:
         raise ConfigError(f"--work-dir {work} holds another workload ({workload_path}); pass a new --work-dir for these flags")
-    stage["name"] = "listing the server's models"
-    api_model, sim_model = _models(root, args)
 
     stage["name"], stage["work"] = "replaying", work
     if not workload_path.is_file():
@@ -349,6 +350,14 @@ def _simulate_and_compare(args, work: Path, workload, calibration: dict, sim_mod
         },
     }
     return report, result
+
+
+def default_work_dir(workload_hash: str, root: str, api_model: str) -> str:
+    """The work directory's name: the workload, the server and the model served, hashed, so
+    the same command resumes its own replay and another server or model never reuses it."""
+    from simulator.validation.files import sha256_hex
+
+    return WORK_PREFIX + sha256_hex(f"{workload_hash}\n{root}\n{api_model}")[:12]
 
 
 def _result_filename(args, model: str, date: str) -> str:

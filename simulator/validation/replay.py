@@ -130,7 +130,15 @@ def replay(workload: Workload, out_dir: Path, options: ReplayOptions) -> dict:
     read_summary(out_dir)  # a damaged summary stops the replay before it sends anything
     records = existing.records if existing else {}
     pending = pending_requests(workload, records, options.retry_failed)
-    return run_async(_session(workload, out_dir, options, existing, pending))
+    progress: dict = {}
+    try:
+        return run_async(_session(workload, out_dir, options, existing, pending, progress))
+    except KeyboardInterrupt:
+        # Python 3.11+ cancels the session, which saves itself; before 3.11 Ctrl-C stops the
+        # event loop under it, so its entry is closed here
+        if "t0" in progress and not progress.get("saved"):
+            _save_entry(out_dir, workload, progress["entry"] | {"state": "interrupted", "wall_s": time.perf_counter() - progress["t0"]})
+        raise
 
 
 def run_async(coroutine):
@@ -144,7 +152,7 @@ def run_async(coroutine):
         return pool.submit(asyncio.run, coroutine).result()
 
 
-async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, existing, pending: list[Request]) -> dict:
+async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, existing, pending: list[Request], progress: Optional[dict] = None) -> dict:
     url = options.root_url
     timeout = httpx.Timeout(options.timeout_s, connect=min(10.0, options.timeout_s))
     limits = httpx.Limits(max_connections=options.concurrency, max_keepalive_connections=options.concurrency)
@@ -183,12 +191,14 @@ async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, ex
             "warnings": warnings,
         }
         _save_entry(out_dir, workload, entry)
-        started = {}
+        started = progress if progress is not None else {}
+        started["entry"] = entry
         try:
             stats = await _send_all(client, pending, model, options, appender, session, started)
         except BaseException:  # Ctrl-C (asyncio cancels the session), or anything else: the session's time so far is kept
             if "t0" in started:
                 _save_entry(out_dir, workload, entry | {"state": "interrupted", "wall_s": time.perf_counter() - started["t0"]})
+                started["saved"] = True
             raise
         finally:
             appender.close()
