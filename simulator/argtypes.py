@@ -63,7 +63,15 @@ def comma_floats(text: str, flag: str, what: str = "numbers", example: str = "")
 class DeprecatedAlias(argparse.Action):
     """Stores the value and warns when an old name was used: either every option string after the
     first (aliases declared with the flag), or, with ``replacement``, the whole argument (an old
-    flag declared on its own that stores into its replacement's dest)."""
+    flag declared on its own that stores into its replacement's dest).
+
+    An old name given together with its new one (``--num-prompts 5 --num-requests 6``) is refused
+    naming both, whatever their order: letting the last one win would silently drop a value the
+    user typed.  The names seen are kept per parse on the namespace (under
+    :data:`SEEN_ATTRIBUTE`), so a parser can be reused.  The replacement form sees the new flag
+    only when the new flag's action is a ``DeprecatedAlias`` too; declare old names with the flag
+    where a conflict must be caught.
+    """
 
     def __init__(self, option_strings, dest, replacement: str = "", **kwargs):
         self.replacement = replacement
@@ -71,6 +79,20 @@ class DeprecatedAlias(argparse.Action):
 
     def __call__(self, parser, namespace, values, option_string=None):
         new = self.replacement or self.option_strings[0]
+        seen = getattr(namespace, SEEN_ATTRIBUTE, None)
+        if seen is None:
+            seen = {}
+            setattr(namespace, SEEN_ATTRIBUTE, seen)
+        given = seen.setdefault(self.dest, [])
+        other = next((name for name in given if name != option_string), None)
+        if other is not None:
+            old = option_string if option_string != new else other
+            parser.error(f"{other} and {option_string} both set {new} ({old} is its deprecated name): pass only {new}")
+        if option_string not in given:
+            given.append(option_string)
         if option_string is not None and option_string != new:
             print(f"warning: {option_string} is deprecated and will be removed in the next release; use {new}", file=sys.stderr)
         setattr(namespace, self.dest, values)
+
+
+SEEN_ATTRIBUTE = "_deprecated_alias_seen"  # dest -> option strings given, for DeprecatedAlias

@@ -107,7 +107,10 @@ _FIELD_NAMES = tuple(f.name for f in fields(RunSummary))
 class RunResult:
     """``requests`` has :data:`REQUEST_COLUMNS`; ``provenance`` is a flat dict.
 
-    ``acceptance_logs`` maps request id to its (proposed, accepted) pair per verify step.
+    ``acceptance_logs`` maps request id to its (proposed, accepted) pair per verify step;
+    ``emission_times`` maps request id to the end of every step that gave the client tokens
+    (seconds of simulated time), so a caller can pool the inter-token gaps of any subset of
+    requests (the validation harness compares ITL over the requests a server completed).
     """
 
     config: RunConfig
@@ -115,6 +118,7 @@ class RunResult:
     summary: RunSummary
     provenance: dict
     acceptance_logs: dict = field(default_factory=dict)
+    emission_times: dict = field(default_factory=dict)
 
     @property
     def startup_burst(self) -> int:

@@ -199,7 +199,7 @@ def test_restarts_without_a_start_time_are_told_by_the_sessions_records(tmp_path
     def scrape(drafts, generated):
         return exposition(drafts, 3 * drafts, drafts, (drafts, 0, 0), extra=f"# TYPE vllm:generation_tokens counter\nvllm:generation_tokens_total {generated}\n")
 
-    texts = {(0, "before"): scrape(0, 0), (0, "after"): scrape(0, 0), (1, "before"): scrape(10, 40), (1, "after"): scrape(10, 400), (2, "before"): scrape(10, 400), (2, "after"): scrape(30, 460)}
+    texts = {(0, "before"): scrape(0, 0), (0, "after"): scrape(0, 0), (1, "before"): scrape(10, 40), (1, "after"): scrape(10, 400), (2, "before"): scrape(10, 400), (2, "after"): scrape(30, 441)}
     for (session, when), text in texts.items():
         path = scrape_path(tmp_path, session, when)
         path.parent.mkdir(parents=True, exist_ok=True)

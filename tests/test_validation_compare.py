@@ -7,7 +7,7 @@ import pytest
 
 from simulator.errors import ConfigError
 from simulator.validation.cli import main
-from simulator.validation.compare import check_same_workload, error_summary, join, measured_frame
+from simulator.validation.compare import check_same_workload, error_summary, join, measured_frame, measured_itls, measured_metrics, simulated_metrics
 from simulator.validation.files import DurableAppender, atomic_write_json
 from simulator.validation.report import FILES, render_markdown
 from simulator.validation.replay_files import SCHEMA as REPLAY_SCHEMA
@@ -50,6 +50,10 @@ SIMULATED = pd.DataFrame(
 )
 
 
+# the gaps between the simulated requests' token emissions: 5 steps of 2 tokens evenly spaced, or 10 of 1
+SIM_ITLS = {0: [0.2] * 5, 1: [0.4] * 5, 2: [0.5] * 10, 3: [0.5] * 10}
+
+
 def test_signed_and_absolute_errors_per_request():
     frame = join(measured_frame(WORKLOAD, RECORDS), SIMULATED)
     assert list(frame["compared"]) == [True, True, False, False]  # a timeout and a length mismatch are left out
@@ -61,7 +65,7 @@ def test_signed_and_absolute_errors_per_request():
 
 
 def test_mean_median_and_percentiles_use_compared_requests_only():
-    summary = error_summary(join(measured_frame(WORKLOAD, RECORDS), SIMULATED), percentiles=(90.0, 99.0))
+    summary = error_summary(join(measured_frame(WORKLOAD, RECORDS), SIMULATED), measured_itls(RECORDS), SIM_ITLS, percentiles=(90.0, 99.0))
     ttft = summary["ttft"]
     assert ttft["label"] == "TTFT" and ttft["requests"] == 2
     assert ttft["measured"]["mean_ms"] == pytest.approx(150.0) and ttft["simulated"]["mean_ms"] == pytest.approx(150.0)
@@ -70,19 +74,45 @@ def test_mean_median_and_percentiles_use_compared_requests_only():
     assert ttft["error_pct"]["mean"] == pytest.approx(0.0)
     assert ttft["mape_pct"] == pytest.approx(15.0) and ttft["median_signed_err_pct"] == pytest.approx(5.0)
     assert summary["e2el"]["label"] == "E2EL" and summary["e2el"]["mape_pct"] == pytest.approx((0.02 / 1.1 + 0.02 / 2.2) / 2 * 100)
-    # ITL: measured = mean gap between content chunks, simulated = (E2E - TTFT) / decode steps
+    # ITL: the compared requests' gaps pooled, 5 of 200 ms and 5 of 400 ms on each side
     itl = summary["itl"]
-    assert itl["measured"]["mean_ms"] == pytest.approx((200 + 400) / 2)
-    assert itl["simulated"]["mean_ms"] == pytest.approx((1000 / 5 + 2000 / 5) / 2)
+    assert itl["measured"]["mean_ms"] == pytest.approx(300) and itl["simulated"]["mean_ms"] == pytest.approx(300)
+    assert itl["mape_pct"] is None  # no per-request ITL under vLLM's definition
     assert set(summary) == {"ttft", "tpot", "itl", "e2el"}
+
+
+# Two requests with uneven chunk gaps: A's chunks at 0.10, 0.15, 0.35 s (gaps 50 and 200 ms), B's at
+# 0.20 and 0.30 s (one gap of 100 ms).  vLLM pools the gaps: [50, 100, 200] ms.
+UNEVEN = {
+    0: {"request_id": 0, "status": "ok", "chunks": [[0.10, 1], [0.15, 2], [0.35, 2]], "ttft_s": 0.10, "e2e_s": 0.35, "tpot_s": 0.0625, "streamed_tokens": 5, "expected_output_tokens": 5, "completion_tokens": 5, "length_mismatch": False},
+    1: {"request_id": 1, "status": "ok", "chunks": [[0.20, 1], [0.30, 4]], "ttft_s": 0.20, "e2e_s": 0.30, "tpot_s": 0.025, "streamed_tokens": 5, "expected_output_tokens": 5, "completion_tokens": 5, "length_mismatch": False},
+}
+POOLED_MS = {"mean_ms": 350 / 3, "median_ms": 100.0, "std_ms": ((50 - 350 / 3) ** 2 + (100 - 350 / 3) ** 2 + (200 - 350 / 3) ** 2) ** 0.5 / 3**0.5, "p99_ms": 100 + 0.98 * 100}
+
+
+def test_itl_is_vllms_pooled_gaps_in_replay_compare_and_simulate():
+    """One definition everywhere, checked against hand-computed numbers: the per-request mean
+    (125 and 100 ms, mean 112.5) is not it."""
+    workload = generate(WorkloadSpec(num_requests=2, arrival="fixed", rate=1.0, prompt_tokens=8, output_tokens=5))
+    replay_line = measured_metrics(list(UNEVEN.values()), 1.0, {0: 8, 1: 8})["latency"]["itl"]
+    simulated = pd.DataFrame({"request_id": [0, 1], "arrival_s": [0.0, 1.0], "prompt_tokens": [8, 8], "output_tokens": [5, 5], "ttft_s": [0.1, 0.2], "tpot_s": [0.06, 0.03], "e2e_s": [0.34, 0.32]})
+    sim_gaps = {0: [0.06, 0.18], 1: [0.12]}
+    report = error_summary(join(measured_frame(workload, UNEVEN), simulated), measured_itls(UNEVEN), sim_gaps)["itl"]
+    for stats in (replay_line, report["measured"]):
+        assert stats == pytest.approx(POOLED_MS)
+    # the simulated side pools the emission gaps the same way: [60, 120, 180] ms
+    expected_sim = {"mean_ms": 120.0, "median_ms": 120.0, "std_ms": (2 * 60**2 / 3) ** 0.5, "p99_ms": 120 + 0.98 * 60}
+    assert report["simulated"] == pytest.approx(expected_sim)
+    assert simulated_metrics(simulated, sim_gaps)["latency"]["itl"] == pytest.approx(expected_sim)
+    assert report["error_pct"]["p99"] == pytest.approx((178.8 - 198.0) / 198.0 * 100)
 
 
 def test_percentiles_only_for_the_chosen_metrics_and_bad_choices_refused():
     from simulator.validation.compare import parse_percentile_metrics, parse_percentiles
 
-    summary = error_summary(join(measured_frame(WORKLOAD, RECORDS), SIMULATED), percentiles=(50.0, 99.9), percentile_metrics=("ttft",))
-    assert set(summary["ttft"]["measured"]) == {"mean_ms", "median_ms", "p50_ms", "p99.9_ms"}
-    assert set(summary["tpot"]["measured"]) == {"mean_ms", "median_ms"}
+    summary = error_summary(join(measured_frame(WORKLOAD, RECORDS), SIMULATED), measured_itls(RECORDS), SIM_ITLS, percentiles=(50.0, 99.9), percentile_metrics=("ttft",))
+    assert set(summary["ttft"]["measured"]) == {"mean_ms", "median_ms", "std_ms", "p50_ms", "p99.9_ms"}
+    assert set(summary["tpot"]["measured"]) == {"mean_ms", "median_ms", "std_ms"}
     assert parse_percentiles("99,50") == (50.0, 99.0)
     for bad in ("0", "100", "x", "50,,90"):
         with pytest.raises(ConfigError, match="--metric-percentiles"):
@@ -122,6 +152,7 @@ def write_inputs(root, workload=WORKLOAD, simulated_hash=None):
     simulated = {"schema": "vidur-specdec/validation-simulated", "schema_version": 1, "workload_hash": simulated_hash or workload.workload_hash, "config": {"model": "m", "device": "a100"}, "summary": {"acceptance_rate": 0.58, "mean_acceptance_length": 2.05}, "provenance": {"seed": 0}}
     atomic_write_json(root / "sim" / "simulated.json", simulated)
     SIMULATED.to_csv(root / "sim" / "simulated.csv", index=False)
+    atomic_write_json(root / "sim" / "simulated_itls.json", {"schema": "vidur-specdec/validation-simulated-itls", "schema_version": 1, "workload_hash": workload.workload_hash, "itls": [SIM_ITLS[i] for i in range(len(workload))]})
 
 
 def compare_args(root, out):
@@ -142,14 +173,14 @@ def test_report_files_are_complete_and_byte_identical_on_rerun(tmp_path, capsys)
     html = (tmp_path / "a" / "scatter.html").read_text()
     assert 'src="plotly.min.js"' in html and "validation-scatter" in html
     figure = json.loads((tmp_path / "a" / "scatter.json").read_text())
-    assert [len(trace["x"]) for trace in figure["data"] if trace["mode"] == "markers"] == [2, 2, 2, 2]
+    assert [len(trace["x"]) for trace in figure["data"] if trace["mode"] == "markers"] == [2, 2, 2]  # TTFT, TPOT, E2EL: ITL has no per-request value
 
 
 def test_report_has_vllm_metrics_throughput_and_one_unit_policy(tmp_path, capsys):
     write_inputs(tmp_path)
     assert main(compare_args(tmp_path, tmp_path / "a") + ["--metric-percentiles", "50,99"]) == 0
     report = json.loads((tmp_path / "a" / "report.json").read_text())
-    assert set(report["metrics"]["ttft"]["measured"]) == {"mean_ms", "median_ms", "p50_ms", "p99_ms"}
+    assert set(report["metrics"]["ttft"]["measured"]) == {"mean_ms", "median_ms", "std_ms", "p50_ms", "p99_ms"}
     assert "milliseconds" in report["units"] and "seconds" in report["units"]
     throughput = report["throughput"]
     # simulated: 4 requests of 11 output and 8 prompt tokens from arrival 0 to the last finish at 3 + 5.5 s

@@ -341,11 +341,11 @@ def test_deprecated_flags_warn_and_still_work(tmp_path, capsys):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["generate", "--out", "w.jsonl", "--num-prompts", "x"], "argument --num-prompts: invalid int value: 'x'"),
+        (["generate", "--out", "w.jsonl", "--num-prompts", "x"], "argument --num-prompts/--num-requests: invalid int value: 'x'"),
         (["generate", "--out", "w.jsonl", "--request-rate", "inf"], "--request-rate inf: must be a finite number of requests per second > 0"),
         (["generate", "--out", "w.jsonl", "--num-prompts", "0"], "--num-prompts 0: must be a positive integer"),
         (["calibrate", "--replay", "r", "--num-speculative-tokens", "-1"], "-1 must be >= 0"),
-        (["replay", "--workload", "w", "--base-url", "http://a", "--url", "http://b", "--out", "o"], "not allowed with argument"),
+        (["replay", "--workload", "w", "--base-url", "http://a", "--url", "http://b", "--out", "o"], "--base-url and --url both set --base-url (--url is its deprecated name): pass only --base-url"),
         (["simulate", "--workload", "w", "--calibration", "c", "--out", "o", "--proposer", "medusa"], "invalid choice: 'medusa'"),
         (["replay", "--workload", "w", "--base-url", "http://[::1", "--out", "o"], "--base-url 'http://[::1': not a valid URL"),
         (["replay", "--workload", "w", "--base-url", "http://", "--out", "o"], "names no host"),

@@ -69,7 +69,16 @@ def test_simulate_and_compare(measured, capsys):
     comparison = pd.read_csv(root / "report" / "comparison.csv")
     for metric in ("ttft", "tpot", "itl", "e2el"):
         assert report["metrics"][metric]["requests"] == report["requests"]["compared"]
+    for metric in ("ttft", "tpot", "e2el"):  # ITL has no per-request value (vLLM pools its gaps)
         assert report["metrics"][metric]["mape_pct"] == pytest.approx(comparison.loc[comparison["compared"], f"{metric}_abs_err_pct"].mean())
+    # ITL is vLLM's pooled gaps on both sides: the simulated side from the simulator's own emissions
+    itls = json.loads((root / "sim" / "simulated_itls.json").read_text())["itls"]
+    compared = comparison.loc[comparison["compared"], "request_id"].tolist()
+    pooled = [gap * 1000 for rid in compared for gap in itls[rid]]
+    assert report["metrics"]["itl"]["simulated"]["mean_ms"] == pytest.approx(sum(pooled) / len(pooled))
+    # ... the same definition as the simulator's own summary (every request's gaps, pooled)
+    every = [gap for gaps in itls for gap in gaps]
+    assert sim_record["summary"]["itl_mean_s"] == pytest.approx(sum(every) / len(every), rel=1e-6)
     # the simulator draws acceptance from the calibrated per-position rates
     assert report["acceptance"]["simulated"]["acceptance_rate"] == pytest.approx(report["acceptance"]["measured"]["acceptance_rate"], abs=0.05)
     assert "| TTFT | mean |" in (root / "report" / "report.md").read_text()

@@ -83,9 +83,9 @@ def test_repeated_spans_give_an_ngram_proposer_matches():
 
 def test_lengths_from_a_trace_file(tmp_path):
     trace = tmp_path / "trace.csv"
-    trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,100,10\n0.1,200,20\n0.2,0,5\n0.3,5000,50\n")
-    rows = read_length_trace(trace, max_total_tokens=4096)
-    assert rows == ((100, 10), (200, 20))  # the zero-length and the too-long rows are dropped
+    trace.write_text("arrived_at,num_prefill_tokens,num_decode_tokens\n0.0,100,10\n0.1,200,20\n0.3,5000,50\n0.4,4000,97\n")
+    rows, skipped = read_length_trace(trace, max_total_tokens=4096)
+    assert rows == ((100, 10), (200, 20)) and skipped == 2  # the rows beyond the context are dropped, and counted
     workload = generate(WorkloadSpec(num_requests=6, lengths="trace", trace_lengths=rows, seed=0))
     assert {(r.prompt_tokens, r.output_tokens) for r in workload.requests} <= set(rows)
     assert all(len(r.prompt_token_ids) == r.prompt_tokens for r in workload.requests)
@@ -102,7 +102,7 @@ def test_a_trace_without_length_columns_is_refused(tmp_path):
 @pytest.mark.skipif(not SHARED_TRACES.is_dir(), reason="../shared/vidur-traces is absent (only in the development checkout)")
 def test_vidur_traces_are_readable():
     for path in sorted(SHARED_TRACES.glob("*.csv")):
-        rows = read_length_trace(path, max_total_tokens=4096)
+        rows, _ = read_length_trace(path, max_total_tokens=4096)
         assert len(rows) > 1000 and all(p >= 1 and o >= 1 and p + o <= 4096 for p, o in rows)
 
 

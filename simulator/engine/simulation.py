@@ -157,7 +157,7 @@ def simulate(run: ResolvedRun) -> RunResult:
     }
     if run.draft is not None:
         provenance.update({f"draft_{key}": value for key, value in run.draft.profile.provenance().items()})
-    return RunResult(config, frame, summary, provenance, {r.id: list(r.acceptance_log) for r in requests})
+    return RunResult(config, frame, summary, provenance, {r.id: list(r.acceptance_log) for r in requests}, {r.id: list(r.emission_times) for r in requests})
 
 
 def _lm_head_source(predictor_config) -> str:

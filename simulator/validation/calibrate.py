@@ -23,7 +23,9 @@ from simulator.errors import ConfigError
 from simulator.inputs import read_json, read_text
 from simulator.validation.files import check_schema
 from simulator.validation.metrics import COUNTERS, PER_POSITION, CounterWentDown, Snapshot, add, delta, parse_metrics, spec_counter_problem
-from simulator.validation.replay_files import list_scrapes, read_results
+from simulator.validation.replay_files import NOT_SENT, list_scrapes, read_results, read_summary
+from simulator.validation.replay_files import received_tokens as record_tokens
+from simulator.validation.sessions import STATES, session_state
 from simulator.validation.workload import is_int
 
 SCHEMA = "vidur-specdec/validation-calibration"
@@ -70,7 +72,7 @@ def _missing(counts: Snapshot, names: Sequence[str]) -> list[str]:
     return [COUNTERS[name] for name in names if getattr(counts, name) is None]
 
 
-def acceptance_from_counters(counts: Snapshot, expected_k: Optional[int], source: str) -> Acceptance:
+def acceptance_from_counters(counts: Snapshot, expected_k: Optional[int], source: str, force: bool = False, warnings: Optional[list] = None) -> Acceptance:
     """Acceptance from counter deltas.
 
     ``expected_k``: None infers it (and treats absent counters as "speculation off"); 0 says
@@ -79,7 +81,7 @@ def acceptance_from_counters(counts: Snapshot, expected_k: Optional[int], source
     if expected_k == 0 or (expected_k is None and counts.engine is None and not counts.accepted_per_pos):
         return Acceptance(None, 0, None, None, (), (), "speculative decoding off: no spec-decode counters" if expected_k is None else "speculative decoding off (k = 0 given)")
     if counts.drafts is not None or counts.accepted_per_pos:
-        return _v1(counts, expected_k, source)
+        return _v1(counts, expected_k, source, force, warnings if warnings is not None else [])
     if counts.emitted_tokens is not None:
         return _v0(counts, expected_k, source)
     raise ConfigError(
@@ -102,7 +104,7 @@ def check_no_speculation_seen(tokens_per_decode_chunk: Optional[float], source: 
     )
 
 
-def _v1(counts: Snapshot, expected_k: Optional[int], source: str) -> Acceptance:
+def _v1(counts: Snapshot, expected_k: Optional[int], source: str, force: bool = False, warnings: Optional[list] = None) -> Acceptance:
     missing = _missing(counts, V1_NEEDS) + ([] if counts.accepted_per_pos else [PER_POSITION])
     if missing:
         raise ConfigError(f"{source}: V1 spec-decode counters are incomplete, missing {', '.join(missing)}")
@@ -110,7 +112,12 @@ def _v1(counts: Snapshot, expected_k: Optional[int], source: str) -> Acceptance:
         raise ConfigError(f"{source}: no draft tokens were counted between the scrapes, so acceptance cannot be measured")
     k = max(counts.accepted_per_pos) + 1
     if expected_k is not None and expected_k != k:
-        raise ConfigError(f"{source}: the server counts acceptance for {k} draft positions but k = {expected_k} was given")
+        problem = f"{source}: the server counts acceptance for {k} draft positions but k = {expected_k} was given"
+        if not force:
+            raise ConfigError(f"{problem}; pass the server's k (or leave --num-speculative-tokens out to read it from the counters), or --force to calibrate with k = {expected_k}")
+        # the given k wins: positions the server did not count are taken as never accepted
+        warnings.append(f"{problem} (calibrated with k = {expected_k} anyway: --force; " + ("positions beyond the counters' count as never accepted)" if expected_k > k else f"positions {expected_k}..{k - 1} of the counters are left out)"))
+        k = expected_k
     unconditional = tuple(counts.accepted_per_pos.get(i, 0.0) / counts.drafts for i in range(k))
     return Acceptance(
         engine="v1",
@@ -154,6 +161,8 @@ class Counters:
     used: list  # session numbers
     dropped: list  # {"session": n, "reason": why it was left out}
     notes: list
+    flagged: list = ()  # {"session", "reason", "excess_tokens", "included"}: counters beyond what the session could explain
+    warnings: list = ()
 
 
 def _read_scrape(path: Path) -> Snapshot:
@@ -170,8 +179,8 @@ def _restart(before: Snapshot, after: Snapshot) -> Optional[str]:
 
 
 def received_tokens(records) -> int:
-    """Tokens the client received in ``records`` (a chunk without token ids counts as one)."""
-    return sum(c[1] if c[1] is not None else 1 for r in records for c in (r.get("chunks") or []))
+    """Tokens the client received in ``records``."""
+    return sum(record_tokens(r) for r in records)
 
 
 def _unnoticed_restart(step: Snapshot, records: list) -> Optional[str]:
@@ -192,61 +201,121 @@ def _unnoticed_restart(step: Snapshot, records: list) -> Optional[str]:
     return None
 
 
-def collect_counters(replay_dir: Path, history=()) -> Counters:
+def unexplained_traffic(step: Snapshot, records: list, entry: Optional[dict]) -> Optional[tuple[str, float]]:
+    """(why, excess tokens) when a session's counters rose by more than its own requests explain.
+
+    The session's requests can have made the server generate at most the output tokens they
+    asked for (a request whose stream the client gave up on may still have run to the end):
+    the tokens of the requests the session planned (its replay-summary entry; else those of
+    its records), less those that never reached the server.  Counters beyond that come from
+    somewhere else: another client of the same server, or traffic between a session cut off
+    and the scrape that closes it.  A session none of whose requests succeeded, yet whose
+    counters moved, holds drafts no complete request accounts for, and is flagged as well.
+    """
+    if step.generation_tokens is None or (entry is None and not records):  # nothing to judge by (an older caller)
+        return None
+    planned = entry.get("planned_output_tokens") if entry else None
+    unsent = sum(r["expected_output_tokens"] for r in records if r.get("status") in NOT_SENT)
+    bound = (planned if planned is not None else sum(r["expected_output_tokens"] for r in records)) - unsent
+    received = received_tokens(records)
+    if step.generation_tokens > bound:
+        excess = step.generation_tokens - bound
+        return (
+            f"its counters rose by {step.generation_tokens:g} generated tokens, {excess:g} more than its requests could generate ({bound:g}; the client "
+            f"received {received}): another client's traffic on the same server, or requests run between its scrapes by someone else",
+            float(excess),
+        )
+    moved = (step.drafts or step.draft_tokens or 0) > 0 or step.generation_tokens > 0
+    if moved and not any(r.get("status") == "ok" for r in records):
+        return (
+            f"none of its {len(records)} request(s) succeeded, yet its counters rose by {step.generation_tokens:g} generated tokens "
+            f"(the client received {received}): drafts no complete request accounts for",
+            float(max(0.0, step.generation_tokens - received)),
+        )
+    return None
+
+
+def collect_counters(replay_dir: Path, history=(), summary: Optional[dict] = None, force: bool = False) -> Counters:
     """Counter deltas summed over the valid replay sessions, and what was left out and why.
 
-    A session killed before its closing scrape is closed by the next session's opening
-    scrape.  A session whose two scrapes come from different server processes (told apart
-    by ``process_start_time_seconds``, or by a counter going down when the server does not
-    export it) is left out: its counters cannot be split at the restart.  Without the start
-    time, a restart from zero counters can leave every counter at or above its opening value;
-    it is caught by the session's own records (``history``): the counters must account for at
-    least the tokens the client received, and for drafts where it saw multi-token chunks.
+    A session killed or interrupted before its closing scrape is closed by the next session's
+    opening scrape.  One whose closing scrape failed (the server died or became unreachable) is
+    closed that way only when ``process_start_time_seconds`` shows the same server process:
+    a server that died comes back as a new one.  A session whose two scrapes come from
+    different server processes (told apart by ``process_start_time_seconds``, or by a counter
+    going down when the server does not export it) is left out: its counters cannot be split
+    at the restart.  Without the start time, a restart from zero counters can leave every
+    counter at or above its opening value; it is caught by the session's own records
+    (``history``): the counters must account for at least the tokens the client received,
+    and for drafts where it saw multi-token chunks.
+
+    A session whose counters rose by more than its own requests explain
+    (:func:`unexplained_traffic`) is flagged, and left out unless ``force``: its acceptance
+    and its drafts per decode chunk would be another client's.
     """
     sessions = list_scrapes(replay_dir)
+    entries = {e.get("session"): e for e in (summary or {}).get("sessions", [])}
     order = list(sessions)
     total: Optional[Snapshot] = None
-    used, dropped, notes = [], [], []
+    used, dropped, notes, flagged, warnings = [], [], [], [], []
 
     def drop(session: int, reason: str) -> None:
         dropped.append({"session": session, "reason": reason})
 
     for position, session in enumerate(order):
         files = sessions[session]
+        state = session_state(entries.get(session)) if summary is not None else "unrecorded"
         if "before" not in files:
             drop(session, "no opening scrape")
             continue
         closing = files.get("after")
+        closed_by_next = False
         if closing is None and position + 1 < len(order) and "before" in sessions[order[position + 1]]:
-            closing = sessions[order[position + 1]]["before"]
-            notes.append(f"session {session}: no closing scrape (interrupted); closed by session {order[position + 1]}'s opening scrape")
+            closing, closed_by_next = sessions[order[position + 1]]["before"], True
         if closing is None:
-            drop(session, "no closing scrape (interrupted), and no later session to close it")
+            ended = STATES[state] if state != "unrecorded" else "no closing scrape"
+            drop(session, f"{ended}, and no later session to close it")
             continue
         before, after = _read_scrape(files["before"]), _read_scrape(closing)
         restarted = _restart(before, after)
         if restarted:
-            drop(session, restarted)
+            drop(session, (f"{STATES[state]}; " if closed_by_next and state == "closing_scrape_failed" else "") + restarted)
             continue
         try:
             step = delta(before, after, f"{files['before'].name} -> {closing.name}")
         except CounterWentDown as err:
             drop(session, str(err))
             continue
+        records = [r for r in history if r.get("session") == session]
         if before.process_start_time is None or after.process_start_time is None:
-            unnoticed = _unnoticed_restart(step, [r for r in history if r.get("session") == session])
+            unnoticed = _unnoticed_restart(step, records)
             if unnoticed:
                 drop(session, unnoticed)
                 continue
+            if closed_by_next and state == "closing_scrape_failed":
+                drop(session, f"{STATES[state]}, and the server exports no process_start_time_seconds to show that session {order[position + 1]}'s opening scrape comes from the same process")
+                continue
+        if closed_by_next:
+            how = {"closing_scrape_failed": "its closing scrape failed (the server became unreachable; the same process answered again, by process_start_time_seconds)", "interrupted": "interrupted (Ctrl-C)", "killed": "the replay process was killed"}.get(state, "no closing scrape (interrupted)")
+            notes.append(f"session {session}: {how}; closed by session {order[position + 1]}'s opening scrape")
+        unexplained = unexplained_traffic(step, records, entries.get(session))
+        if unexplained:
+            reason, excess = unexplained
+            flagged.append({"session": session, "reason": reason, "excess_tokens": excess, "included": force})
+            if not force:
+                drop(session, reason + "; left out of the calibration (pass --force to include it)")
+                warnings.append(f"session {session}: {reason}; left out of the calibration (pass --force to include it)")
+                continue
+            warnings.append(f"session {session}: {reason}; included anyway (--force), so its acceptance and proposal probability mix in that traffic")
         total = step if total is None else add(total, step)
         used.append(session)
         if before.process_start_time is None:
             notes.append(f"session {session}: the server exports no process_start_time_seconds; restarts are told by counters going down or falling short of the tokens the client received")
     if total is None:
         why = "; ".join(f"session {d['session']}: {d['reason']}" for d in dropped) or "no scrapes"
-        raise ConfigError(f"{replay_dir}: no replay session can be measured ({why}); replay again against a server that stays up")
+        raise ConfigError(f"{replay_dir}: no replay session can be measured ({why}); replay again against a server that stays up (and that no other client uses)")
     notes += [f"session {d['session']} left out: {d['reason']}" for d in dropped]
-    return Counters(total, used, dropped, notes)
+    return Counters(total, used, dropped, notes, flagged, warnings)
 
 
 def proposal_probability(counts: Snapshot, records: list, k: int, notes: list) -> tuple[Optional[float], Optional[float], Optional[str]]:
@@ -324,9 +393,9 @@ def calibrate(replay_dir: Path, expected_k: Optional[int] = None, force: bool = 
     results = read_results(replay_dir)
     if results is None:
         raise ConfigError(f"--replay {replay_dir}: no replay results (replay.jsonl) found; pass the directory that replay wrote")
-    counters = collect_counters(replay_dir, results.history)
+    counters = collect_counters(replay_dir, results.history, read_summary(replay_dir), force)
     counts, used, notes = counters.total, counters.used, list(counters.notes)
-    warnings: list[str] = []
+    warnings: list[str] = list(counters.warnings)
     records = [r for r in results.history if r.get("session") in used]
     ok = [r for r in results.records.values() if r["status"] == "ok" and not r["length_mismatch"] and r.get("session") in used]
     decode_chunks = sum(len(r["chunks"]) - 1 for r in ok)
@@ -340,7 +409,7 @@ def calibrate(replay_dir: Path, expected_k: Optional[int] = None, force: bool = 
         if not force:
             raise ConfigError(f"{problem}; pass the server's k (or leave it out to read k from the counters), or --force to calibrate as speculation off")
         warnings.append(f"{problem} (calibrated as speculation off anyway: --force)")
-    acceptance = acceptance_from_counters(counts, expected_k, str(replay_dir / "scrapes"))
+    acceptance = acceptance_from_counters(counts, expected_k, str(replay_dir / "scrapes"), force, warnings)
     check_k(acceptance, counts, records, force, warnings)
     if counts.num_gpu_blocks is None:
         notes.append("the server exports no vllm:cache_config_info num_gpu_blocks; the simulator plans memory itself")
@@ -361,7 +430,8 @@ def calibrate(replay_dir: Path, expected_k: Optional[int] = None, force: bool = 
         "proposal_probability_method": how,
         "kv_cache": {"num_gpu_blocks": counts.num_gpu_blocks, "block_size": counts.block_size},
         "sessions_used": used,
-        "sessions_dropped": counters.dropped,
+        "sessions_dropped": [d for d in counters.dropped if d["session"] not in {f["session"] for f in counters.flagged}],
+        "sessions_flagged": list(counters.flagged),
         "notes": notes,
         "warnings": warnings,
     }

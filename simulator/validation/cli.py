@@ -46,6 +46,7 @@ DEPRECATED = (
     ("simulate", "--seed", "--acceptance-seed"),  # as python -m simulator, whose --seed also meant the acceptance draws
 )
 PERCENTILE_METRICS = ("ttft", "tpot", "itl", "e2el")
+DEFAULT_PROMPT_TOKENS, DEFAULT_OUTPUT_TOKENS = 512, 128  # generate --lengths fixed
 
 
 class _Parser(argparse.ArgumentParser):
@@ -55,9 +56,10 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _alias(group, step: str, old: str, dest: str, type=str) -> None:
-    new = next(n for s, o, n in DEPRECATED if (s, o) == (step, old))
-    group.add_argument(old, dest=dest, type=type, action=DeprecatedAlias, replacement=new, help=f"deprecated: use {new}", default=argparse.SUPPRESS)
+def _names(step: str, new: str) -> tuple[str, ...]:
+    """``new`` and its deprecated names in ``step``, for one DeprecatedAlias argument: declared
+    together, the action sees both, so giving an old name with its new one is refused."""
+    return (new,) + tuple(old for s, old, n in DEPRECATED if s == step and n == new)
 
 
 def _generate(args) -> None:
@@ -65,33 +67,57 @@ def _generate(args) -> None:
     from simulator.validation.workload import generate, read_length_trace, write_workload
 
     check_output_file(args.out, "workload file")
-
-    lengths = args.lengths or ("trace" if args.trace else "uniform" if args.prompt_range or args.output_range else "fixed")
-    if lengths == "uniform" and not (args.prompt_range and args.output_range):
-        given, other = ("--prompt-range", "--output-range") if args.prompt_range else ("--output-range", "--prompt-range")
-        raise ConfigError(f"uniform lengths draw both prompt and output lengths: pass {other} MIN MAX too" + (f" (with {given})" if args.prompt_range or args.output_range else ""))
-    if args.max_total_tokens is not None and (lengths != "trace" or args.max_total_tokens <= 0):
-        raise ConfigError(f"--max-total-tokens {args.max_total_tokens}: " + ("must be a positive number of tokens (the server's context)" if lengths == "trace" else "applies to --trace rows only; leave it out"))
-    trace_rows = None
+    lengths = _lengths_mode(args)
+    trace_rows, skipped = None, 0
     if lengths == "trace":
-        if not args.trace:
-            raise ConfigError("--lengths trace needs --trace FILE")
-        trace_rows = read_length_trace(Path(args.trace), args.max_total_tokens)
+        trace_rows, skipped = read_length_trace(Path(args.trace), args.max_total_tokens)
     try:
-        spec = _workload_spec(args, lengths, trace_rows)
+        spec = _workload_spec(args, lengths, trace_rows, skipped)
     except ConfigError as err:  # the spec names its fields; the user typed flags
         field, _, rest = str(err).partition(" = ")
         raise ConfigError(f"--{SPEC_FLAGS.get(field, field.replace('_', '-'))} {rest}" if rest else str(err)) from None
     workload = generate(spec)
     write_workload(Path(args.out), workload)
+    if skipped:
+        print(f"warning: skipped {skipped} of {skipped + len(trace_rows)} rows of {args.trace}: longer than --max-total-tokens {args.max_total_tokens} (prompt + output)", file=sys.stderr)
     print(f"wrote {len(workload)} requests to {args.out} (workload {workload.workload_hash[:12]})")
 
 
+def _lengths_mode(args) -> str:
+    """Which lengths ``generate`` draws, and a refusal for flags that mode would ignore: a flag
+    the user typed is never silently dropped."""
+    from simulator.validation.workload import MAX_REQUEST_TOKENS
+
+    ranges = [flag for flag, value in (("--prompt-range", args.prompt_range), ("--output-range", args.output_range)) if value]
+    fixed = [flag for flag, value in (("--prompt-tokens", args.prompt_tokens), ("--output-tokens", args.output_tokens)) if value is not None]
+    lengths = args.lengths or ("trace" if args.trace else "uniform" if ranges else "fixed")
+    if lengths != "trace" and args.trace:
+        raise ConfigError(f"--trace applies to --lengths trace, not --lengths {lengths}: drop --trace, or drop --lengths {lengths}")
+    if lengths == "trace":
+        if not args.trace:
+            raise ConfigError("--lengths trace needs --trace FILE")
+        if ranges or fixed:
+            raise ConfigError(f"--trace takes both lengths from the trace's rows, so {' and '.join(ranges + fixed)} would be ignored: drop {'them' if len(ranges + fixed) > 1 else 'it'}, or drop --trace")
+    if lengths == "fixed" and ranges:
+        raise ConfigError(f"--lengths fixed uses --prompt-tokens and --output-tokens, so {' and '.join(ranges)} would be ignored: drop {'them' if len(ranges) > 1 else 'it'}, or pass --lengths uniform")
+    if lengths == "uniform":
+        if fixed:
+            raise ConfigError(f"--lengths uniform draws from --prompt-range and --output-range, so {' and '.join(fixed)} would be ignored: drop {'them' if len(fixed) > 1 else 'it'}, or pass --lengths fixed")
+        if not (args.prompt_range and args.output_range):
+            given, other = ("--prompt-range", "--output-range") if args.prompt_range else ("--output-range", "--prompt-range")
+            raise ConfigError(f"uniform lengths draw both prompt and output lengths: pass {other} MIN MAX too" + (f" (with {given})" if ranges else ""))
+    if args.max_total_tokens is not None and args.max_total_tokens > MAX_REQUEST_TOKENS:
+        raise ConfigError(f"--max-total-tokens {args.max_total_tokens}: beyond the harness's bound of {MAX_REQUEST_TOKENS} tokens per request; pass the server's context")
+    if args.max_total_tokens is not None and (lengths != "trace" or args.max_total_tokens <= 0):
+        raise ConfigError(f"--max-total-tokens {args.max_total_tokens}: " + ("must be a positive number of tokens (the server's context)" if lengths == "trace" else "applies to --trace rows only; leave it out"))
+    return lengths
+
+
 # WorkloadSpec fields whose flag is spelt differently
-SPEC_FLAGS = {"num_requests": "num-prompts", "rate": "request-rate", "seed": "workload-seed"}
+SPEC_FLAGS = {"num_requests": "num-prompts", "rate": "request-rate", "seed": "workload-seed", "trace_lengths": "trace"}
 
 
-def _workload_spec(args, lengths, trace_rows):
+def _workload_spec(args, lengths, trace_rows, skipped=0):
     from simulator.validation.workload import WorkloadSpec
 
     return WorkloadSpec(
@@ -99,12 +125,13 @@ def _workload_spec(args, lengths, trace_rows):
         arrival=args.arrival,
         rate=args.request_rate,
         lengths=lengths,
-        prompt_tokens=args.prompt_tokens,
-        output_tokens=args.output_tokens,
+        prompt_tokens=DEFAULT_PROMPT_TOKENS if args.prompt_tokens is None else args.prompt_tokens,
+        output_tokens=DEFAULT_OUTPUT_TOKENS if args.output_tokens is None else args.output_tokens,
         prompt_range=tuple(args.prompt_range) if args.prompt_range else None,
         output_range=tuple(args.output_range) if args.output_range else None,
         trace_lengths=trace_rows,
         trace_name=Path(args.trace).name if args.trace else None,
+        trace_rows_skipped=skipped,
         vocab_size=args.vocab_size,
         min_token_id=args.min_token_id,
         repeat_fraction=args.repeat_fraction,
@@ -144,19 +171,24 @@ def _replay(args) -> int:
     if summary.get("session") is None:
         print(summary["note"])
     else:
-        print(f"session {summary['session']}: sent {summary['sent']} requests in {summary['wall_s']:.1f} s; " + ", ".join(f"{k} {v}" for k, v in summary["statuses"].items()) + f"; length mismatches {summary['length_mismatches']}")
+        active = f" (active {summary['active_s']:.1f} s)" if summary["stall_tail_s"] else ""
+        print(f"session {summary['session']}: sent {summary['sent']} requests in {summary['wall_s']:.1f} s{active}; " + ", ".join(f"{k} {v}" for k, v in summary["statuses"].items()) + f"; length mismatches {summary['length_mismatches']}")
+        if summary["stall_tail_s"]:
+            timeouts = summary["statuses"].get("timeout", 0)
+            print(
+                f"warning: session {summary['session']}: {timeouts} request(s) timed out (no data for --timeout {args.timeout:g} s); the session's last "
+                f"{summary['stall_tail_s']:.1f} s of {summary['wall_s']:.1f} s waited only on them and are left out of its duration, so throughput is over {summary['active_s']:.1f} s",
+                file=sys.stderr,
+            )
         print(f"measured (as vllm bench serve, ITL over every chunk gap): {summary_line(summary['metrics'])}")
         overhead = summary["client_overhead"]
         print(f"client overhead: send lag p99 {overhead['send_lag_s']['p99'] * 1000:.2f} ms, event-loop lag p99 {overhead['event_loop_lag_s']['p99'] * 1000:.2f} ms, {overhead['chunk_handling_s_mean'] * 1e6:.1f} us per chunk")
     # The exit code describes the replay directory, not only this session: a rerun that sent
     # nothing, or a resume after a kill, still fails while earlier failures remain.
-    unfinished = unfinished_requests(workload, read_results(Path(args.out), workload.workload_hash))
+    results = read_results(Path(args.out), workload.workload_hash)
+    unfinished = unfinished_requests(workload, results)
     if unfinished:
-        print(
-            f"error: {len(unfinished)} of {len(workload)} requests have no successful record (e.g. request {unfinished[0]}); "
-            f"every record is kept in {args.out}; rerun with --retry-failed to resend them (exit {EXIT_REQUESTS_FAILED})",
-            file=sys.stderr,
-        )
+        print(f"error: {unfinished_message(workload, results, unfinished)}; every record is kept in {args.out}; rerun with --retry-failed to resend them (exit {EXIT_REQUESTS_FAILED})", file=sys.stderr)
         code = EXIT_REQUESTS_FAILED
     if summary.get("session") is not None and not summary["after_scrape"]:
         print(
@@ -169,6 +201,19 @@ def _replay(args) -> int:
         print(f"error: {summary['unreported_speculation']}", file=sys.stderr)
         code = EXIT_BAD_INPUT
     return code
+
+
+def unfinished_message(workload, results, unfinished: list) -> str:
+    """"N of M requests have no successful record (k short: ...)": how many, and why."""
+    from simulator.validation.replay_files import STATUS_WORDS
+
+    records = results.records if results else {}
+    why: dict[str, int] = {}
+    for rid in unfinished:
+        status = (records.get(rid) or {}).get("status", "not_sent")
+        why[status] = why.get(status, 0) + 1
+    words = ", ".join(f"{n} {status}: {STATUS_WORDS.get(status, 'no record yet')}" for status, n in sorted(why.items()))
+    return f"{len(unfinished)} of {len(workload)} requests have no successful record ({words}; e.g. request {unfinished[0]})"
 
 
 def _calibrate(args) -> None:
@@ -200,8 +245,7 @@ def _simulate(args) -> None:
     from simulator.validation.simulate import build_run_config, simulate
     from simulator.validation.workload import read_workload
 
-    if args.proposer in MODEL_PROPOSERS and not args.draft_model:
-        raise ConfigError(f"--proposer {args.proposer} needs --draft-model (the draft model or EAGLE head the server ran, e.g. yuhuili/EAGLE-LLaMA3.1-Instruct-8B)")
+    check_proposer(args.proposer, args.draft_model)
     get_device(args.device)  # an unknown SKU stops here, naming the known ones
     workload = read_workload(Path(args.workload))
     calibration = read_calibration(Path(args.calibration))
@@ -215,6 +259,17 @@ def _simulate(args) -> None:
         if previous is not None:
             restore_vidur(previous)
     print(f"simulated {record['summary'].get('num_requests')} requests: {summary_line(record['metrics'])}; wrote {args.out}")
+
+
+def check_proposer(proposer: str, draft_model: Optional[str]) -> None:
+    """A draft model goes with a proposer that runs one, and only with such a proposer."""
+    if proposer in MODEL_PROPOSERS and not draft_model:
+        raise ConfigError(f"--proposer {proposer} needs --draft-model (the draft model or EAGLE head the server ran, e.g. yuhuili/EAGLE-LLaMA3.1-Instruct-8B)")
+    if proposer not in MODEL_PROPOSERS and draft_model:
+        raise ConfigError(
+            f"--draft-model {draft_model} with --proposer {proposer}: an {proposer} proposer runs no draft model, so it would be ignored; "
+            f"drop --draft-model, or pass the server's method ({', '.join('--proposer ' + p for p in MODEL_PROPOSERS)})"
+        )
 
 
 def _compare(args) -> None:
@@ -242,14 +297,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     g = steps.add_parser("generate", help="write a seeded workload file (exact lengths, prompts as token ids)")
     g.add_argument("--out", required=True, help="workload file to write (JSONL)")
-    g.add_argument("--num-prompts", type=int, default=100, help="requests in the workload (as vllm bench serve's --num-prompts)")
-    _alias(g, "generate", "--num-requests", "num_prompts", type=int)
+    g.add_argument(*_names("generate", "--num-prompts"), dest="num_prompts", type=int, default=100, action=DeprecatedAlias, help="requests in the workload (as vllm bench serve's --num-prompts)")
     g.add_argument("--arrival", choices=("poisson", "fixed"), default="poisson")
-    g.add_argument("--request-rate", type=float, default=2.0, help="arrivals per second (Poisson, or evenly spaced with --arrival fixed)")
-    _alias(g, "generate", "--rate", "request_rate", type=float)
+    g.add_argument(*_names("generate", "--request-rate"), dest="request_rate", type=float, default=2.0, action=DeprecatedAlias, help="arrivals per second (Poisson, or evenly spaced with --arrival fixed)")
     g.add_argument("--lengths", choices=("fixed", "uniform", "trace"), help="default: trace with --trace, uniform with ranges, else fixed")
-    g.add_argument("--prompt-tokens", type=int, default=512)
-    g.add_argument("--output-tokens", type=int, default=128)
+    g.add_argument("--prompt-tokens", type=int, help=f"with --lengths fixed (default {DEFAULT_PROMPT_TOKENS})")
+    g.add_argument("--output-tokens", type=int, help=f"with --lengths fixed (default {DEFAULT_OUTPUT_TOKENS})")
     g.add_argument("--prompt-range", type=int, nargs=2, metavar=("MIN", "MAX"))
     g.add_argument("--output-range", type=int, nargs=2, metavar=("MIN", "MAX"))
     g.add_argument("--trace", help="CSV with num_prefill_tokens,num_decode_tokens (Vidur's trace format)")
@@ -258,19 +311,15 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--min-token-id", type=int, default=1000)
     g.add_argument("--repeat-fraction", type=float, default=0.0, help="share of prompt spans copied from earlier in the prompt")
     g.add_argument("--repeat-span", type=int, default=16)
-    g.add_argument("--workload-seed", type=int, default=0, help="seeds arrivals, lengths and prompt tokens (as python -m simulator's --workload-seed)")
-    _alias(g, "generate", "--seed", "workload_seed", type=int)
+    g.add_argument(*_names("generate", "--workload-seed"), dest="workload_seed", type=int, default=0, action=DeprecatedAlias, help="seeds arrivals, lengths and prompt tokens (as python -m simulator's --workload-seed)")
 
     r = steps.add_parser("replay", help="replay a workload open-loop against a vLLM server's completions endpoint (resumes)", epilog=EXIT_CODES, formatter_class=argparse.RawDescriptionHelpFormatter)
     r.add_argument("--workload", required=True)
-    url = r.add_mutually_exclusive_group(required=True)
-    url.add_argument("--base-url", help="server root, e.g. http://127.0.0.1:8000 (the path goes in --endpoint)")
-    _alias(url, "replay", "--url", "base_url")
+    r.add_argument(*_names("replay", "--base-url"), dest="base_url", required=True, action=DeprecatedAlias, help="server root, e.g. http://127.0.0.1:8000 (the path goes in --endpoint)")
     r.add_argument("--endpoint", default="/v1/completions", help="the OpenAI-compatible completions path (default: /v1/completions)")
     r.add_argument("--out", required=True, help="replay directory (created; reused to resume)")
     r.add_argument("--model", help="served model name, checked against /v1/models (default: the first it lists)")
-    r.add_argument("--max-concurrency", type=positive_int, default=256, help="requests in flight at most; a request that waits for a slot is sent late")
-    _alias(r, "replay", "--concurrency", "max_concurrency", type=positive_int)
+    r.add_argument(*_names("replay", "--max-concurrency"), dest="max_concurrency", type=positive_int, default=256, action=DeprecatedAlias, help="requests in flight at most; a request that waits for a slot is sent late")
     r.add_argument("--timeout", type=float, default=300.0, help="seconds of silence (no data at all) on a stream before the request is recorded as a timeout; not a limit on a request's total time")
     r.add_argument("--temperature", type=float, default=0.0)
     r.add_argument("--retry-failed", action="store_true", help="also resend requests recorded as failed")
@@ -292,8 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--profile-dir", help="a Vidur-format profile directory measured on that GPU (default: the built-in profile)")
     s.add_argument("--proposer", choices=PROPOSERS, default="ngram", help="the server's speculative method: ngram, draft (draft_model), eagle or eagle3 (the last three need --draft-model)")
     s.add_argument("--draft-model", help="the draft model or EAGLE head the server ran, e.g. JackFram/llama-68m or yuhuili/EAGLE-LLaMA3.1-Instruct-8B")
-    s.add_argument("--acceptance-seed", dest="acceptance_seed", type=int, default=0, help="seeds the simulator's acceptance draws (as python -m simulator's --acceptance-seed)")
-    _alias(s, "simulate", "--seed", "acceptance_seed", type=int)
+    s.add_argument(*_names("simulate", "--acceptance-seed"), dest="acceptance_seed", type=int, default=0, action=DeprecatedAlias, help="seeds the simulator's acceptance draws (as python -m simulator's --acceptance-seed)")
     s.add_argument("-v", "--verbose", action="store_true", help="show Vidur's log")
 
     m = steps.add_parser("compare", help="join measured and simulated per request; write the report")
@@ -305,10 +353,19 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--metric-percentiles", default="99", help="comma-separated percentiles to report besides mean and median, as vllm bench serve (default: 99)")
     m.add_argument("--percentile-metrics", default=",".join(PERCENTILE_METRICS), help=f"comma-separated metrics that get those percentiles (default: {','.join(PERCENTILE_METRICS)})")
 
+    from simulator.validation.bench import add_bench_parser
+
+    add_bench_parser(steps, EXIT_CODES)
     return parser
 
 
-STEPS = {"generate": _generate, "replay": _replay, "calibrate": _calibrate, "simulate": _simulate, "compare": _compare}
+def _bench(args) -> int:
+    from simulator.validation.bench import run_bench
+
+    return run_bench(args)
+
+
+STEPS = {"generate": _generate, "replay": _replay, "calibrate": _calibrate, "simulate": _simulate, "compare": _compare, "bench": _bench}
 
 
 # The `validation` extra: the client that talks to a server and reads /metrics.

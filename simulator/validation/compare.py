@@ -1,10 +1,18 @@
 """Measured vs simulated, request by request (pure pandas; :mod:`report` writes the files).
 
 Metrics are ``vllm bench serve``'s: TTFT, TPOT, ITL and E2EL, each summarised by its mean,
-median and the percentiles of ``--metric-percentiles`` (default p99), plus request, output
-and total-token throughput.  ITL is compared per request as the mean gap between content
-chunks (measured) or between decode steps (simulated): with speculative decoding a chunk is
-an engine step carrying 1 + accepted tokens.
+median, standard deviation and the percentiles of ``--metric-percentiles`` (default p99), plus
+request, output and total-token throughput.
+
+ITL has one definition everywhere, vLLM's: every gap between two consecutive content chunks
+of a request (measured) or two consecutive token emissions (simulated: the end of each step
+that gave the request tokens), pooled over the requests, its statistics taken over the pooled
+gaps.  With speculative decoding a chunk is an engine step carrying 1 + accepted tokens, so
+ITL is per step and TPOT per token.  A request has no single ITL value under this
+definition, so ITL has no per-request error: its row compares the two pooled distributions.
+
+Throughput counts what the client received: completed requests and the tokens they streamed
+(never the tokens asked for), over the replay sessions' active time (:mod:`sessions`).
 
 Units, one policy as vLLM's: per-request values (``replay.jsonl``, ``simulated.csv``,
 ``comparison.csv``) are seconds, named ``*_s``; summaries (``report.json``, ``report.md``,
@@ -22,9 +30,12 @@ import numpy as np
 import pandas as pd
 
 from simulator.errors import ConfigError
+from simulator.validation.replay_files import received_tokens
+from simulator.validation.sessions import total_active_s
 from simulator.validation.workload import Workload
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
+PER_REQUEST = ("ttft", "tpot", "e2el")  # metrics with one value per request (ITL's samples are gaps)
 LABELS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
 DEFAULT_PERCENTILES = (99.0,)
 
@@ -56,55 +67,71 @@ def percentile_name(p: float) -> str:
 
 
 def latency_stats(values_s, percentiles=DEFAULT_PERCENTILES) -> dict:
-    """Mean, median and percentiles in milliseconds (numpy's linear percentiles, as vLLM)."""
+    """Mean, median, standard deviation and percentiles in milliseconds, as vLLM computes them
+    (numpy's mean, median, population std and linear percentiles); None without samples."""
     values = np.asarray([v for v in values_s if v is not None and np.isfinite(v)], dtype=float) * 1000.0
+    keys = ("mean_ms", "median_ms", "std_ms") + tuple(f"{percentile_name(p)}_ms" for p in percentiles)
     if not len(values):
-        return {"mean_ms": None, "median_ms": None, **{f"{percentile_name(p)}_ms": None for p in percentiles}}
-    stats = {"mean_ms": float(values.mean()), "median_ms": float(np.median(values))}
+        return dict.fromkeys(keys)
+    stats = {"mean_ms": float(values.mean()), "median_ms": float(np.median(values)), "std_ms": float(values.std())}
     stats.update({f"{percentile_name(p)}_ms": float(np.percentile(values, p)) for p in percentiles})
     return stats
 
 
-def simulated_itl_s(frame: pd.DataFrame) -> pd.Series:
-    """Per request, the mean time between decode steps: (E2E - TTFT) / steps, where the
-    steps number output tokens - 1 - accepted tokens (a step emits 1 + its accepted tokens)."""
-    if "accepted_tokens" not in frame.columns:
-        return pd.Series(np.nan, index=frame.index)
-    steps = frame["output_tokens"] - 1 - frame["accepted_tokens"]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return ((frame["e2e_s"] - frame["ttft_s"]) / steps).where(steps > 0)
+def chunk_gaps(chunks) -> list[float]:
+    """vLLM's ITL samples of one measured request: the gap between each two consecutive content
+    chunks (``chunks`` holds [seconds after send, tokens] pairs)."""
+    return [later[0] - earlier[0] for earlier, later in zip(chunks, chunks[1:])]
+
+
+def pooled(gaps_by_request: dict, request_ids) -> list[float]:
+    """The ITL samples of ``request_ids``, pooled in request order (vLLM's ``itls += output.itl``)."""
+    return [gap for rid in request_ids for gap in gaps_by_request.get(int(rid), ())]
+
+
+def measured_itls(records: dict) -> dict:
+    """request id -> its ITL samples, for the requests whose last record is a success."""
+    return {rid: chunk_gaps(r.get("chunks") or []) for rid, r in records.items() if r.get("status") == "ok"}
 
 
 def throughput(duration_s: Optional[float], completed: int, output_tokens: int, total_tokens: int) -> dict:
-    """vllm bench serve's throughputs over a run's duration (first send to last finish)."""
+    """vllm bench serve's throughputs over a run's duration."""
     ok = duration_s is not None and duration_s > 0
     return {
         "duration_s": duration_s,
         "completed": completed,
+        "total_output_tokens": output_tokens,
+        "total_input_tokens": total_tokens - output_tokens,
         "request_throughput": completed / duration_s if ok else None,
         "output_throughput": output_tokens / duration_s if ok else None,
         "total_token_throughput": total_tokens / duration_s if ok else None,
     }
 
 
-def simulated_metrics(frame: pd.DataFrame, percentiles=DEFAULT_PERCENTILES) -> dict:
-    """The simulated run summarised the way vllm bench serve summarises a measured one."""
-    columns = {"ttft": frame["ttft_s"], "tpot": frame["tpot_s"], "itl": simulated_itl_s(frame), "e2el": frame["e2e_s"]}
-    duration = float((frame["arrival_s"] + frame["e2e_s"]).max() - frame["arrival_s"].min()) if len(frame) else None
+def simulated_duration(frame: pd.DataFrame) -> Optional[float]:
+    """First arrival to last finish of the simulated run."""
+    return float((frame["arrival_s"] + frame["e2e_s"]).max() - frame["arrival_s"].min()) if len(frame) else None
+
+
+def simulated_metrics(frame: pd.DataFrame, itls: dict, percentiles=DEFAULT_PERCENTILES) -> dict:
+    """The simulated run summarised the way vllm bench serve summarises a measured one
+    (``itls``: request id -> the gaps between its token emissions, seconds)."""
+    columns = {"ttft": frame["ttft_s"].tolist(), "tpot": frame["tpot_s"].tolist(), "itl": pooled(itls, frame["request_id"]), "e2el": frame["e2e_s"].tolist()}
+    output = int(frame["output_tokens"].sum())
     return {
-        "latency": {metric: latency_stats(columns[metric].tolist(), percentiles) for metric in METRICS},
-        "throughput": throughput(duration, int(len(frame)), int(frame["output_tokens"].sum()), int(frame["output_tokens"].sum() + frame["prompt_tokens"].sum())),
+        "latency": {metric: latency_stats(columns[metric], percentiles) for metric in METRICS},
+        "throughput": throughput(simulated_duration(frame), int(len(frame)), output, output + int(frame["prompt_tokens"].sum())),
     }
 
 
 def measured_metrics(records: list, duration_s: Optional[float], prompt_tokens: dict, percentiles=DEFAULT_PERCENTILES) -> dict:
-    """A replay session summarised exactly as vllm bench serve summarises its run: successful
-    requests only, ITL pooled over every gap between content chunks, TPOT over requests with
-    more than one output token, throughput over the session's duration."""
+    """A replay session summarised as vllm bench serve summarises its run: successful requests
+    only (a ``short`` stream is not one), ITL pooled over every gap between content chunks, TPOT
+    over requests with more than one output token, output tokens as received, throughput over
+    the session's active time."""
     done = [r for r in records if r.get("status") == "ok"]
-    gaps = [later[0] - earlier[0] for r in done for earlier, later in zip(r["chunks"], r["chunks"][1:])]
-    output = sum(r["completion_tokens"] if r.get("completion_tokens") is not None else r["expected_output_tokens"] for r in done)
-    columns = {"ttft": [r["ttft_s"] for r in done], "tpot": [r["tpot_s"] for r in done], "itl": gaps, "e2el": [r["e2e_s"] for r in done]}
+    output = sum(received_tokens(r) for r in done)
+    columns = {"ttft": [r["ttft_s"] for r in done], "tpot": [r["tpot_s"] for r in done], "itl": [g for r in done for g in chunk_gaps(r["chunks"])], "e2el": [r["e2e_s"] for r in done]}
     return {
         "latency": {metric: latency_stats(columns[metric], percentiles) for metric in METRICS},
         "throughput": throughput(duration_s, len(done), int(output), int(output + sum(prompt_tokens[r["request_id"]] for r in done))),
@@ -151,19 +178,10 @@ def measured_frame(workload: Workload, records: dict) -> pd.DataFrame:
                 "length_mismatch": bool(record.get("length_mismatch")),
                 "measured_ttft_s": record.get("ttft_s"),
                 "measured_tpot_s": record.get("tpot_s"),
-                "measured_itl_s": _measured_itl(record),
                 "measured_e2el_s": record.get("e2e_s"),
             }
         )
     return pd.DataFrame(rows)
-
-
-def _measured_itl(record: dict) -> Optional[float]:
-    """Mean gap between successive content chunks (vLLM's ITL values, averaged per request)."""
-    chunks = record.get("chunks") or []
-    if record.get("status") != "ok" or len(chunks) < 2:
-        return None
-    return (chunks[-1][0] - chunks[0][0]) / (len(chunks) - 1)
 
 
 def join(measured: pd.DataFrame, simulated: pd.DataFrame) -> pd.DataFrame:
@@ -174,7 +192,6 @@ def join(measured: pd.DataFrame, simulated: pd.DataFrame) -> pd.DataFrame:
             "simulated_output_tokens": simulated["output_tokens"],
             "simulated_ttft_s": simulated["ttft_s"],
             "simulated_tpot_s": simulated["tpot_s"],
-            "simulated_itl_s": simulated_itl_s(simulated),
             "simulated_e2el_s": simulated["e2e_s"],
         }
     )
@@ -186,7 +203,7 @@ def join(measured: pd.DataFrame, simulated: pd.DataFrame) -> pd.DataFrame:
         raise ConfigError("the simulated output lengths differ from the workload's")
     frame = frame.drop(columns="simulated_output_tokens")
     frame["compared"] = (frame["status"] == "ok") & ~frame["length_mismatch"]
-    for metric in METRICS:
+    for metric in PER_REQUEST:
         measured_values = pd.to_numeric(frame[f"measured_{metric}_s"], errors="coerce").astype(float)
         frame[f"measured_{metric}_s"] = measured_values
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -197,39 +214,51 @@ def join(measured: pd.DataFrame, simulated: pd.DataFrame) -> pd.DataFrame:
     return frame
 
 
-def error_summary(frame: pd.DataFrame, percentiles=DEFAULT_PERCENTILES, percentile_metrics=METRICS) -> dict:
-    """Per metric over compared requests: measured and simulated mean, median and percentiles
-    (ms), the error of each statistic, the median signed error, the mean absolute percentage
-    error and the 90th percentile of the absolute error."""
+def error_summary(frame: pd.DataFrame, measured_gaps: dict, simulated_gaps: dict, percentiles=DEFAULT_PERCENTILES, percentile_metrics=METRICS) -> dict:
+    """Per metric over compared requests: measured and simulated mean, median, std and
+    percentiles (ms) and the error of each statistic; for the per-request metrics also the
+    median signed error, the mean absolute percentage error and the 90th percentile of the
+    absolute error.  ITL pools the compared requests' gaps (``measured_gaps``,
+    ``simulated_gaps``: request id -> seconds) on each side."""
     summary = {}
     compared = frame[frame["compared"]]
     for metric in METRICS:
-        rows = compared.dropna(subset=[f"measured_{metric}_s", f"simulated_{metric}_s", f"{metric}_err_pct"])
-        n = len(rows)
         chosen = percentiles if metric in percentile_metrics else ()
-        measured = latency_stats(rows[f"measured_{metric}_s"].tolist(), chosen)
-        simulated = latency_stats(rows[f"simulated_{metric}_s"].tolist(), chosen)
+        if metric == "itl":
+            ids = compared["request_id"].tolist()
+            measured, simulated = latency_stats(pooled(measured_gaps, ids), chosen), latency_stats(pooled(simulated_gaps, ids), chosen)
+            n, rows = len(ids), None
+        else:
+            rows = compared.dropna(subset=[f"measured_{metric}_s", f"simulated_{metric}_s", f"{metric}_err_pct"])
+            n = len(rows)
+            measured = latency_stats(rows[f"measured_{metric}_s"].tolist(), chosen)
+            simulated = latency_stats(rows[f"simulated_{metric}_s"].tolist(), chosen)
         summary[metric] = {
             "label": LABELS[metric],
             "requests": n,
             "measured": measured,
             "simulated": simulated,
-            "error_pct": {key[:-3]: ((simulated[key] - measured[key]) / measured[key] * 100.0 if n and measured[key] else None) for key in measured},
-            "median_signed_err_pct": float(rows[f"{metric}_err_pct"].median()) if n else None,
-            "mape_pct": float(rows[f"{metric}_abs_err_pct"].mean()) if n else None,
-            "p90_abs_err_pct": float(rows[f"{metric}_abs_err_pct"].quantile(0.9)) if n else None,
+            "error_pct": {key[:-3]: ((simulated[key] - measured[key]) / measured[key] * 100.0 if measured[key] and simulated[key] is not None else None) for key in measured},
+            "median_signed_err_pct": float(rows[f"{metric}_err_pct"].median()) if rows is not None and n else None,
+            "mape_pct": float(rows[f"{metric}_abs_err_pct"].mean()) if rows is not None and n else None,
+            "p90_abs_err_pct": float(rows[f"{metric}_abs_err_pct"].quantile(0.9)) if rows is not None and n else None,
         }
     return summary
 
 
-def measured_throughput(workload: Workload, records: dict, session_wall_s: list) -> dict:
-    """Throughput of the replay: successful requests and their tokens over the sessions' wall
-    time (first send to last finish, summed over sessions, as vllm bench serve's duration)."""
+def measured_throughput(workload: Workload, records: dict, sessions: list) -> dict:
+    """Throughput of the replay: requests whose last record is a success and the tokens they
+    received, over every session's active time (:func:`sessions.describe`: a session killed
+    or interrupted counts with the time its records cover, a stall tail is left out)."""
     done = [r for r in records.values() if r.get("status") == "ok"]
     prompts = {r.request_id: r.prompt_tokens for r in workload.requests}
-    output = sum(r["completion_tokens"] if r.get("completion_tokens") is not None else r["expected_output_tokens"] for r in done)
-    duration = float(sum(session_wall_s)) if session_wall_s else None
-    return throughput(duration, len(done), int(output), int(output + sum(prompts[r["request_id"]] for r in done)))
+    output = sum(received_tokens(r) for r in done)
+    result = throughput(total_active_s(sessions), len(done), int(output), int(output + sum(prompts[r["request_id"]] for r in done)))
+    result["failed"] = len(workload) - len(done)
+    result["wall_s"] = float(sum(s["wall_s"] for s in sessions if s["wall_s"] is not None)) if sessions else None
+    result["stall_tail_s"] = float(sum(s["stall_tail_s"] for s in sessions)) if sessions else None
+    result["sessions"] = len(sessions)
+    return result
 
 
 def throughput_comparison(measured: dict, simulated: dict) -> dict:

@@ -42,6 +42,7 @@ from simulator.validation.replay_files import (
     results_path,
     scrape_path,
 )
+from simulator.validation.sessions import describe
 from simulator.validation.workload import Request, Workload
 
 LOOP_PROBE_S = 0.005  # how often the event-loop lag probe wakes
@@ -129,7 +130,15 @@ def replay(workload: Workload, out_dir: Path, options: ReplayOptions) -> dict:
     read_summary(out_dir)  # a damaged summary stops the replay before it sends anything
     records = existing.records if existing else {}
     pending = pending_requests(workload, records, options.retry_failed)
-    return run_async(_session(workload, out_dir, options, existing, pending))
+    progress: dict = {}
+    try:
+        return run_async(_session(workload, out_dir, options, existing, pending, progress))
+    except KeyboardInterrupt:
+        # Python 3.11+ cancels the session, which saves itself; before 3.11 Ctrl-C stops the
+        # event loop under it, so its entry is closed here
+        if "t0" in progress and not progress.get("saved"):
+            _save_entry(out_dir, workload, progress["entry"] | {"state": "interrupted", "wall_s": time.perf_counter() - progress["t0"]})
+        raise
 
 
 def run_async(coroutine):
@@ -143,14 +152,15 @@ def run_async(coroutine):
         return pool.submit(asyncio.run, coroutine).result()
 
 
-async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, existing, pending: list[Request]) -> dict:
+async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, existing, pending: list[Request], progress: Optional[dict] = None) -> dict:
     url = options.root_url
     timeout = httpx.Timeout(options.timeout_s, connect=min(10.0, options.timeout_s))
     limits = httpx.Limits(max_connections=options.concurrency, max_keepalive_connections=options.concurrency)
     async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) as client:
         before = await scrape(client, url)  # fails fast, before anything is written
         opening = check_vllm_metrics(before, f"{url}/metrics")  # an HTML page or another program's metrics: stop now, not at calibrate
-        served = await _served_models(client, url)
+        limits = await _served_models(client, url)
+        served = list(limits)
         if options.model is not None and options.model not in served:
             raise ConfigError(f"--model {options.model!r} is not served by {url} (its /v1/models lists {', '.join(map(repr, served))}); pass one of those")
         model = existing.header.get("model") if existing else (options.model or served[0])
@@ -159,6 +169,7 @@ async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, ex
             raise ConfigError(
                 f"{results_path(out_dir)}: results were measured on model {model!r}, not {now}; to measure another model, pass a new --out"
             )
+        check_context(pending, limits[model], model, url)
         no_counters = spec_counter_problem(opening, f"{url}/metrics")
         warnings = [no_counters + "; if the server speculates, calibrate cannot measure acceptance"] if no_counters else []
         if not pending:
@@ -169,8 +180,26 @@ async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, ex
         if existing is None:
             appender.append({"schema": SCHEMA, "schema_version": SCHEMA_VERSION, "workload_hash": workload.workload_hash, "num_requests": len(workload), "model": model})
         atomic_write_text(scrape_path(out_dir, session, "before"), before)
+        # Listed before anything is sent, so a session killed mid-run is still in the summary.
+        entry = {
+            "session": session,
+            "state": "running",
+            "model": model,
+            "options": asdict(options) | {"base_url": url},
+            "planned": len(pending),
+            "planned_output_tokens": sum(r.output_tokens for r in pending),
+            "warnings": warnings,
+        }
+        _save_entry(out_dir, workload, entry)
+        started = progress if progress is not None else {}
+        started["entry"] = entry
         try:
-            stats = await _send_all(client, pending, model, options, appender, session)
+            stats = await _send_all(client, pending, model, options, appender, session, started)
+        except BaseException:  # Ctrl-C (asyncio cancels the session), or anything else: the session's time so far is kept
+            if "t0" in started:
+                _save_entry(out_dir, workload, entry | {"state": "interrupted", "wall_s": time.perf_counter() - started["t0"]})
+                started["saved"] = True
+            raise
         finally:
             appender.close()
         try:
@@ -181,32 +210,60 @@ async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, ex
         except ConfigError as err:
             stats["after_scrape"] = False
             stats["after_scrape_error"] = str(err)
-    summary = {"session": session, "model": model, "options": asdict(options) | {"base_url": url}, **stats, "warnings": warnings}
+    summary = entry | stats | {"state": "closed" if stats["after_scrape"] else "closing_scrape_failed"}
     if no_counters and stats["largest_decode_chunk"] > 1:
         summary["unreported_speculation"] = (
             f"{no_counters}, yet the server streamed up to {stats['largest_decode_chunk']} tokens in one decode chunk, so it speculates: "
             "acceptance cannot be calibrated from this server. Restart it with statistics logging on (no --disable-log-stats) on a vLLM "
             f"that exports spec-decode counters, and replay into a new --out (the records are kept in {out_dir})"
         )
-    saved = read_summary(out_dir)
-    saved.setdefault("sessions", []).append(summary)
-    saved["workload_hash"] = workload.workload_hash
-    atomic_write_json(out_dir / SUMMARY_FILE, saved)
+    _save_entry(out_dir, workload, summary)
     return summary
 
 
-async def _served_models(client: httpx.AsyncClient, url: str) -> list[str]:
+def _save_entry(out_dir: Path, workload: Workload, entry: dict) -> None:
+    """Write (or replace) one session's entry in replay-summary.json, atomically."""
+    saved = read_summary(out_dir)
+    sessions = [s for s in saved.get("sessions", []) if s.get("session") != entry["session"]]
+    saved["sessions"] = sorted(sessions + [entry], key=lambda s: s.get("session", 0))
+    saved["workload_hash"] = workload.workload_hash
+    atomic_write_json(out_dir / SUMMARY_FILE, saved)
+
+
+async def _served_models(client: httpx.AsyncClient, url: str) -> dict:
+    """Served model name -> its ``max_model_len`` (None where the server does not list one), in
+    the order ``/v1/models`` lists them (vLLM's OpenAI server lists ``max_model_len``)."""
     try:
         response = await client.get("/v1/models")
-        models = [str(entry["id"]) for entry in response.json()["data"]]
-    except (httpx.HTTPError, ValueError, KeyError, TypeError) as err:
+        entries = response.json()["data"]
+        models = {str(entry["id"]): entry.get("max_model_len") for entry in entries}
+    except (httpx.HTTPError, ValueError, KeyError, TypeError, AttributeError) as err:
         raise ConfigError(f"cannot list models at {url}/v1/models ({type(err).__name__}: {err}); is {url} a vLLM server's root? --base-url takes the root, e.g. http://127.0.0.1:8000") from None
     if not models:
         raise ConfigError(f"{url}/v1/models lists no model")
-    return models
+    return {name: (limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None) for name, limit in models.items()}
 
 
-async def _send_all(client, pending: list[Request], model: str, options: ReplayOptions, appender: DurableAppender, session: int) -> dict:
+def check_context(requests: list[Request], max_model_len: Optional[int], model: str, url: str) -> None:
+    """Refuse, before anything is sent, requests the server would answer with HTTP 400: prompt +
+    output beyond its ``max_model_len``.  Resending cannot help them, so they are an input
+    error (exit 2), not failures to retry."""
+    if max_model_len is None:
+        return
+    beyond = [r for r in requests if r.prompt_tokens + r.output_tokens > max_model_len]
+    if not beyond:
+        return
+    first = beyond[0]
+    longest = max(beyond, key=lambda r: r.prompt_tokens + r.output_tokens)
+    raise ConfigError(
+        f"request {first.request_id} needs {first.prompt_tokens + first.output_tokens} tokens (prompt {first.prompt_tokens} + output {first.output_tokens}), "
+        f"beyond {model!r}'s max_model_len of {max_model_len} at {url}/v1/models; {len(beyond)} of {len(requests)} requests to send do "
+        f"(the longest {longest.prompt_tokens + longest.output_tokens}): generate a workload within it (shorter --prompt-tokens/--output-tokens, "
+        f"or --max-total-tokens {max_model_len} with --trace), or serve the model with a longer --max-model-len"
+    )
+
+
+async def _send_all(client, pending: list[Request], model: str, options: ReplayOptions, appender: DurableAppender, session: int, started: dict) -> dict:
     clock = time.perf_counter
     origin = pending[0].arrival_s
     gate = asyncio.Semaphore(options.concurrency)
@@ -224,6 +281,7 @@ async def _send_all(client, pending: list[Request], model: str, options: ReplayO
         await asyncio.sleep(max(0.0, scheduled - clock()))
         async with gate:
             record = await _stream_one(client, request, request_body(request, model, options), clock, scheduled - t0, t0, options.endpoint)
+        record["end_s"] = round(clock() - t0, 6)
         record["session"] = session
         written.put_nowait(record)
         return record
@@ -237,7 +295,7 @@ async def _send_all(client, pending: list[Request], model: str, options: ReplayO
     stop = asyncio.Event()
     writer_task = asyncio.create_task(writer())
     probe_task = asyncio.create_task(probe_loop(stop))
-    t0 = clock()
+    t0 = started["t0"] = clock()
     try:
         finished = await asyncio.gather(*(one(r, t0) for r in pending))
     finally:
@@ -255,12 +313,15 @@ async def _send_all(client, pending: list[Request], model: str, options: ReplayO
     wall = clock() - t0
     largest = max((c[1] for r in finished if r["status"] == "ok" for c in r["chunks"][1:] if c[1] is not None), default=0)
     prompts = {r.request_id: r.prompt_tokens for r in pending}
+    timing = describe({"sessions": [{"session": session, "state": "closed", "wall_s": wall}]}, finished)[0]
     return {
         "sent": len(pending),
         "wall_s": wall,
+        "stall_tail_s": timing["stall_tail_s"],
+        "active_s": timing["active_s"],
         **_tally(finished),
         "largest_decode_chunk": largest,
-        "metrics": measured_metrics(finished, wall, prompts),  # vllm bench serve's summary of this session
+        "metrics": measured_metrics(finished, timing["active_s"], prompts),  # vllm bench serve's summary of this session
         "client_overhead": _overhead(finished, lags),
     }
 
@@ -350,8 +411,8 @@ async def _stream_one(client: httpx.AsyncClient, request: Request, body: dict, c
     if not finished:
         # vllm bench serve's rule: a stream that closed cleanly after a content chunk is a
         # success, [DONE] or not; a cut connection raised above and is a failure.  The length
-        # check below still flags a stream that stopped short.
-        record["note"] = "the stream ended without data: [DONE]; counted as a success, as vllm bench serve does"
+        # check below still makes a stream that stopped short a failure ("short").
+        record["note"] = "the stream ended without data: [DONE]"
     _derive_latencies(record)
     return record
 
@@ -378,16 +439,24 @@ def _take_chunk(record: dict, data: str, since_send: float) -> Optional[tuple[st
 
 def _derive_latencies(record: dict) -> None:
     """vllm bench serve's definitions: TTFT = first content chunk, E2E = last content chunk,
-    TPOT = (E2E - TTFT) / (tokens - 1) with tokens from ``usage.completion_tokens``."""
+    TPOT = (E2E - TTFT) / (tokens - 1) with tokens from ``usage.completion_tokens``.
+
+    A stream that delivered fewer tokens than asked (by its token ids or its usage) and closed
+    without an error is recorded as ``short``, a failure: the workload fixes every length
+    (``min_tokens`` = ``max_tokens``, EOS ignored), so a shorter answer is not the request that
+    was measured or simulated.  vllm bench serve counts such a stream successful once a chunk
+    arrived; the harness does not, so it is resent with ``--retry-failed``, left out of every
+    statistic and of the comparison, and makes replay exit 3."""
     chunks = record["chunks"]
     counts = [c[1] for c in chunks]
     record["streamed_tokens"] = sum(counts) if all(c is not None for c in counts) else None
     tokens = record["completion_tokens"] if record["completion_tokens"] is not None else record["streamed_tokens"]
     expected = record["expected_output_tokens"]
+    known = [n for n in (record["streamed_tokens"], record["completion_tokens"]) if n is not None]
     mismatch = []
-    if tokens is None:
+    if not known:
         mismatch.append("the server reported no usage and no token ids, so the length is unverified")
-    elif tokens != expected:
+    elif tokens != expected and min(known) >= expected:
         mismatch.append(f"generated {tokens} tokens, asked for {expected}")
     if record["completion_tokens"] is not None and record["streamed_tokens"] is not None and record["completion_tokens"] != record["streamed_tokens"]:
         mismatch.append(f"usage says {record['completion_tokens']} tokens but the chunks carried {record['streamed_tokens']}")
@@ -397,6 +466,10 @@ def _derive_latencies(record: dict) -> None:
     record["ttft_s"] = chunks[0][0]
     record["e2e_s"] = chunks[-1][0]
     record["tpot_s"] = round((chunks[-1][0] - chunks[0][0]) / (tokens - 1), 9) if tokens and tokens > 1 else None
+    if known and min(known) < expected:
+        how = "" if record.get("done_s") is not None else (" without usage or data: [DONE]" if record["completion_tokens"] is None else " without data: [DONE]")
+        record["status"] = "short"
+        record["error"] = f"the stream ended cleanly after {min(known)} of the {expected} tokens asked for{how}" + (f"; {record['error']}" if mismatch else "")
 
 
 def _failed(record: dict, status: str, message: str) -> dict:

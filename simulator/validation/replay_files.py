@@ -25,7 +25,17 @@ SCHEMA_VERSION = 1
 RESULTS_FILE = "replay.jsonl"
 SUMMARY_FILE = "replay-summary.json"
 SCRAPES_DIR = "scrapes"
-STATUSES = ("ok", "http_error", "stream_error", "dropped_stream", "malformed_sse", "timeout", "connection_error")
+STATUSES = ("ok", "short", "http_error", "stream_error", "dropped_stream", "malformed_sse", "timeout", "connection_error")
+# What each status means, for the messages that count them.
+STATUS_WORDS = {
+    "short": "the stream ended cleanly before the asked length",
+    "http_error": "an HTTP error",
+    "stream_error": "an error in the stream",
+    "dropped_stream": "the connection was cut mid-stream",
+    "malformed_sse": "a malformed event",
+    "timeout": "no data for longer than --timeout",
+    "connection_error": "never reached the server",
+}
 # Nothing reached the server, so a rerun always tries these again.
 NOT_SENT = ("connection_error",)
 _SCRAPE = re.compile(r"^s(\d{3,})-(before|after)\.prom$")
@@ -140,7 +150,7 @@ def _check_record(where: str, record: dict) -> None:
         isinstance(c, list) and len(c) == 2 and _number_or_none(c[0]) and c[0] is not None and (c[1] is None or (is_int(c[1]) and c[1] >= 0)) for c in chunks
     ):
         raise _wrong(where, "chunks", chunks, "a list of [seconds after send, tokens or null] pairs")
-    for name in ("ttft_s", "tpot_s", "e2e_s", "done_s", "send_s", "scheduled_s", "send_lag_s", "client_handling_s"):
+    for name in ("ttft_s", "tpot_s", "e2e_s", "done_s", "send_s", "scheduled_s", "send_lag_s", "client_handling_s", "end_s"):
         if not _number_or_none(record.get(name)):
             raise _wrong(where, name, record.get(name), "a number of seconds or null")
     for name in ("completion_tokens", "streamed_tokens"):
@@ -162,6 +172,31 @@ def check_replay_dir(directory: Path, option: str) -> Path:
     if not results_path(directory).is_file():
         raise ConfigError(f"{option} {directory}: holds no {RESULTS_FILE}; pass the directory that replay wrote (its --out)")
     return directory
+
+
+def received_tokens(record: dict) -> int:
+    """Tokens the client received in one record: the token ids streamed when the server sent
+    them, else the server's ``usage.completion_tokens``, else one per content chunk (a lower
+    bound).  Throughput and the counter checks count these, never the tokens asked for."""
+    if record.get("streamed_tokens") is not None:
+        return int(record["streamed_tokens"])
+    chunks = record.get("chunks") or []
+    if chunks and all(c[1] is not None for c in chunks):
+        return int(sum(c[1] for c in chunks))
+    if record.get("completion_tokens") is not None:
+        return int(record["completion_tokens"])
+    return sum(c[1] if c[1] is not None else 1 for c in chunks)
+
+
+def end_s(record: dict) -> Optional[float]:
+    """When the request finished, in seconds after its session started (``end_s``; records
+    written before it existed: the send time plus the last thing the stream delivered)."""
+    if record.get("end_s") is not None:
+        return float(record["end_s"])
+    if record.get("send_s") is None:
+        return None
+    last = record.get("done_s") or record.get("e2e_s") or max((c[0] for c in record.get("chunks") or []), default=0.0)
+    return float(record["send_s"]) + float(last)
 
 
 def unfinished_requests(workload, results: Optional[ReplayResults]) -> list[int]:

@@ -20,11 +20,13 @@ from simulator.validation.compare import (
     DEFAULT_PERCENTILES,
     LABELS,
     METRICS,
+    PER_REQUEST,
     acceptance_summary,
     check_same_workload,
     error_summary,
     join,
     measured_frame,
+    measured_itls,
     measured_throughput,
     simulated_metrics,
     status_counts,
@@ -33,16 +35,18 @@ from simulator.validation.compare import (
 from simulator.textio import atomic_write_bytes
 from simulator.validation.files import atomic_write_json, check_output_dir, json_safe
 from simulator.validation.replay_files import check_replay_dir, read_results, read_summary
-from simulator.validation.simulate import read_simulated
+from simulator.validation.sessions import describe
+from simulator.validation.simulate import read_simulated, read_simulated_itls
 from simulator.validation.workload import read_workload
 
 SCHEMA = VALIDATION_REPORT_SCHEMA  # shared with the site, which reads report.json
-SCHEMA_VERSION = 2  # 2: vllm bench serve metrics (mean, median, percentiles in ms; ITL, E2EL; throughput)
+SCHEMA_VERSION = 3  # 2: vllm bench serve metrics (mean, median, percentiles in ms; ITL, E2EL; throughput); 3: ITL pooled (vLLM's), std, every session
 FILES = {"json": "report.json", "markdown": "report.md", "csv": "comparison.csv", "scatter_html": "scatter.html", "scatter_json": "scatter.json", "plotlyjs": "plotly.min.js"}
 UNITS = "per-request values (comparison.csv) in seconds; summaries (report.json, report.md) in milliseconds; throughput in req/s and tok/s, as vllm bench serve"
 
 
-def build_report(workload, results, replay_summary: dict, calibration: dict, simulated: dict, simulated_frame: pd.DataFrame, percentiles=DEFAULT_PERCENTILES, percentile_metrics=METRICS) -> tuple[dict, pd.DataFrame]:
+def build_report(workload, results, replay_summary: dict, calibration: dict, simulated: dict, simulated_frame: pd.DataFrame, simulated_itls: dict, percentiles=DEFAULT_PERCENTILES, percentile_metrics=METRICS) -> tuple[dict, pd.DataFrame]:
+    """The report as data (``simulated_itls``: request id -> simulated emission gaps, seconds)."""
     workload_hash = check_same_workload(
         {
             "workload": workload.workload_hash,
@@ -53,6 +57,8 @@ def build_report(workload, results, replay_summary: dict, calibration: dict, sim
     )
     frame = join(measured_frame(workload, results.records), simulated_frame)
     config = simulated.get("config") or {}
+    sessions = describe(replay_summary, results.history)
+    entries = {e.get("session"): e for e in replay_summary.get("sessions", [])}
     report = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -62,10 +68,10 @@ def build_report(workload, results, replay_summary: dict, calibration: dict, sim
         "simulated_device": config.get("device"),
         "units": UNITS,
         "requests": status_counts(frame),
-        "metrics": error_summary(frame, percentiles, percentile_metrics),
+        "metrics": error_summary(frame, measured_itls(results.records), simulated_itls, percentiles, percentile_metrics),
         "throughput": throughput_comparison(
-            measured_throughput(workload, results.records, [s.get("wall_s") for s in replay_summary.get("sessions", []) if isinstance(s.get("wall_s"), (int, float))]),
-            simulated_metrics(simulated_frame, percentiles)["throughput"],
+            measured_throughput(workload, results.records, sessions),
+            simulated_metrics(simulated_frame, simulated_itls, percentiles)["throughput"],
         ),
         "acceptance": acceptance_summary(
             calibration,
@@ -73,11 +79,9 @@ def build_report(workload, results, replay_summary: dict, calibration: dict, sim
             decode_tokens=sum(r.output_tokens - 1 for r in workload.requests),
             simulated_with=((config.get("speculation") or {}).get("proposal_probability")),
         ),
-        "calibration": {key: calibration.get(key) for key in ("engine", "num_speculative_tokens", "acceptance_per_position", "acceptance_per_position_unconditional", "kv_cache", "drafts_per_decode_chunk", "proposal_probability", "tokens_per_decode_chunk", "sessions_dropped", "notes")},
-        "replay_sessions": [
-            {key: session.get(key) for key in ("session", "sent", "statuses", "length_mismatches", "client_overhead", "after_scrape")}
-            for session in replay_summary.get("sessions", [])
-        ],
+        "calibration": {key: calibration.get(key) for key in ("engine", "num_speculative_tokens", "acceptance_per_position", "acceptance_per_position_unconditional", "kv_cache", "drafts_per_decode_chunk", "proposal_probability", "tokens_per_decode_chunk", "sessions_used", "sessions_dropped", "sessions_flagged", "notes", "warnings")},
+        # every session, however it ended (a killed one from its records), with the time it counts for
+        "replay_sessions": [row | {key: (entries.get(row["session"]) or {}).get(key) for key in ("client_overhead", "after_scrape", "after_scrape_error")} for row in sessions],
         "provenance": simulated.get("provenance"),
         "files": {key: name for key, name in FILES.items() if key != "json"},
     }
@@ -105,8 +109,9 @@ def render_markdown(report: dict) -> str:
         f"(statuses: {', '.join(f'{k} {v}' for k, v in requests['by_status'].items())}; length mismatches: {requests['length_mismatch']}).",
         f"Served model `{report['served_model']}`; simulated `{report['simulated_model']}` on `{report['simulated_device']}`.",
         "",
-        "Latencies in milliseconds, as `vllm bench serve` prints them; ITL is compared per request as the mean gap between"
-        " content chunks (one engine step each). Errors are (simulated - measured) / measured: positive means the simulator predicts slower.",
+        "Latencies in milliseconds, as `vllm bench serve` prints them. ITL is vLLM's: every gap between consecutive content chunks"
+        " (simulated: token emissions) of the compared requests, pooled; it has no per-request error. Errors are (simulated - measured) / measured:"
+        " positive means the simulator predicts slower.",
         "",
         "| metric | statistic | measured (ms) | simulated (ms) | error |",
         "|---|---|---:|---:|---:|",
@@ -133,7 +138,13 @@ def render_markdown(report: dict) -> str:
         lines += ["", "| throughput | measured | simulated | error |", "|---|---:|---:|---:|"]
         for key, label, unit in (("request_throughput", "request throughput", "req/s"), ("output_throughput", "output token throughput", "tok/s"), ("total_token_throughput", "total token throughput", "tok/s")):
             lines.append(f"| {label} ({unit}) | {_number(throughput['measured'][key], 2)} | {_number(throughput['simulated'][key], 2)} | {_percent(throughput['error_pct'][key])} |")
-        lines += ["", f"Measured over {throughput['measured']['completed']} successful requests and the replay sessions' wall time; simulated from the first arrival to the last finish."]
+        measured = throughput["measured"]
+        stall = f", less {measured['stall_tail_s']:.2f} s spent waiting only on stalled streams" if measured.get("stall_tail_s") else ""
+        lines += ["", f"Measured over {measured['completed']} completed requests, the tokens they received and the {measured.get('sessions', 0)} replay session(s)' active time ({_number(measured['duration_s'], 2)} s{stall}); simulated from the first arrival to the last finish."]
+        sessions = report.get("replay_sessions") or []
+        if len(sessions) > 1 or any(s.get("state") != "closed" for s in sessions):
+            lines += ["", "| session | how it ended | records | active (s) | duration from |", "|---:|---|---:|---:|---|"]
+            lines += [f"| {s['session']} | {s['state_words']} | {s['records']} | {_number(s['active_s'], 2)} | {s['duration_from']} |" for s in sessions]
     acceptance = report["acceptance"]
     lines += [
         "",
@@ -152,6 +163,9 @@ def render_markdown(report: dict) -> str:
         + (f" The simulation ran with proposal probability {_number(acceptance.get('proposal_probability_input'))}." if acceptance.get("proposal_probability_input") is not None else ""),
         "",
     ]
+    warnings = report["calibration"].get("warnings") or []
+    if warnings:
+        lines += ["## Warnings", ""] + [f"- {warning}" for warning in warnings] + [""]
     notes = report["calibration"].get("notes") or []
     if notes:
         lines += ["## Notes", ""] + [f"- {note}" for note in notes] + [""]
@@ -162,8 +176,8 @@ def render_markdown(report: dict) -> str:
 def scatter_figure(frame: pd.DataFrame) -> go.Figure:
     """Measured (x) against simulated (y) per metric, with the y = x line."""
     rows = frame[frame["compared"]]
-    figure = make_subplots(rows=1, cols=len(METRICS), subplot_titles=[f"{LABELS[m]} (ms)" for m in METRICS])
-    for column, metric in enumerate(METRICS, start=1):
+    figure = make_subplots(rows=1, cols=len(PER_REQUEST), subplot_titles=[f"{LABELS[m]} (ms)" for m in PER_REQUEST])
+    for column, metric in enumerate(PER_REQUEST, start=1):
         data = rows.dropna(subset=[f"measured_{metric}_s", f"simulated_{metric}_s"])
         x = (data[f"measured_{metric}_s"] * 1000).round(4).tolist()
         y = (data[f"simulated_{metric}_s"] * 1000).round(4).tolist()
@@ -187,7 +201,8 @@ def compare_files(workload_path: Path, replay_dir: Path, calibration_path: Path,
     results = read_results(check_replay_dir(replay_dir, "--replay"))
     calibration = read_calibration(calibration_path)
     simulated, simulated_frame = read_simulated(simulated_dir)
-    report, frame = build_report(workload, results, read_summary(replay_dir), calibration, simulated, simulated_frame, percentiles, percentile_metrics)
+    simulated_itls = read_simulated_itls(simulated_dir, len(workload))
+    report, frame = build_report(workload, results, read_summary(replay_dir), calibration, simulated, simulated_frame, simulated_itls, percentiles, percentile_metrics)
     figure = scatter_figure(frame)
     outputs = {
         FILES["markdown"]: render_markdown(report).encode("utf-8"),

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
+
 from simulator.config import ExplicitWorkload, RunConfig, SpeculationConfig
 from simulator.errors import ConfigError
 from simulator.inputs import read_json
@@ -22,6 +24,10 @@ SCHEMA = "vidur-specdec/validation-simulated"
 SCHEMA_VERSION = 1
 REQUESTS_FILE = "simulated.csv"
 SUMMARY_FILE = "simulated.json"
+# Per request, the gaps between its token emissions (vLLM's ITL samples, seconds), in request
+# order: what vllm bench serve saves as "itls", kept apart so simulated.json stays small.
+ITLS_FILE = "simulated_itls.json"
+ITLS_SCHEMA = "vidur-specdec/validation-simulated-itls"
 
 
 def build_run_config(
@@ -73,11 +79,12 @@ def simulate(config: RunConfig, workload: Workload, calibration: dict, out_dir: 
     The output directory is checked first, so a bad path fails before the simulation runs."""
     from simulator import run  # the simulator proper; imported here so the other steps work without it
 
-    out_dir = check_output_dir(out_dir, "simulate output directory", files=(REQUESTS_FILE, SUMMARY_FILE))
+    out_dir = check_output_dir(out_dir, "simulate output directory", files=(REQUESTS_FILE, SUMMARY_FILE, ITLS_FILE))
     result = run(config)
     frame = result.requests.sort_values("request_id").reset_index(drop=True)
     if len(frame) != len(workload) or list(frame["request_id"]) != list(range(len(workload))):
         raise ConfigError(f"the simulator returned {len(frame)} requests for a workload of {len(workload)}")
+    itls = {rid: [round(float(g), 9) for g in np.diff(np.asarray(result.emission_times.get(rid, []), dtype=float))] for rid in range(len(workload))}
     record = {
         "schema": SCHEMA,
         "schema_version": SCHEMA_VERSION,
@@ -86,12 +93,24 @@ def simulate(config: RunConfig, workload: Workload, calibration: dict, out_dir: 
         "config": config.to_dict(),
         "summary": result.summary.as_dict(),
         # vllm bench serve's summary of the simulated run, from the per-request rows: ms, req/s, tok/s
-        "metrics": simulated_metrics(frame),
+        "metrics": simulated_metrics(frame, itls),
         "provenance": result.provenance,
     }
     atomic_write_bytes(out_dir / REQUESTS_FILE, frame.to_csv(index=False, lineterminator="\n").encode("utf-8"))
-    atomic_write_json(out_dir / SUMMARY_FILE, record)
+    atomic_write_json(out_dir / ITLS_FILE, {"schema": ITLS_SCHEMA, "schema_version": SCHEMA_VERSION, "workload_hash": workload.workload_hash, "units": "seconds", "itls": [itls[rid] for rid in range(len(workload))]})
+    atomic_write_json(out_dir / SUMMARY_FILE, record)  # last: its presence means the set is complete
     return record
+
+
+def read_simulated_itls(directory: Path, num_requests: int) -> dict:
+    """request id -> the simulated gaps between its token emissions (seconds)."""
+    path = Path(directory) / ITLS_FILE
+    data = read_json(path, "simulated ITL file")
+    check_schema(path, data, ITLS_SCHEMA, SCHEMA_VERSION)
+    itls = data.get("itls")
+    if not (isinstance(itls, list) and len(itls) == num_requests and all(isinstance(gaps, list) and all(isinstance(g, (int, float)) and not isinstance(g, bool) and g >= 0 for g in gaps) for gaps in itls)):
+        raise ConfigError(f"simulated ITL file {path}: itls must be {num_requests} lists of gaps in seconds >= 0, one per request; run simulate again")
+    return {rid: gaps for rid, gaps in enumerate(itls)}
 
 
 def read_simulated(directory: Path):

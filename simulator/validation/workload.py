@@ -24,6 +24,12 @@ SCHEMA_VERSION = 1
 ARRIVALS = ("poisson", "fixed")
 LENGTHS = ("fixed", "uniform", "trace")
 TRACE_COLUMNS = ("num_prefill_tokens", "num_decode_tokens")
+# Bounds on what a workload may ask for, so a typo (--prompt-tokens 5000000) stops at once instead
+# of writing for minutes: one request's prompt + output, and a workload's prompt tokens in all
+# (2**24 take about a minute to draw and write).  replay also refuses requests longer than the
+# server's max_model_len before it sends anything.
+MAX_REQUEST_TOKENS = 2**20
+MAX_WORKLOAD_PROMPT_TOKENS = 2**24
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,7 @@ class WorkloadSpec:
     output_range: Optional[tuple[int, int]] = None
     trace_lengths: Optional[tuple[tuple[int, int], ...]] = None
     trace_name: Optional[str] = None
+    trace_rows_skipped: int = 0  # rows of the trace beyond the context, left out (provenance)
     vocab_size: int = 32000
     min_token_id: int = 1000  # keeps clear of special and byte-fallback tokens
     repeat_fraction: float = 0.0
@@ -109,10 +116,35 @@ class WorkloadSpec:
         need(isinstance(self.repeat_fraction, (int, float)) and 0 <= self.repeat_fraction <= 1, "repeat_fraction", "must be a number in [0, 1]")
         need(is_int(self.repeat_span) and self.repeat_span > 0, "repeat_span", "must be a positive integer")
         need(is_int(self.seed) and self.seed >= 0, "seed", "must be an integer >= 0")
+        self._check_bounds()
+
+    def _longest(self) -> tuple[int, int]:
+        """The longest prompt and the longest prompt + output this spec can draw."""
+        if self.lengths == "fixed":
+            return self.prompt_tokens, self.prompt_tokens + self.output_tokens
+        if self.lengths == "uniform":
+            return self.prompt_range[1], self.prompt_range[1] + self.output_range[1]
+        return max(p for p, _ in self.trace_lengths), max(p + o for p, o in self.trace_lengths)
+
+    def _check_bounds(self) -> None:
+        prompt, total = self._longest()
+        name = {"fixed": "prompt_tokens", "uniform": "prompt_range", "trace": "trace_lengths"}[self.lengths]
+        if total > MAX_REQUEST_TOKENS:
+            raise ConfigError(
+                f"{name} = {getattr(self, name) if self.lengths != 'trace' else '...'}: a request of up to {total} tokens (prompt + output) is beyond "
+                f"the harness's bound of {MAX_REQUEST_TOKENS} tokens per request; ask for shorter requests (replay also refuses any longer than the server's max_model_len)"
+            )
+        if self.num_requests * prompt > MAX_WORKLOAD_PROMPT_TOKENS:
+            raise ConfigError(
+                f"num_requests = {self.num_requests}: {self.num_requests} requests of up to {prompt} prompt tokens are up to {self.num_requests * prompt} prompt tokens, "
+                f"beyond the harness's bound of {MAX_WORKLOAD_PROMPT_TOKENS} per workload (such a file takes minutes to write); ask for fewer or shorter prompts"
+            )
 
     def describe(self) -> dict:
         data = asdict(self)
         data.pop("trace_lengths")
+        if self.trace_lengths is not None:
+            data["trace_rows"] = len(self.trace_lengths)
         return data
 
 
@@ -174,14 +206,33 @@ def _prompt_ids(spec: WorkloadSpec, rng: np.random.Generator, length: int) -> tu
     return tuple(tokens[:length])
 
 
-def read_length_trace(path: Path, max_total_tokens: Optional[int] = None) -> tuple[tuple[int, int], ...]:
-    """(prompt, output) rows of a Vidur-style length trace CSV, read by the project's one trace
-    reader under its ``"skip"`` policy: rows with a length below 1 or longer in total than
+def read_length_trace(path: Path, max_total_tokens: Optional[int] = None) -> tuple[tuple[tuple[int, int], ...], int]:
+    """(prompt, output) rows of a Vidur-style length trace CSV, and how many were skipped.
+
+    Read by the project's one trace reader under its ``"refuse"`` policy, so a row whose
+    lengths are missing, garbage, not integers or below 1 (``100,-5``) is an error naming the
+    row: it is a broken trace, not a row to leave out quietly.  Rows longer in total than
     ``max_total_tokens`` (the server's context) are dropped rather than clipped, so every kept
-    length is exact and servable."""
+    length is exact and servable, and the caller reports how many; without the limit a row
+    beyond the harness's :data:`MAX_REQUEST_TOKENS` is refused, naming it.
+    """
     from simulator.workloads import read_trace
 
-    return tuple((int(p), int(o)) for p, o in read_trace(path, max_total_tokens, unusable="skip"))
+    rows = read_trace(path, None, unusable="refuse")
+    totals = rows.sum(axis=1)
+    if max_total_tokens is None:
+        beyond = np.flatnonzero(totals > MAX_REQUEST_TOKENS)
+        if len(beyond):
+            row = int(beyond[0])
+            raise ConfigError(
+                f"trace {path}: data row {row + 1} needs {int(totals[row])} tokens (prompt + output), beyond the harness's bound of "
+                f"{MAX_REQUEST_TOKENS} per request; pass --max-total-tokens (the server's context) to skip rows longer than it"
+            )
+        return tuple((int(p), int(o)) for p, o in rows), 0
+    kept = rows[totals <= max_total_tokens]
+    if not len(kept):
+        raise ConfigError(f"trace {path}: none of its {len(rows)} rows fits within --max-total-tokens {max_total_tokens} (prompt + output); pass the server's context")
+    return tuple((int(p), int(o)) for p, o in kept), int(len(rows) - len(kept))
 
 
 def write_workload(path: Path, workload: Workload) -> None:

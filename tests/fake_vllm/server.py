@@ -12,7 +12,10 @@ its prompt), so a request gets the same tokens and chunking whatever the order o
 
 Fault switches make chosen fractions of requests fail in the ways a real run can: HTTP 500,
 a connection dropped mid-stream, a malformed SSE line, a stall longer than the client's
-timeout, a completion shorter than asked.  Which requests fail is a deterministic function
+timeout, a completion shorter than asked, a stream that closes cleanly halfway without usage
+or ``[DONE]``.  ``/v1/models`` lists ``max_model_len`` as vLLM does, and a longer request gets
+vLLM's HTTP 400.  ``FakeServer.other_client`` runs requests that no replay sent, as another
+client of the same server would, so the counters rise by more than the replay received.  Which requests fail is a deterministic function
 of the prompt (:meth:`FakeServerConfig.fault_for`).  ``/metrics`` can omit counters or answer
 an HTML page.  The server process can restart or die when the N-th completion request
 arrives (counted in arrival order, so the trigger needs no timing), and can hold requests
@@ -41,7 +44,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-FAULTS = ("http_500", "drop", "malformed", "stall", "short", "no_done")
+FAULTS = ("http_500", "drop", "malformed", "stall", "short", "no_done", "early_close")
 ENGINES = ("v1", "v0", "v0-gauges")
 SPEC_COUNTERS = (
     "vllm:spec_decode_num_drafts",
@@ -66,6 +69,7 @@ class FakeServerConfig:
     max_batch: int = 64
     num_gpu_blocks: int = 2048
     block_size: int = 16
+    max_model_len: int = 8192  # listed by /v1/models; a longer prompt + max_tokens gets HTTP 400, as vLLM answers
     # fractions of requests hit by each fault, chosen from the prompt (see fault_for)
     fault_http_500: float = 0.0
     fault_drop: float = 0.0
@@ -73,6 +77,7 @@ class FakeServerConfig:
     fault_stall: float = 0.0
     fault_short: float = 0.0
     fault_no_done: float = 0.0  # the stream closes cleanly after every token, without data: [DONE]
+    fault_early_close: float = 0.0  # the stream closes cleanly after half the tokens, without usage or data: [DONE]
     stall_s: float = 30.0
     metrics_missing: tuple[str, ...] = field(default_factory=tuple)  # metric names left out of /metrics
     metrics_html: bool = False  # /metrics answers an HTML page (a proxy's login page, say)
@@ -95,7 +100,7 @@ class FakeServerConfig:
         need(self.engine in ENGINES, "engine", f"must be one of {ENGINES}")
         for name in ("step_base_s", "step_per_token_s", "stall_s"):
             need(math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, name, "must be a finite number >= 0")
-        for name in ("max_batch", "num_gpu_blocks", "block_size"):
+        for name in ("max_batch", "num_gpu_blocks", "block_size", "max_model_len"):
             need(isinstance(getattr(self, name), int) and getattr(self, name) > 0, name, "must be a positive integer")
         for name in ("restart_after_requests", "die_after_requests", "hold_after_requests"):
             value = getattr(self, name)
@@ -343,6 +348,20 @@ class _Control:
             if connection.transport is not None:
                 connection.transport.close()
 
+    async def other_client(self, requests: int, output_tokens: int, prompt_len: int) -> None:
+        """Run ``requests`` completions that arrive by no HTTP request, to the end, through the
+        current process's engine: its counters rise as another client's traffic raises them."""
+        engine = self.process.engine
+        sequences = []
+        for i in range(requests):
+            prompt = [900_000 + i] * prompt_len
+            sequence = _Sequence(prompt, output_tokens, self.config.request_key(prompt), engine.blocks_for(prompt_len, output_tokens))
+            engine.submit(sequence)
+            sequences.append(sequence)
+        for sequence in sequences:
+            while (chunk := await sequence.outbox.get()) is not None and chunk is not CUT:
+                pass
+
     async def arrived(self) -> Optional[str]:
         """Count a completion request; returns "dead" when it meets a dead process."""
         self.requests += 1
@@ -386,7 +405,8 @@ def create_app(config: FakeServerConfig) -> web.Application:
     app.cleanup_ctx.append(lifecycle)
 
     async def models(request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": config.model, "object": "model", "owned_by": "fake"}]})
+        entry = {"id": config.model, "object": "model", "owned_by": "fake", "root": config.model, "parent": None, "max_model_len": config.max_model_len}
+        return web.json_response({"object": "list", "data": [entry]})
 
     async def metrics_endpoint(request: web.Request) -> web.Response:
         if config.metrics_html:
@@ -409,6 +429,12 @@ def create_app(config: FakeServerConfig) -> web.Application:
         if await control.arrived() == "dead":
             request.transport.close()
             return web.Response(status=499)
+        if len(prompt) + max_tokens > config.max_model_len:  # vLLM's wording
+            return _error(
+                400,
+                f"This model's maximum context length is {config.max_model_len} tokens. However, you requested {len(prompt) + max_tokens} tokens "
+                f"({len(prompt)} in the messages, {max_tokens} in the completion). Please reduce the length of the messages or completion.",
+            )
         engine = control.process.engine
         fault = config.fault_for(prompt)
         if fault == "http_500":
@@ -453,6 +479,9 @@ def create_app(config: FakeServerConfig) -> web.Application:
             done = emitted >= sequence.max_tokens
             await response.write(_sse(_completion(request_id, config.model, ids, prompt_len, body, final=done, usage=False)))
             index += 1
+            if fault == "early_close" and not done and emitted >= sequence.max_tokens // 2:
+                await response.write_eof()  # a clean close: no usage, no data: [DONE]
+                return response
         if (body.get("stream_options") or {}).get("include_usage"):
             usage = {"prompt_tokens": prompt_len, "completion_tokens": emitted, "total_tokens": prompt_len + emitted}
             await response.write(_sse({"id": request_id, "object": "text_completion", "created": 0, "model": config.model, "choices": [], "usage": usage}))
@@ -550,6 +579,10 @@ class FakeServer:
     def release(self) -> None:
         self._loop.call_soon_threadsafe(self._control.released.set)
 
+    def other_client(self, requests: int = 10, output_tokens: int = 50, prompt_len: int = 32) -> None:
+        """Another client's traffic: ``requests`` completions of ``output_tokens`` each, run to the end."""
+        self._call(self._control.other_client(requests, output_tokens, prompt_len), timeout=120.0)
+
     @property
     def requests_received(self) -> int:
         return self._control.requests
@@ -597,7 +630,16 @@ def build_parser() -> argparse.ArgumentParser:
     f.add_argument("--max-batch", type=int, default=64)
     f.add_argument("--num-gpu-blocks", type=int, default=2048)
     f.add_argument("--block-size", type=int, default=16)
-    for fault, what in (("http-500", "answer HTTP 500"), ("drop", "drop the connection mid-stream"), ("malformed", "send a malformed SSE line"), ("stall", "stall mid-stream for --stall-s"), ("short", "stop at half the asked length"), ("no-done", "end the stream cleanly without data: [DONE]")):
+    f.add_argument("--max-model-len", type=int, default=8192, help="context length listed by /v1/models; longer requests get HTTP 400")
+    for fault, what in (
+        ("http-500", "answer HTTP 500"),
+        ("drop", "drop the connection mid-stream"),
+        ("malformed", "send a malformed SSE line"),
+        ("stall", "stall mid-stream for --stall-s"),
+        ("short", "stop at half the asked length"),
+        ("no-done", "end the stream cleanly without data: [DONE]"),
+        ("early-close", "close the stream cleanly at half the asked length, without usage or data: [DONE]"),
+    ):
         f.add_argument(f"--fault-{fault}", type=float, default=0.0, metavar="FRACTION", help=f"fraction of requests that {what}")
     f.add_argument("--stall-s", type=float, default=30.0)
     f.add_argument("--metrics-missing", action="append", default=[], metavar="NAME", help="leave this metric out of /metrics (repeatable)")
@@ -621,12 +663,14 @@ def main(argv=None) -> int:
         max_batch=args.max_batch,
         num_gpu_blocks=args.num_gpu_blocks,
         block_size=args.block_size,
+        max_model_len=args.max_model_len,
         fault_http_500=args.fault_http_500,
         fault_drop=args.fault_drop,
         fault_malformed=args.fault_malformed,
         fault_stall=args.fault_stall,
         fault_short=args.fault_short,
         fault_no_done=args.fault_no_done,
+        fault_early_close=args.fault_early_close,
         engine=args.engine,
         stall_s=args.stall_s,
         metrics_missing=tuple(args.metrics_missing),
