@@ -232,15 +232,15 @@ def model_facts(name: str, config: BaseModelConfig) -> ModelFacts:
     facts = dict(name=name, hidden_size=config.embedding_dim, vocab_size=config.vocab_size, num_layers=config.num_layers)
     if spec is None:
         return ModelFacts(architecture=f"Vidur's {type(config).__name__}", **facts)
-    drafter, fc_inputs, targets, block, layers = None, 0, (), 0, ()
+    drafter, fc_inputs, targets, block, layers, mask = None, 0, (), 0, (), False
     if spec.eagle is not None:
-        drafter, fc_inputs, targets = spec.eagle.method, spec.eagle.fc_inputs, spec.eagle.targets
+        drafter, fc_inputs, targets, mask = spec.eagle.method, spec.eagle.fc_inputs, spec.eagle.targets, spec.eagle.mask_token
     if spec.dflash is not None:
         drafter, targets, block, layers = "dflash", spec.dflash.targets, spec.dflash.block_size, spec.dflash.target_layer_ids
         fc_inputs = len(layers)
     return ModelFacts(
         architecture=spec.architecture, drafter=drafter, fc_inputs=fc_inputs, targets=targets, mtp_layers=spec.mtp_layers, mtp_field=spec.mtp_field,
-        block_size=block, target_layer_ids=layers, **facts,
+        block_size=block, target_layer_ids=layers, mask_token=mask, **facts,
     )
 
 

@@ -136,7 +136,7 @@ def test_the_committed_spec_run_count_stays_modest():
         (('source = "made up for the test" },\n  { name = "iid-0.8"', 'source = "x", colour = "red" },\n  { name = "iid-0.8"'), "acceptance 0: unknown key 'colour'"),
         (("rate = 0.3,", "rate = 1.3,"), "rate = 1.3 must be a probability"),
         (('draft_model = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"\n', ""), "proposer = 'eagle3' needs draft_model"),
-        (('proposer = "ngram"', 'proposer = "medusa"'), "proposer = 'medusa' must be one of"),
+        (('proposer = "ngram"', 'proposer = "medusa"'), "proposer = 'medusa': Medusa heads are not modelled; the simulator models ngram"),
         (('name = "iid-0.8"', 'name = "iid-0.3"'), "acceptance names repeat"),
         (("concurrency = [1, 4, 16]", "concurrency = [1, 4, 32]"), "concurrency \\[32\\] exceeds max_num_seqs = 16"),
         (("concurrency = [1, 4, 16]", "concurrency = []"), "concurrency is empty"),

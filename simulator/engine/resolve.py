@@ -80,7 +80,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     target_facts = model_facts(config.model, target_config)
     draft_name, draft_config = _draft_network(config, target_facts) if spec.uses_draft_network else (None, None)  # an unknown name fails here
     draft_facts = model_facts(draft_name, draft_config) if draft_config is not None else None
-    settings = SpecSettings(k=spec.num_speculative_tokens, options=spec.option_values, ngram_overhead_ms=spec.ngram_overhead_ms, draft=draft_facts)
+    settings = SpecSettings(k=spec.num_speculative_tokens, options=spec.option_values, ngram_overhead_ms=spec.ngram_overhead_ms, draft=draft_facts, target=target_facts)
     if spec.enabled:
         kind.check(settings, target_facts, config.draft_tensor_parallel_size, config.tensor_parallel_size)
     cache_dir = cache_directory(config)

@@ -52,6 +52,11 @@ class EagleSpec:
     method: str  # "eagle" or "eagle3"
     fc_inputs: int
     targets: tuple[str, ...]  # the targets it was trained for: the only ones it can serve
+    mask_token: bool = False  # trained for parallel drafting: the config names its mask token
+
+
+# where a head trained for parallel drafting names its mask token (vLLM reads these)
+PARALLEL_MASK_TOKEN_FIELDS = ("pard_token", "ptd_token_id")
 
 
 @dataclass(frozen=True)
@@ -148,7 +153,8 @@ def _eagle(config: dict, architecture: str, source: str) -> Optional[EagleSpec]:
     if not all(isinstance(t, str) and t.strip() for t in targets):
         _refuse(source, "eagle_targets", targets, "must be a list of model names or paths")
     method, fc_inputs = EAGLE_ARCHITECTURES[architecture]
-    return EagleSpec(method, fc_inputs, tuple(targets))
+    mask = any(has_type(config.get(key), int) for key in PARALLEL_MASK_TOKEN_FIELDS)
+    return EagleSpec(method, fc_inputs, tuple(targets), mask)
 
 
 def _dflash(config: dict, architecture: str, source: str) -> Optional[DFlashSpec]:

@@ -84,6 +84,12 @@ def kind(name: str, what: str = "proposer") -> ProposerKind:
     raise ConfigError(f"{what} = {name!r}: unknown; use one of {valid} (vLLM's names {aliases} work too)")
 
 
+def tree_kind(chain: str) -> Optional[ProposerKind]:
+    """The kind that drafts trees with ``chain``'s network (``eagle3`` -> ``eagle3_tree``), or None."""
+    base = kind(chain)
+    return next((k for k in KINDS if getattr(k, "chain", None) is base), None)
+
+
 def options() -> dict:
     """Every option any kind takes, by name (one Option per name; kinds that share a name share it)."""
     found = {}
@@ -99,4 +105,10 @@ def kinds_taking(option: str) -> tuple[str, ...]:
 
 def help_text() -> str:
     """One line per kind for a command's --help: its names and what it drafts with."""
-    return "; ".join(f"{k.name} ({k.label}{', vLLM method ' + k.vllm_method if k.vllm_method != k.name else ''})" for k in KINDS)
+    def vllm(k: ProposerKind) -> str:
+        if not k.vllm_method or k.vllm_method == k.name:
+            return ""
+        flags = "".join(f", {key}: {str(value).lower()}" for key, value in k.config_flags.items())
+        return f" [vLLM: {k.vllm_method}{flags}]"
+
+    return "; ".join(f"{k.name} = {k.label}{vllm(k)}" for k in KINDS)

@@ -52,7 +52,8 @@ class ModelFacts:
     "eagle3", "dflash"), None for an ordinary model; ``mtp_layers`` the multi-token-prediction
     layers a target carries and ``mtp_field`` the config field they were read from (empty when
     the architecture has none); ``block_size`` and ``target_layer_ids`` a parallel drafter's block
-    and the target layers whose hidden states it reads.
+    and the target layers whose hidden states it reads; ``mask_token`` whether an EAGLE head was
+    trained for parallel drafting (its config names the mask token).
     """
 
     name: str
@@ -67,6 +68,7 @@ class ModelFacts:
     mtp_field: str = ""
     block_size: int = 0
     target_layer_ids: tuple[int, ...] = ()
+    mask_token: bool = False  # an EAGLE head's config names a parallel-drafting mask token
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,8 @@ class Option:
         return "--" + self.name.replace("_", "-")
 
     def check(self, value: Any, owner: str) -> Any:
+        if value is None and self.default is None:
+            return None
         integer = self.kind is int
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and (not integer or isinstance(value, int))
         ok = ok and math.isfinite(value)
@@ -163,7 +167,8 @@ class SpecSettings:
     k: int
     options: dict = field(default_factory=dict)
     ngram_overhead_ms: float = 0.0
-    draft: Optional[ModelFacts] = None
+    draft: Optional[ModelFacts] = None  # the network it drafts with (an MTP layer: the target's, alone)
+    target: Optional[ModelFacts] = None
 
 
 class ProposerKind:
@@ -180,14 +185,20 @@ class ProposerKind:
     drafter: Optional[str] = None  # the draft architecture family it reads (ModelFacts.drafter)
     draft_architectures: tuple[str, ...] = ()  # config.json architectures of such drafts
     acceptance_inputs: tuple[str, ...] = ACCEPTANCE_INPUTS
+    acceptance_note: str = "the acceptance its engine reports is an accept length"  # why it takes only those
     options: tuple[Option, ...] = ()
+    # keys the kind's --speculative-config always carries besides method, model and k (EAGLE's
+    # parallel drafting: {"parallel_drafting": True}); a kind with some shares its method with
+    # another kind and answers to its own name only
+    config_flags: dict = {}
     rank: int = 100  # listing order (help texts, error messages)
 
     # --- names and options ----------------------------------------------------------------
     @property
     def names(self) -> tuple[str, ...]:
         """Every name the kind answers to: the simulator's, vLLM's method and its aliases."""
-        return tuple(dict.fromkeys((self.name, self.vllm_method) + self.vllm_aliases))
+        method = (self.vllm_method,) if self.vllm_method and not self.config_flags else ()
+        return tuple(dict.fromkeys((self.name,) + method + self.vllm_aliases))
 
     @property
     def needs_draft_model(self) -> bool:
@@ -277,9 +288,11 @@ class ProposerKind:
             config["model"] = draft_model
         if draft_tp is not None and self.runs_network:
             config["draft_tensor_parallel_size"] = draft_tp
+        config.update(self.config_flags)
         for opt in self.options:
-            if opt.vllm_key is not None:
-                config[opt.vllm_key] = settings.options.get(opt.name, opt.default)
+            value = settings.options.get(opt.name, opt.default)
+            if opt.vllm_key is not None and value is not None:
+                config[opt.vllm_key] = value
         config["num_speculative_tokens"] = settings.k
         return config
 

@@ -22,7 +22,6 @@ class NgramKind(ProposerKind):
     name = "ngram"
     label = "n-gram (prompt lookup)"
     vllm_method = "ngram"
-    vllm_aliases = ("[ngram]",)
     vllm_version = "vLLM V1 from its first release (0.9.2 and earlier; docs/sources/proposers.md §1.1)"
     options = (PROMPT_LOOKUP_MAX,)
     rank = 10
