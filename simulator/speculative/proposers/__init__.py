@@ -84,6 +84,20 @@ def kind(name: str, what: str = "proposer") -> ProposerKind:
     raise ConfigError(f"{what} = {name!r}: unknown; use one of {valid} (vLLM's names {aliases} work too)")
 
 
+def from_speculative_config(config: dict):
+    """(kind, settings, draft model, draft TP) from a vLLM ``--speculative-config`` object: the kind
+    its ``method`` names (vLLM's aliases included) whose fixed keys (``parallel_drafting``) it
+    carries, and that kind's reading of the rest (:meth:`ProposerKind.from_speculative_config`)."""
+    method = config.get("method")
+    matches = [k for k in KINDS if k.engine == "vllm" and method in (k.vllm_method, *k.vllm_aliases)]
+    flagged = [k for k in matches if k.config_flags and all(config.get(key) == value for key, value in k.config_flags.items())]
+    chosen = flagged or [k for k in matches if not k.config_flags]
+    if not chosen:
+        kind(str(method), "method")  # raises, listing the valid names
+    found = chosen[0]
+    return (found, *found.from_speculative_config(config))
+
+
 def tree_kind(chain: str) -> Optional[ProposerKind]:
     """The kind that drafts trees with ``chain``'s network (``eagle3`` -> ``eagle3_tree``), or None."""
     base = kind(chain)
