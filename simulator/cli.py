@@ -299,6 +299,12 @@ def option_value(args, kind, name: str):
 
 def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
     """The run's configuration and, when speculating, the acceptance it uses in words."""
+    kind = proposer_kind(args)
+    options = options_from_args(args, kind)
+    if args.num_speculative_tokens > 0 or args.k_schedule:
+        require_draft_model(kind, args.draft_model)
+        if args.k_schedule is not None and kind.tree(SpecSettings(k=1, options=kind.resolve_options(dict(options)))) is not None:
+            raise ConfigError(f"--k-schedule: --proposer {kind.name} drafts a tree at one depth ({kind.engine} has no k schedule); give -k")
     rate, vector, acceptance_note = acceptance_from_args(args)
     for flag, value in (("--proposal-probability", args.proposal_probability), ("--interpolation", args.interpolation)):
         if not 0 <= value <= 1:
@@ -309,12 +315,6 @@ def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
     for flag, path in (("--profile-dir", args.profile_dir), ("--draft-profile-dir", args.draft_profile_dir), ("--network-profile-dir", args.network_profile_dir)):
         if path is not None and not Path(path).is_dir():
             raise ConfigError(f"{flag} {path}: not a directory; give a Vidur-format profile folder, or drop the flag for the built-in profile")
-    kind = proposer_kind(args)
-    options = options_from_args(args, kind)
-    if args.num_speculative_tokens > 0 or args.k_schedule:
-        require_draft_model(kind, args.draft_model)
-        if args.k_schedule is not None and kind.tree(SpecSettings(k=1, options=kind.resolve_options(dict(options)))) is not None:
-            raise ConfigError(f"--k-schedule: --proposer {kind.name} drafts a tree at one depth ({kind.engine} has no k schedule); give -k")
     if args.k_schedule is not None:
         from simulator.speculative.k_schedule import parse_schedule
 

@@ -141,6 +141,9 @@ class Option:
     minimum: Optional[float] = None
     maximum: Optional[float] = None
     source: str = ""
+    # written into the recommended config even at its default (else only when it differs from the
+    # default, which is vLLM's own)
+    always_in_config: bool = False
 
     @property
     def flag(self) -> str:
@@ -291,7 +294,7 @@ class ProposerKind:
         config.update(self.config_flags)
         for opt in self.options:
             value = settings.options.get(opt.name, opt.default)
-            if opt.vllm_key is not None and value is not None:
+            if opt.vllm_key is not None and value is not None and (opt.always_in_config or value != opt.default):
                 config[opt.vllm_key] = value
         config["num_speculative_tokens"] = settings.k
         return config

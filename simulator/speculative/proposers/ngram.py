@@ -10,10 +10,11 @@ from __future__ import annotations
 from simulator.speculative.proposers.base import Option, ProposerKind, SpecSettings, StepWork
 from simulator.speculative.step import StepPlan
 
-# prompt_lookup_max in the recommended config: vLLM requires one of prompt_lookup_min / max
-# (both default to 5 when neither is given); the value of vLLM's docs' example.
+# prompt_lookup_max in the recommended config, always written: older vLLM required one of
+# prompt_lookup_min / max (both default to 5 when neither is given); the value of vLLM's docs' example.
 PROMPT_LOOKUP_MAX = Option(
     "prompt_lookup_max", int, 4, "the longest n-gram the lookup matches (vLLM's prompt_lookup_max)", vllm_key="prompt_lookup_max", minimum=1,
+    always_in_config=True,
     source="vLLM's docs' n-gram example: {\"method\": \"ngram\", \"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4}",
 )
 

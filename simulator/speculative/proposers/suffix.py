@@ -5,10 +5,11 @@ The draft length varies per request and step: vLLM treats ``num_speculative_toke
 (24, the tree depth, when unset), and the lookup proposes the most frequent continuation of the
 longest match until its chained frequency falls below ``suffix_decoding_min_token_prob``, at most
 ``max_spec_factor`` x the match length; often nothing (docs/sources/proposers.md §3.1).  The
-simulator takes the length's distribution as an input: a truncated geometric on 0..min(k, tree
-depth) whose mean is ``suffix_mean_draft_length`` (the shape is an assumption; the default mean
-is the published figure below).  Each row's length is drawn per (request, output position) from
-its own stream, so it moves no acceptance draw; a length of 0 is a plain decode step.
+simulator takes the length's distribution as an input: a truncated geometric on 0..tree depth
+whose mean is ``suffix_mean_draft_length`` (the shape is an assumption; the default mean is the
+published figure below), each draft then capped at k.  Each row's length is drawn per (request,
+output position) from its own stream, so it moves no acceptance draw and is the same at every k;
+a length of 0 is a plain decode step.
 
 Cost: host time per step of ``suffix_lookup_us_per_token`` for every token a sampling request
 gained (its speculation and its tree update run once per generated token).  Both defaults come
@@ -76,19 +77,13 @@ class SuffixKind(ProposerKind):
     options = OPTIONS
     rank = 15
 
-    def _top(self, settings: SpecSettings) -> int:
-        return min(settings.k, settings.options["suffix_max_tree_depth"])
-
     def draft_length_pmf(self, settings: SpecSettings) -> tuple[float, ...]:
-        return truncated_geometric(settings.options["suffix_mean_draft_length"], self._top(settings))
+        return truncated_geometric(settings.options["suffix_mean_draft_length"], settings.options["suffix_max_tree_depth"])
 
     def check(self, settings: SpecSettings, target, draft_tp: int, tp: int) -> None:
-        mean, top = settings.options["suffix_mean_draft_length"], self._top(settings)
-        if mean > top:
-            raise ConfigError(
-                f"suffix_mean_draft_length = {mean:g}: above the longest draft, min(k = {settings.k}, suffix_max_tree_depth = "
-                f"{settings.options['suffix_max_tree_depth']}) = {top}; lower it or raise k"
-            )
+        mean, depth = settings.options["suffix_mean_draft_length"], settings.options["suffix_max_tree_depth"]
+        if mean > depth:
+            raise ConfigError(f"suffix_mean_draft_length = {mean:g}: above the longest draft the trees allow, suffix_max_tree_depth = {depth}; lower one or raise the other")
 
     def step_cost(self, settings: SpecSettings):
         return _SuffixLookup(settings.options["suffix_lookup_us_per_token"] * 1e-6)
