@@ -337,6 +337,7 @@ def format_answer(spec, output) -> str:
             "--speculative-config '" + entry["speculative_config_json"] + "'",
             entry["serve_command"],
             f"Needs {doc['vllm']['text']} ({', '.join(doc['vllm']['sources'])})",
+            f"Method {profile.kind.vllm_method} ({profile.kind.label}): {profile.kind.vllm_version}.",
         ]
     else:
         lines += [f"Recommendation: {entry['note']}.", entry["serve_command"]]

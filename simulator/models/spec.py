@@ -45,6 +45,9 @@ QKV_BIAS_ARCHITECTURES = ("Qwen2ForCausalLM", "MiMoForCausalLM")
 MTP_LAYER_FIELDS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
 # any of these set (not null, not 0, not an empty list) marks a mixture-of-experts model
 MOE_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size", "num_experts_per_tok")
+# and these multi-head latent attention (DeepSeek-V2/V3's compressed KV), which the cost model
+# does not cost either (MTP reads any target's MTP layers, so it must not take an MLA target for MHA)
+MLA_FIELDS = ("kv_lora_rank", "q_lora_rank")
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,10 @@ def _check_dense(config: dict, source: str, context: int) -> None:
         value = config.get(key)
         if value not in (None, 0, [], False):
             _refuse(source, key, value, "a mixture-of-experts model; the simulator costs dense decoders only")
+    for key in MLA_FIELDS:
+        value = config.get(key)
+        if value not in (None, 0):
+            _refuse(source, key, value, "multi-head latent attention; the simulator costs multi-head and grouped-query attention only")
     window = config.get("sliding_window")
     if config.get("use_sliding_window") is True and window is not None and window < context:
         _refuse(source, "use_sliding_window", True, f"sliding-window attention (window {window} < context {context}) is not modelled")
