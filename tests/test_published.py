@@ -356,7 +356,8 @@ def build_workspace(tmp_path, committed_csvs):
                                .replace("arrival_rate = [2.0, 4.0, 6.0]", "arrival_rate = [2.0]"))
     args = ["--spec", str(ws["spec.toml"]), "--csv", str(ws["sweep.csv"]), "--progress-csv", str(ws["progress.csv"]),
             "--out", str(ws["site"]), "--jobs", "1", "--published", str(ws["published.toml"]),
-            "--published-assumptions", str(ws["assumptions.toml"]), "--published-csv", str(ws["published.csv"])]
+            "--published-assumptions", str(ws["assumptions.toml"]), "--published-csv", str(ws["published.csv"]),
+            "--no-paysoff"]  # without it the build ran the whole pays-off sweep into data/paysoff.csv
     return build_cli, ws, args
 
 

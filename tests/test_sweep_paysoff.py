@@ -327,7 +327,7 @@ def test_a_paysoff_row_equals_the_single_run_with_the_same_settings(small_run, a
         workload=closed_loop_workload(parse_paysoff_spec(SMALL), 4, profile.model),
         speculation=SpeculationConfig(
             num_speculative_tokens=2, acceptance_rate=profile.rate, acceptance_per_position=profile.per_position, proposer=row["proposer"],
-            draft_model=row["draft_model"] or None, attention="per_token",
+            draft_model=row["draft_model"] if isinstance(row["draft_model"], str) and row["draft_model"] else None, attention="per_token",
         ),
         model=row["model"], device=row["device"], tensor_parallel_size=int(row["tensor_parallel_size"]), chunk_size=512, batch_size_cap=16, seed=0,
     )
