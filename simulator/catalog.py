@@ -17,6 +17,7 @@ import hashlib
 import json
 import re
 import sys
+import dataclasses
 from dataclasses import asdict, dataclass, make_dataclass
 from typing import Optional
 
@@ -28,6 +29,7 @@ from simulator.errors import ConfigError
 from simulator.models.files import catalog_specs, config_file, read_spec
 from simulator.models.spec import ModelSpec
 from simulator.shapes import ModelShape
+from simulator.speculative.proposers.base import ModelFacts
 
 
 class ExtraDeviceType(BaseIntEnum):
@@ -79,8 +81,27 @@ class EagleHeadConfig(Llama2ModelConfig):
     targets: tuple = ()  # the targets it was trained for (the only ones it can serve)
 
 
+@dataclass
+class DFlashDrafterConfig(Llama2ModelConfig):
+    """A DFlash block drafter (vLLM's ``dflash``): ``num_layers`` decoder layers at its target's
+    width that fill a block of ``block_size`` positions (one anchor token, ``block_size - 1`` mask
+    slots) in one non-causal pass, reading the hidden states of ``target_layer_ids`` through an fc
+    layer.  It shares its target's embedding and LM head; its context is its targets'."""
+
+    num_layers: int = 0
+    num_q_heads: int = 0
+    num_kv_heads: int = 0
+    embedding_dim: int = 0
+    mlp_hidden_dim: int = 0
+    max_model_len: int = 0
+    block_size: int = 0
+    target_layer_ids: tuple = ()
+    targets: tuple = ()
+
+
 # name -> the class registered for it from a config file (the catalog's or a user's path)
 _REGISTERED: dict[str, type] = {}
+_SPECS: dict[str, ModelSpec] = {}  # name -> the spec it was registered from
 _FROM_PATHS: set[str] = set()  # the names above that are local paths
 
 
@@ -111,15 +132,19 @@ def _register(spec: ModelSpec) -> type:
         "tie_word_embeddings": spec.tie_word_embeddings,
     }
     base = Llama2ModelConfig
+    targets, key = (), ""
     if spec.eagle is not None:
-        base = EagleHeadConfig
-        targets = spec.eagle.targets
+        base, targets, key = EagleHeadConfig, spec.eagle.targets, "eagle_targets"
         fields.update(fc_inputs=spec.eagle.fc_inputs, method=spec.eagle.method, targets=targets)
+    if spec.dflash is not None:
+        base, targets, key = DFlashDrafterConfig, spec.dflash.targets, "draft_targets"
+        fields.update(block_size=spec.dflash.block_size, target_layer_ids=spec.dflash.target_layer_ids, targets=targets)
+    if targets:
         try:
             fields["max_model_len"] = max(model_config(t).max_model_len for t in targets)
         except ConfigError as exc:
-            raise ConfigError(f"{spec.source}: field 'eagle_targets': {exc}") from None
-    types = {"targets": tuple, "method": str, "rope_theta": Optional[float], "use_qkv_bias": bool, "tie_word_embeddings": bool}
+            raise ConfigError(f"{spec.source}: field '{key}': {exc}") from None
+    types = {"targets": tuple, "target_layer_ids": tuple, "method": str, "rope_theta": Optional[float], "use_qkv_bias": bool, "tie_word_embeddings": bool}
     name, module = spec.name, sys.modules[__name__]
     class_name = _class_name(name)
     while hasattr(module, class_name):  # two names that read alike ("a/b", "a_b") get two classes
@@ -133,13 +158,14 @@ def _register(spec: ModelSpec) -> type:
     cls.__module__ = __name__
     setattr(module, class_name, cls)
     _REGISTERED[name] = cls
+    _SPECS[name] = spec
     return cls
 
 
 def _register_catalog() -> None:
     """The catalog's files: ordinary models first, so each head can take its target's context."""
     specs = catalog_specs()
-    for spec in sorted(specs, key=lambda s: s.eagle is not None):
+    for spec in sorted(specs, key=lambda s: s.eagle is not None or s.dflash is not None):
         _register(spec)
 
 
@@ -197,6 +223,45 @@ def config_digest(name: str) -> Optional[str]:
 
 def model_shape(name: str) -> ModelShape:
     return shape_of(model_config(name))
+
+
+def model_facts(name: str, config: BaseModelConfig) -> ModelFacts:
+    """What a proposer kind reads from model ``name`` (its config already looked up): the facts
+    of the ``config.json`` it was registered from; Vidur's own models are plain Llama decoders."""
+    spec = _SPECS.get(name)
+    facts = dict(name=name, hidden_size=config.embedding_dim, vocab_size=config.vocab_size, num_layers=config.num_layers)
+    if spec is None:
+        return ModelFacts(architecture=f"Vidur's {type(config).__name__}", **facts)
+    drafter, fc_inputs, targets, block, layers, mask = None, 0, (), 0, (), False
+    if spec.eagle is not None:
+        drafter, fc_inputs, targets, mask = spec.eagle.method, spec.eagle.fc_inputs, spec.eagle.targets, spec.eagle.mask_token
+    if spec.dflash is not None:
+        drafter, targets, block, layers = "dflash", spec.dflash.targets, spec.dflash.block_size, spec.dflash.target_layer_ids
+        fc_inputs = len(layers)
+    return ModelFacts(
+        architecture=spec.architecture, drafter=drafter, fc_inputs=fc_inputs, targets=targets, mtp_layers=spec.mtp_layers, mtp_field=spec.mtp_field,
+        block_size=block, target_layer_ids=layers, mask_token=mask, **facts,
+    )
+
+
+MTP_LAYER_SUFFIX = " (MTP layer)"
+
+
+def mtp_layer_model(target: str) -> tuple[str, BaseModelConfig]:
+    """One of ``target``'s multi-token-prediction layers as a model of its own, registered with
+    Vidur so it gets a predictor like any draft: one decoder layer at the target's shape (its fc
+    layer and norms are its kind's to count), scoring the target's vocabulary with the target's
+    LM head.  Named ``"<target> (MTP layer)"``."""
+    spec = _SPECS.get(target)
+    if spec is None:
+        raise ConfigError(f"model {target}: Vidur's own config of it carries no multi-token-prediction layers; give its config.json to use MTP")
+    name = target + MTP_LAYER_SUFFIX
+    if name not in _REGISTERED:
+        layer = dataclasses.replace(spec, name=name, source=f"{spec.source} (its MTP layer)", num_layers=1, mtp_layers=0, mtp_field="", tie_word_embeddings=False)
+        _register(layer)
+        if target in _FROM_PATHS:
+            _FROM_PATHS.add(name)
+    return name, _REGISTERED[name]()
 
 
 def as_eagle_head(config: BaseModelConfig) -> Optional[EagleHeadConfig]:

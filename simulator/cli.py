@@ -21,7 +21,6 @@ from typing import Optional
 from simulator.argtypes import DeprecatedAlias, comma_floats, finite, non_negative_int, positive_int
 from simulator.config import (
     ATTENTION_MODES,
-    PROPOSERS,
     SCHEDULERS,
     VLLM_DEFAULTS_VERSION,
     ClosedLoopWorkload,
@@ -32,6 +31,8 @@ from simulator.config import (
     vllm_serve_scheduler_defaults,
 )
 from simulator.errors import ConfigError
+from simulator.speculative.proposers.base import SpecSettings
+from simulator.proposer_flags import add_proposer_flags, check_acceptance_input, draft_model_help, max_acceptance_length, options_from_args, proposer_kind, require_draft_model
 from simulator.textio import atomic_write_text, check_writable_file
 
 PROG = "python -m simulator"
@@ -127,13 +128,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     s.add_argument("--acceptance-per-position", metavar="P1,P2,...", help="comma-separated P(position i accepted | earlier ones accepted), at least k values")
     s.add_argument("--acceptance-seed", "--seed", dest="acceptance_seed", metavar="SEED", type=non_negative_int, action=DeprecatedAlias, default=rc("seed"), help="seeds the acceptance draws")
-    s.add_argument("--proposer", choices=PROPOSERS, default=sp("proposer"), help="ngram, draft (a draft model), eagle or eagle3 (an EAGLE head named by --draft-model)")
+    add_proposer_flags(s, default=sp("proposer"))
     s.add_argument("--ngram-overhead-ms", type=finite, default=sp("ngram_overhead_ms"), help="CPU time of one n-gram lookup per step")
     s.add_argument(
         "--draft-pass-overhead-ms",
         type=finite,
         default=sp("draft_pass_overhead_ms"),
-        help="fixed cost of each draft-model or EAGLE pass beyond its profiled layers (launches, the loop's tensor updates; docs/model.md)",
+        help="fixed cost of each pass of a proposer's network beyond its profiled layers (launches, the loop's tensor updates; docs/model.md)",
     )
     s.add_argument(
         "--proposal-probability",
@@ -141,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=sp("proposal_probability"),
         help="P(the proposer drafts at a decode step); < 1 for n-gram misses (the validation harness measures it)",
     )
-    s.add_argument("--draft-model", help="e.g. JackFram/llama-68m, or an EAGLE head such as yuhuili/EAGLE-LLaMA3.1-Instruct-8B (required by --proposer draft/eagle/eagle3)")
+    s.add_argument("--draft-model", help=draft_model_help())
     s.add_argument("--draft-profile-dir", help="Vidur-format profile of the draft model (default: built-in profile)")
     s.add_argument("--draft-tensor-parallel-size", type=positive_int, help="GPUs the draft runs on: 1 or the target's (default: the target's)")
     s.add_argument("--attention", choices=ATTENTION_MODES, default=sp("attention"), help="verify-attention cost: kv_once, per_token or interpolated")
@@ -254,6 +255,8 @@ def acceptance_from_args(args) -> tuple[Optional[float], Optional[tuple], Option
             f"(vLLM's mean acceptance length at -k) or --acceptance-per-position P1,P2,..."
         )
     flag, value = given[0]
+    kind = proposer_kind(args)
+    check_acceptance_input(kind, {"--acceptance": "rate", "--acceptance-per-position": "per_position", "--acceptance-length": "length"}[flag])
     if flag == "--acceptance":
         if not 0 <= value <= 1:
             raise ConfigError(f"--acceptance {value:g}: must be a per-token rate in [0, 1]; a mean acceptance length goes in --acceptance-length")
@@ -271,7 +274,14 @@ def acceptance_from_args(args) -> tuple[Optional[float], Optional[tuple], Option
 
     if k == 0:
         raise ConfigError(f"--acceptance-length {value:g}: give -k, the number of proposals it was measured at")
-    if not 1 <= value <= k + 1:
+    options = options_from_args(args, kind)
+    top = max_acceptance_length(kind, k, options)
+    if not 1 <= value <= top:
+        if kind.tree(SpecSettings(k=k, options=kind.resolve_options(dict(options)))) is not None:  # its depth or its nodes bound a step
+            raise ConfigError(
+                f"--acceptance-length {value:g}: a tree of depth {k} (-k) verifying {option_value(args, kind, 'num_draft_tokens')} tokens "
+                f"(--speculative-num-draft-tokens, N + 1) advances at most {top} tokens a step; give an accept length in [1, {top}]"
+            )
         raise ConfigError(
             f"--acceptance-length {value:g} at -k {k}: must be in [1, k + 1 = {k + 1}] (vLLM's mean acceptance length "
             f"counts the bonus token); a per-token rate goes in --acceptance"
@@ -283,8 +293,18 @@ def acceptance_from_args(args) -> tuple[Optional[float], Optional[tuple], Option
     )
 
 
+def option_value(args, kind, name: str):
+    return kind.resolve_options(dict(options_from_args(args, kind)))[name]
+
+
 def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
     """The run's configuration and, when speculating, the acceptance it uses in words."""
+    kind = proposer_kind(args)
+    options = options_from_args(args, kind)
+    if args.num_speculative_tokens > 0 or args.k_schedule:
+        require_draft_model(kind, args.draft_model)
+        if args.k_schedule is not None and kind.tree(SpecSettings(k=1, options=kind.resolve_options(dict(options)))) is not None:
+            raise ConfigError(f"--k-schedule: --proposer {kind.name} drafts a tree at one depth ({kind.engine} has no k schedule); give -k")
     rate, vector, acceptance_note = acceptance_from_args(args)
     for flag, value in (("--proposal-probability", args.proposal_probability), ("--interpolation", args.interpolation)):
         if not 0 <= value <= 1:
@@ -295,8 +315,6 @@ def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
     for flag, path in (("--profile-dir", args.profile_dir), ("--draft-profile-dir", args.draft_profile_dir), ("--network-profile-dir", args.network_profile_dir)):
         if path is not None and not Path(path).is_dir():
             raise ConfigError(f"{flag} {path}: not a directory; give a Vidur-format profile folder, or drop the flag for the built-in profile")
-    if args.proposer in ("draft", "eagle", "eagle3") and (args.num_speculative_tokens > 0 or args.k_schedule) and not args.draft_model:
-        raise ConfigError(f"--proposer {args.proposer}: needs --draft-model (the draft model or EAGLE head to run)")
     if args.k_schedule is not None:
         from simulator.speculative.k_schedule import parse_schedule
 
@@ -313,7 +331,8 @@ def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
             k_schedule=_schedule_from_args(args),
             acceptance_rate=rate,
             acceptance_per_position=vector,
-            proposer=args.proposer,
+            proposer=kind.name,
+            options=options,
             ngram_overhead_ms=args.ngram_overhead_ms,
             draft_pass_overhead_ms=args.draft_pass_overhead_ms,
             proposal_probability=args.proposal_probability,

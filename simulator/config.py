@@ -12,10 +12,12 @@ from pathlib import Path
 from typing import Optional, Union
 
 from simulator.errors import ConfigError
+from simulator.speculative import proposers
 
-PROPOSERS = ("ngram", "draft", "eagle", "eagle3")
-# Proposers that run a second network (a draft model or an EAGLE head) named by draft_model.
-MODEL_PROPOSERS = ("draft", "eagle", "eagle3")
+# The proposer kinds, by the simulator's name (each kind's facts: simulator.speculative.proposers)
+PROPOSERS = proposers.names()
+# Proposers that run a draft network named by draft_model (a draft model, an EAGLE head, a parallel drafter)
+MODEL_PROPOSERS = proposers.draft_model_names()
 ATTENTION_MODES = ("kv_once", "per_token", "interpolated")
 SCHEDULERS = ("sarathi",)
 DEFAULT_NGRAM_OVERHEAD_MS = 0.1
@@ -199,6 +201,10 @@ class SpeculationConfig:
     Acceptance is an input: either ``acceptance_rate`` (i.i.d. per proposed position) or
     ``acceptance_per_position`` (P(position i accepted | all before accepted), at least k
     entries; vLLM's per-position counters give this after conversion).
+
+    ``proposer`` is any name of a registered kind (vLLM's method names included) and is stored as
+    the simulator's; ``options`` are that kind's options as (name, value) pairs (a suffix
+    decoder's tree depth, a draft tree's top-k), refused when the kind does not take them.
     """
 
     num_speculative_tokens: int = 0
@@ -222,6 +228,8 @@ class SpeculationConfig:
     # k picked at each step from the running batch size; None = k fixed.  With a schedule,
     # num_speculative_tokens is the maximum (0 = the schedule's largest k).
     k_schedule: Optional[tuple[tuple[int, int, int], ...]] = None
+    # the proposer kind's options, (name, value) pairs; unset ones take the kind's defaults
+    options: tuple[tuple[str, object], ...] = ()
 
     def __post_init__(self):
         k = self.num_speculative_tokens
@@ -234,7 +242,9 @@ class SpeculationConfig:
             if k == 0:
                 k = max_k(schedule)
                 object.__setattr__(self, "num_speculative_tokens", k)
-        _require(self.proposer in PROPOSERS, "proposer", self.proposer, f"must be one of {PROPOSERS}")
+        kind = proposers.kind(self.proposer) if isinstance(self.proposer, str) else proposers.kind(repr(self.proposer))
+        object.__setattr__(self, "proposer", kind.name)
+        self._check_options(kind)
         _require(self.attention in ATTENTION_MODES, "attention", self.attention, f"must be one of {ATTENTION_MODES}")
         _probability("interpolation", self.interpolation)
         _probability("proposal_probability", self.proposal_probability)
@@ -258,19 +268,48 @@ class SpeculationConfig:
             _require(len(vector) >= k, "acceptance_per_position", vector, f"needs at least k = {k} entries")
             for i, p in enumerate(vector):
                 _probability(f"acceptance_per_position[{i}]", p)
-        if self.proposer in MODEL_PROPOSERS:
+        if kind.needs_draft_model:
             _require(bool(self.draft_model), "draft_model", self.draft_model, f"is required when proposer = '{self.proposer}'")
+        elif self.draft_model:
+            _require(False, "draft_model", self.draft_model, f"proposer = '{self.proposer}' drafts with {kind.drafts_with.value}, not a draft model; drop it")
         if self.draft_profile_dir is not None:
             _require(Path(self.draft_profile_dir).is_dir(), "draft_profile_dir", self.draft_profile_dir, "is not a directory")
+
+    def _check_options(self, kind) -> None:
+        options = self.options
+        _require(
+            isinstance(options, tuple) and all(isinstance(o, tuple) and len(o) == 2 and isinstance(o[0], str) for o in options),
+            "options", options, "must be (name, value) pairs",
+        )
+        names = [name for name, _ in options]
+        _require(len(set(names)) == len(names), "options", options, "name an option once")
+        for name in names:
+            if kind.option(name) is None:
+                takers = proposers.kinds_taking(name)
+                owners = f"an option of proposer {' / '.join(repr(t) for t in takers)}" if takers else "not an option of any proposer"
+                raise ConfigError(f"{name}: {owners}, not of proposer = '{kind.name}'; drop it or change the proposer")
+        resolved = kind.resolve_options(dict(options))
+        object.__setattr__(self, "options", tuple(sorted((name, resolved[name]) for name in names)))
 
     @property
     def enabled(self) -> bool:
         return self.num_speculative_tokens > 0
 
     @property
+    def kind(self):
+        """The proposer kind (:mod:`simulator.speculative.proposers`)."""
+        return proposers.kind(self.proposer)
+
+    @property
+    def option_values(self) -> dict:
+        """Every option of the proposer kind: the given ones and the kind's defaults."""
+        return self.kind.resolve_options(dict(self.options))
+
+    @property
     def uses_draft_network(self) -> bool:
-        """A draft model or EAGLE head runs (and holds weights and KV) next to the target."""
-        return self.enabled and self.proposer in MODEL_PROPOSERS
+        """A network (a draft model, an EAGLE head, MTP layers, a parallel drafter) runs, and holds
+        weights and KV, next to the target."""
+        return self.enabled and self.kind.runs_network
 
     def conditional_acceptance(self) -> tuple[float, ...]:
         """P(position i accepted | positions < i accepted) for i < k."""

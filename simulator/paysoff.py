@@ -20,6 +20,7 @@ from typing import Optional
 
 from simulator.argtypes import comma_floats
 from simulator.errors import ConfigError
+from simulator.proposer_flags import add_proposer_flags, check_acceptance_input, draft_model_help, options_from_args, proposer_kind, require_draft_model
 
 PROG = "python -m simulator.paysoff"
 DEFAULT_CONCURRENCY = "1-128"
@@ -43,8 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", default="meta-llama/Llama-2-7b-hf", help="target model")
     s.add_argument("--device", default="a100", help="GPU: a100, a100_40gb, h100 or h200 (any case)")
     s.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs the target is sharded over")
-    s.add_argument("--proposer", default="ngram", choices=("ngram", "draft", "eagle", "eagle3"), help="ngram, draft (a draft model), eagle or eagle3 (a head)")
-    s.add_argument("--draft-model", default=None, help="the draft model or EAGLE head (for --proposer draft, eagle, eagle3)")
+    add_proposer_flags(s)
+    s.add_argument("--draft-model", default=None, help=draft_model_help())
     s.add_argument(
         "--draft-tensor-parallel-size", type=int, default=None,
         help="GPUs the draft runs on: 1 or --tensor-parallel-size (vLLM's draft_tensor_parallel_size; default: the target's)",
@@ -127,6 +128,8 @@ def _acceptance(args, deployment: dict):
         raise ConfigError("no acceptance given: add --acceptance-length L -k K (vLLM's mean acceptance length at your k), --acceptance RATE, or --acceptance-per-position P1,P2,...")
     if len(given) > 1:
         raise ConfigError(f"{' and '.join(given)}: give one acceptance input, not {len(given)}")
+    check_acceptance_input(proposer_kind(args), {"--acceptance-length": "length", "--acceptance": "rate", "--acceptance-per-position": "per_position",
+                                                 "--acceptance-per-position-vllm": "per_position"}[given[0]])
     if args.at_k is not None and args.acceptance_length is None:
         raise ConfigError(f"-k/--at-k {args.at_k}: only goes with --acceptance-length (the k that length was measured at); the k values to simulate are --k-range")
     if args.acceptance_length is not None and args.at_k is None:
@@ -174,11 +177,12 @@ def _check_system(args) -> str:
     seqs, tokens = vllm_serve_scheduler_defaults(device)
     args.max_num_seqs = seqs if args.max_num_seqs is None else args.max_num_seqs
     args.max_num_batched_tokens = tokens if args.max_num_batched_tokens is None else args.max_num_batched_tokens
-    if args.proposer == "ngram" and args.draft_model:
-        raise ConfigError(f"--draft-model {args.draft_model}: --proposer ngram uses no draft model; drop it or pick --proposer draft, eagle or eagle3")
-    if args.proposer != "ngram":
-        if not args.draft_model:
-            raise ConfigError(f"--proposer {args.proposer} needs --draft-model (the draft model or EAGLE head vLLM loads)")
+    kind = proposer_kind(args)
+    args.proposer = kind.name
+    if kind.tree(kind_settings(kind, args)) is not None:
+        raise ConfigError(f"--proposer {kind.name}: drafts a tree at one depth and {kind.engine} has no k schedule to recommend; simulate it with python -m simulator")
+    require_draft_model(kind, args.draft_model)
+    if kind.needs_draft_model:
         try:
             model_config(args.draft_model)
         except ConfigError as exc:
@@ -200,6 +204,12 @@ def _check_system(args) -> str:
     return device
 
 
+def kind_settings(kind, args):
+    from simulator.speculative.proposers.base import SpecSettings
+
+    return SpecSettings(k=1, options=kind.resolve_options(dict(options_from_args(args, kind))))
+
+
 def spec_from_args(args):
     """The one-deployment pays-off spec the flags describe (every input checked, nothing simulated)."""
     from simulator.sweep.paysoff_spec import single_deployment
@@ -219,13 +229,14 @@ def spec_from_args(args):
             f"--concurrency {args.concurrency}: {too_big} exceed --max-num-seqs {args.max_num_seqs}, so those requests would wait in the queue, "
             f"not run; raise --max-num-seqs to {max(too_big)} or lower --concurrency"
         )
-    if args.draft_tensor_parallel_size is not None and (args.proposer == "ngram" or args.draft_tensor_parallel_size not in (1, args.tensor_parallel_size)):
+    kind = proposer_kind(args)
+    if args.draft_tensor_parallel_size is not None and (not kind.runs_network or args.draft_tensor_parallel_size not in (1, args.tensor_parallel_size)):
         raise ConfigError(
             f"--draft-tensor-parallel-size {args.draft_tensor_parallel_size}: must be 1 or --tensor-parallel-size ({args.tensor_parallel_size}), "
-            "and only with a draft model or head"
+            "and only with a draft network (a draft model, a head, MTP layers, a drafter)"
         )
-    deployment = dict(model=args.model, device=device, tensor_parallel_size=args.tensor_parallel_size, proposer=args.proposer, draft_model=args.draft_model,
-                      draft_tensor_parallel_size=args.draft_tensor_parallel_size)
+    deployment = dict(model=args.model, device=device, tensor_parallel_size=args.tensor_parallel_size, proposer=kind.name, draft_model=args.draft_model,
+                      draft_tensor_parallel_size=args.draft_tensor_parallel_size, options=options_from_args(args, kind))
     profile = _acceptance(args, deployment)
     if profile.per_position is not None and len(profile.per_position) < max(ks):
         raise ConfigError(f"per-position acceptance has {len(profile.per_position)} rates but --k-range goes to {max(ks)}: give {max(ks)} rates or lower --k-range")
@@ -326,6 +337,7 @@ def format_answer(spec, output) -> str:
             "--speculative-config '" + entry["speculative_config_json"] + "'",
             entry["serve_command"],
             f"Needs {doc['vllm']['text']} ({', '.join(doc['vllm']['sources'])})",
+            f"Method {profile.kind.vllm_method} ({profile.kind.label}): {profile.kind.vllm_version}.",
         ]
     else:
         lines += [f"Recommendation: {entry['note']}.", entry["serve_command"]]

@@ -38,6 +38,8 @@ CARDS = {
     "Qwen/Qwen2.5-7B-Instruct": (28, 28, 4, 3584, 18944, 152064, 32768),
     "Qwen/Qwen3-8B": (36, 32, 8, 4096, 12288, 151936, 40960),
     "Qwen/Qwen3-14B": (40, 40, 8, 5120, 17408, 151936, 40960),
+    # MiMo-7B: a Qwen2-shaped decoder with one MTP layer beside it (num_nextn_predict_layers = 1)
+    "XiaomiMiMo/MiMo-7B-Base": (36, 32, 8, 4096, 11008, 151680, 32768),
 }
 # EAGLE heads: one layer at the target's width; EAGLE-3 scores its 32,000-token draft vocabulary.
 # Context: the target's.  (name: shapes as above, method, fc inputs, target)
@@ -52,6 +54,8 @@ HEADS = {
         (1, 64, 8, 8192, 28672, 32000, 131072), "eagle3", 3, "meta-llama/Llama-3.3-70B-Instruct",
     ),
 }
+# DFlash drafters: several layers at the target's width, sharing its vocabulary; context its target's
+DRAFTERS = {"z-lab/Qwen3-8B-DFlash-b16": ((5, 32, 8, 4096, 12288, 151936, 40960), 16, (1, 9, 17, 25, 33), "Qwen/Qwen3-8B")}
 # the contexts the catalog capped at 8,192 before they came from the configs
 CAPPED = {"meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.2-1B-Instruct", "meta-llama/Llama-3.3-70B-Instruct"}
 
@@ -79,8 +83,8 @@ def test_catalog_eagle_heads_match_their_configs(name):
 
 
 def test_every_catalog_entry_is_checked_here_and_names_are_unchanged():
-    ours = {n for n in known_models() if model_config(n).__class__.__module__ == "simulator.catalog"}
-    assert ours == set(CARDS) | set(HEADS)
+    ours = {n for n in known_models() if model_config(n).__class__.__module__ == "simulator.catalog" and not n.endswith(" (MTP layer)")}
+    assert ours == set(CARDS) | set(HEADS) | set(DRAFTERS)
     assert "meta-llama/Llama-2-7b-hf" in known_models()  # Vidur's own models stay known
 
 
@@ -347,7 +351,12 @@ def test_tied_embeddings_are_one_matrix_in_a_drafts_memory():
     """A draft model with tied embeddings (Qwen2.5-0.5B) holds its embedding and LM head as one matrix."""
     from vidur.config import ReplicaConfig
 
-    from simulator.engine.memory_plan import draft_memory, model_memory
+    from simulator.engine.memory_plan import model_memory, network_memory
+    from simulator.speculative import proposers
+    from simulator.speculative.proposers.base import SpecSettings
+
+    def draft_memory(replica, _):
+        return proposers.kind("draft").draft_memory(network_memory(replica), SpecSettings(k=1))
 
     name = str(HF / "Qwen2.5-0.5B-Instruct")
     model_shape(name)  # reads the config.json and registers it with Vidur
@@ -363,3 +372,33 @@ def test_tied_embeddings_are_one_matrix_in_a_drafts_memory():
     assert not m.tie_word_embeddings
     extra = draft_memory(untied, None).weight_bytes - model_memory(untied, include_embeddings=False).weight_bytes
     assert extra == 2 * 2 * m.vocab_size * m.embedding_dim
+
+
+@pytest.mark.parametrize("name", sorted(DRAFTERS))
+def test_catalog_dflash_drafters_match_their_configs(name):
+    from simulator.catalog import model_facts
+
+    numbers, block, taps, target = DRAFTERS[name]
+    cfg = model_config(name)
+    assert _numbers(cfg) == numbers
+    facts = model_facts(name, cfg)
+    assert (facts.drafter, facts.block_size, facts.target_layer_ids, facts.fc_inputs, facts.targets) == ("dflash", block, taps, len(taps), (target,))
+
+
+def test_mtp_layers_are_read_from_the_targets_config():
+    from simulator.catalog import model_facts, mtp_layer_model
+
+    facts = model_facts("XiaomiMiMo/MiMo-7B-Base", model_config("XiaomiMiMo/MiMo-7B-Base"))
+    assert (facts.architecture, facts.mtp_layers, facts.mtp_field) == ("MiMoForCausalLM", 1, "num_nextn_predict_layers")
+    name, layer = mtp_layer_model("XiaomiMiMo/MiMo-7B-Base")
+    assert name == "XiaomiMiMo/MiMo-7B-Base (MTP layer)"
+    assert _numbers(layer) == (1,) + CARDS["XiaomiMiMo/MiMo-7B-Base"][1:]  # one decoder layer at the target's shape
+    assert model_facts("Qwen/Qwen3-8B", model_config("Qwen/Qwen3-8B")).mtp_layers == 0
+
+
+def test_mtp_layer_fields_of_other_families_are_read_generically():
+    base = json.loads((HF / "Qwen3-8B" / "config.json").read_text())
+    assert parse_config({**base, "mtp_num_hidden_layers": 2}, "x", "test").mtp_layers == 2
+    assert parse_config({**base, "num_nextn_predict_layers": 3}, "x", "test").mtp_field == "num_nextn_predict_layers"
+    with pytest.raises(ConfigError, match="num_nextn_predict_layers"):
+        parse_config({**base, "num_nextn_predict_layers": -1}, "x", "test")

@@ -158,7 +158,7 @@ def test_a_run_says_which_rate_it_ran_with(capsys):
         (["-k", "2", "--acceptance", "0.7", "--acceptance-length", "2"], ["--acceptance and --acceptance-length: give one acceptance"]),
         (["-k", "2", "--acceptance", "1.5"], ["--acceptance 1.5: must be a per-token rate in [0, 1]"]),
         (["-k", "2", "--acceptance-per-position", "0.9,x"], ["--acceptance-per-position '0.9,x'"]),
-        (["-k", "2", "--acceptance", "0.5", "--proposer", "eagle"], ["--proposer eagle: needs --draft-model"]),
+        (["-k", "2", "--acceptance", "0.5", "--proposer", "eagle"], ["--proposer eagle needs --draft-model"]),
         (["-k", "-1", "--acceptance", "0.5"], ["-k", "-1 must be >= 0"]),
         (["--num-prompts", "0"], ["--num-prompts", "0 must be a positive integer"]),
         (["--max-num-seqs", "0"], ["--max-num-seqs", "0 must be a positive integer"]),

@@ -10,7 +10,10 @@ from vidur.entities import Request
 from simulator.catalog import model_shape
 from simulator.config import DEFAULT_ENGINE_OVERHEAD_MS, ClosedLoopWorkload, RunConfig, SpeculationConfig
 from simulator.engine.batch import SpecBatch
-from simulator.engine.proposers import DraftProposer, EagleProposer, passes_fixed_seconds
+from simulator.engine.proposers import ProposerCost, passes_fixed_seconds
+from simulator.speculative import proposers
+from simulator.speculative.proposers.base import ModelFacts, SpecSettings
+from simulator.speculative.step import StepPlan
 from simulator.errors import ConfigError
 from simulator.engine import simulation
 from simulator.engine.resolve import resolve_run
@@ -128,31 +131,38 @@ def _decode_batch(k: int, rows: int = 2, kv: int = 200) -> SpecBatch:
         r = Request(arrived_at=0.0, num_prefill_tokens=64, num_decode_tokens=32)
         r._is_prefill_complete = True
         requests.append(r)
-    return SpecBatch(0, requests, [k + 1] * rows, [kv + k + 1] * rows, [k + 1] * rows, [True] * rows)
+    plan = StepPlan(requests, [k + 1] * rows, [kv + k + 1] * rows, [True] * rows, [k] * rows, [k] * rows, [k + 1] * rows)
+    return SpecBatch.of_plan(0, plan)
+
+
+EAGLE3_FACTS = ModelFacts(EAGLE3, "LlamaForCausalLMEagle3", 4096, 32000, 1, drafter="eagle3", fc_inputs=3)
+
+
+def _cost(name, pass_overhead_ms, draft=None):
+    kind = proposers.kind(name)
+    model = kind.step_cost(SpecSettings(k=4, draft=draft))
+    return ProposerCost(model, _FixedPredictor(), model_shape(EAGLE3), 1, get_device("h100"), pass_overhead_ms=pass_overhead_ms)
 
 
 @pytest.mark.parametrize("k", [1, 3, 7])
 def test_each_draft_pass_pays_the_fixed_cost(k):
     batch = _decode_batch(k)
-    plain, fixed = DraftProposer(_FixedPredictor(), 0.0), DraftProposer(_FixedPredictor(), 0.37)
+    plain, fixed = _cost("draft", 0.0), _cost("draft", 0.37)
     assert plain.step_seconds(batch) == pytest.approx(k * 1e-3)
     assert fixed.step_seconds(batch) - plain.step_seconds(batch) == pytest.approx(k * 0.37e-3)
 
 
 @pytest.mark.parametrize("k", [1, 4])
 def test_each_eagle_pass_pays_the_fixed_cost(k):
-    shape = model_shape(EAGLE3)
-    device = get_device("h100")
     batch = _decode_batch(k)
-    plain = EagleProposer(_FixedPredictor(), shape, 3, False, device, pass_overhead_ms=0.0)
-    fixed = EagleProposer(_FixedPredictor(), shape, 3, False, device, pass_overhead_ms=0.37)
+    plain, fixed = _cost("eagle3", 0.0, EAGLE3_FACTS), _cost("eagle3", 0.37, EAGLE3_FACTS)
     assert fixed.step_seconds(batch) - plain.step_seconds(batch) == pytest.approx(k * 0.37e-3)
     assert fixed.step_seconds(batch) > plain.step_seconds(batch)
 
 
 def test_no_proposals_no_passes():
     batch = _decode_batch(0)
-    assert EagleProposer(_FixedPredictor(), None, 3, False, None, 0.37).step_seconds(batch) == 0.0
+    assert _cost("eagle3", 0.37, EAGLE3_FACTS).step_seconds(batch) == 0.0
 
 
 @pytest.mark.slow

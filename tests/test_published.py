@@ -111,7 +111,7 @@ def _load(tmp_path, text):
         (lambda s: s.replace("value = 130.0", "value = 130.0\nplausible = { output_len = [300, 200] }"), r"plausible.output_len = \[300, 200\] must be \[low, high\]"),
         (lambda s: s.replace("value = 130.0", "value = 130.0\nplausible = { seed = [1, 2] }"), r"plausible.seed: only"),
         (lambda s: s.replace("value = 130.0", 'value = 130.0\nplausible = { gpu = ["a100", "h200"] }'), r"the row's gpu = 'h100' among them"),
-        (lambda s: s.replace("value = 130.0", "value = 130.0\ndraft_tp = 1"), r"draft_tp is for proposer"),
+        (lambda s: s.replace("value = 130.0", "value = 130.0\ndraft_tp = 1"), r"draft_tp is for rows of a draft-model proposer"),
     ],
 )
 def test_bad_published_rows_are_refused_naming_the_field(tmp_path, change, message):
@@ -361,7 +361,8 @@ def build_workspace(tmp_path, committed_csvs):
                                .replace("arrival_rate = [2.0, 4.0, 6.0]", "arrival_rate = [2.0]"))
     args = ["--spec", str(ws["spec.toml"]), "--csv", str(ws["sweep.csv"]), "--progress-csv", str(ws["progress.csv"]),
             "--out", str(ws["site"]), "--jobs", "1", "--published", str(ws["published.toml"]),
-            "--published-assumptions", str(ws["assumptions.toml"]), "--published-csv", str(ws["published.csv"]), "--no-paysoff"]
+            "--published-assumptions", str(ws["assumptions.toml"]), "--published-csv", str(ws["published.csv"]),
+            "--no-paysoff"]  # without it the build ran the whole pays-off sweep into data/paysoff.csv
     return build_cli, ws, args
 
 
@@ -450,3 +451,39 @@ def test_summary_counts_check_rows_only_by_class_and_calibration_apart():
     assert s["by_class"]["other_dataset"]["rows"] == 0
     assert s["calibration"]["rows"] == 1 and s["calibration"]["median_abs_error_pct"] == 40.0  # not in the check figures
     assert s["calibrated_by"] == ["https://example.org/fit"]
+
+
+# --- draft trees --------------------------------------------------------------------------------
+TREE_ROWS = ("sglang-docs-eagle2", "sglang-docs-eagle3", "sglang-pr4716-eagle3-tree", "eagle-pr173-sglang-eagle-tree")
+
+
+def test_the_tree_rows_are_simulated_with_their_trees():
+    measurements, assumptions = load(PUBLISHED, ASSUMPTIONS)
+    rows = {m.id: m for m in measurements}
+    for row_id in TREE_ROWS:
+        m = rows[row_id]
+        p = plan(m, assumptions, rows)
+        assert p.run is not None, (row_id, p.reason)
+        spec = p.run.speculation
+        assert spec.proposer == m.proposer + "_tree" and spec.num_speculative_tokens == m.k  # the depth
+        assert dict(spec.options) == {"eagle_topk": m.eagle_topk, "num_draft_tokens": m.num_draft_tokens}
+    # PR #4716 states its accept length; the others borrow its rate (an assumption, so their class says so)
+    assert plan(rows["sglang-pr4716-eagle3-tree"], assumptions, rows).acceptance.description.endswith("(this row): i.i.d. 0.889")
+    assert all(rows[r].acceptance_class == "assumed" for r in TREE_ROWS if r != "sglang-pr4716-eagle3-tree")
+
+
+def test_a_tree_row_without_its_settings_is_out_of_reach_naming_them():
+    measurements, assumptions = load(PUBLISHED, ASSUMPTIONS)
+    rows = {m.id: m for m in measurements}
+    from dataclasses import replace
+
+    bare = replace(rows["sglang-pr4716-eagle3-tree"], eagle_topk=None, num_draft_tokens=None)
+    assert plan(bare, assumptions, rows).reason == "the source does not state the tree's eagle_topk, num_draft_tokens (depth, top-k, tokens verified)"
+
+
+def test_tree_settings_on_a_chain_row_are_refused(tmp_path):
+    text = PUBLISHED.read_text().replace('k = 2\nbatch_size = 1\n', 'k = 2\neagle_topk = 4\nbatch_size = 1\n', 1)
+    path = tmp_path / "published.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match="eagle_topk is a tree's setting"):
+        load_measurements(path)

@@ -71,7 +71,7 @@ def test_every_relative_link_resolves_inside_the_site(built_site):
             assert (built_site / target).is_file(), f"{page} links to missing site file {target}"
 
 
-SOURCES = ("speculative/verify_step.py", "speculative/acceptance.py", "speculative/verify_cost.py", "speculative/progress.py", "speculative/memory.py", "engine/scheduler.py", "engine/batch.py", "engine/predictor.py")
+SOURCES = ("speculative/step.py", "speculative/acceptance.py", "speculative/verify_cost.py", "speculative/progress.py", "speculative/memory.py", "engine/scheduler.py", "engine/batch.py", "engine/predictor.py")
 
 
 def test_model_cards_name_the_implementing_sources_without_linking_out(built_site):

@@ -10,7 +10,7 @@ import pytest
 
 import simulator
 from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
-from simulator.engine import scheduler as scheduler_module
+from simulator.speculative import step as step_module
 from simulator.errors import ConfigError
 from simulator.speculative.k_schedule import check_schedule, from_best_k, k_for_batch, k_table, parse_schedule, to_vllm
 
@@ -107,7 +107,7 @@ def test_k_zero_everywhere_is_the_stock_run():
 def test_per_step_k_follows_the_running_batch(monkeypatch):
     schedule = ((1, 2, 4), (3, 5, 2), (6, 128, 0))
     picked, planned = [], []
-    real_pick, real_plan = scheduler_module.SpecSarathiScheduler.pick_k, scheduler_module.plan_verify_row
+    real_pick, real_plan = step_module.StepPlanner.pick_k, step_module.plan_row
 
     def spy_pick(self, running):
         k = real_pick(self, running)
@@ -118,8 +118,8 @@ def test_per_step_k_follows_the_running_batch(monkeypatch):
         planned.append((len(picked), kwargs["k"]))
         return real_plan(**kwargs)
 
-    monkeypatch.setattr(scheduler_module.SpecSarathiScheduler, "pick_k", spy_pick)
-    monkeypatch.setattr(scheduler_module, "plan_verify_row", spy_plan)
+    monkeypatch.setattr(step_module.StepPlanner, "pick_k", spy_pick)
+    monkeypatch.setattr(step_module, "plan_row", spy_plan)
     result = _run(_closed(8, n=24), k_schedule=schedule, acceptance_rate=0.8)
     assert all(k == k_for_batch(schedule, max(running, 1)) for running, k in picked)
     # every decode row is planned with the k of its own step's batch size

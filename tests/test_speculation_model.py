@@ -22,19 +22,21 @@ def test_expected_progress_closed_form():
 
 def test_sampler_matches_conditional_rates_and_is_reproducible():
     sampler = AcceptanceSampler([0.9, 0.5], seed=3)
-    draws = np.array([sampler.accepted(r, s, 2) for r in range(200) for s in range(100)])
+    draws = np.array([sampler.draw(r, s).lead for r in range(200) for s in range(100)])
     assert (draws >= 1).mean() == pytest.approx(0.9, abs=0.01)
     assert (draws == 2).mean() == pytest.approx(0.45, abs=0.01)
     again = AcceptanceSampler([0.9, 0.5], seed=3)
-    assert [again.accepted(5, s, 2) for s in range(100)] == [sampler.accepted(5, s, 2) for s in range(100)]
+    assert [again.draw(5, s) for s in range(100)] == [sampler.draw(5, s) for s in range(100)]
 
 
-def test_fewer_proposals_read_a_prefix_of_the_same_draws():
-    sampler = AcceptanceSampler([0.8] * 4, seed=1)
-    for step in range(50):
-        full = sampler.accepted(9, step, 4)
-        assert sampler.accepted(9, step, 2) == min(full, 2)
-        assert sampler.accepted(9, step, 0) == 0
+def test_a_varying_draft_length_follows_its_distribution_and_moves_no_acceptance_draw():
+    fixed = AcceptanceSampler([0.8] * 6, seed=1)
+    varying = AcceptanceSampler([0.8] * 6, seed=1, length_pmf=[0.2, 0.0, 0.3, 0.0, 0.0, 0.0, 0.5])
+    pairs = [(fixed.draw(r, s), varying.draw(r, s)) for r in range(100) for s in range(100)]
+    assert all(f.lead == v.lead and f.length == 6 for f, v in pairs)
+    lengths = np.array([v.length for _, v in pairs])
+    assert set(lengths.tolist()) == {0, 2, 6}
+    assert [(lengths == n).mean() for n in (0, 2, 6)] == pytest.approx([0.2, 0.3, 0.5], abs=0.015)
 
 
 def _lookup(batch, kv):

@@ -71,7 +71,7 @@ def test_verify_step_cost_ordering_and_formula():
     for r in requests:
         r._is_prefill_complete = True
     kv = [1005 + 37 * i for i in range(24)]
-    batch = lambda: SpecBatch(0, requests, [5] * 24, kv, [1] * 24, [True] * 24)  # noqa: E731
+    batch = lambda: SpecBatch(0, requests, [5] * 24, kv, [True] * 24)  # noqa: E731
     times = {mode: p.get_execution_time(batch(), 0) for mode, p in predictors.items()}
     assert times["kv_once"].total_time < times["interpolated"].total_time < times["per_token"].total_time
     # the attention term is verify_cost's definition over the backend's decode cost (a verify row

@@ -102,7 +102,7 @@ def test_the_work_directory_is_the_workloads_on_that_server_for_that_model():
         (["--goodput", "ttft:-1"], ("an SLO must be >= 0",)),
         (["--percentile-metrics", "ttft,queue"], ("--percentile-metrics 'ttft,queue'",)),
         (["--metric-percentiles", "100"], ("--metric-percentiles '100'",)),
-        (["--draft-model", "JackFram/llama-68m"], ("--draft-model JackFram/llama-68m with --proposer ngram",)),
+        (["--draft-model", "JackFram/llama-68m"], ("--draft-model JackFram/llama-68m: --proposer ngram uses no draft model",)),
         (["--proposer", "eagle"], ("--proposer eagle needs --draft-model",)),
         (["--device", "cuda"], ("unknown device 'cuda'",)),
         (["--random-input-len", "5000000"], ("--random-input-len 5000000", "bound of 1048576")),

@@ -346,7 +346,7 @@ def test_deprecated_flags_warn_and_still_work(tmp_path, capsys):
         (["generate", "--out", "w.jsonl", "--num-prompts", "0"], "--num-prompts 0: must be a positive integer"),
         (["calibrate", "--replay", "r", "--num-speculative-tokens", "-1"], "-1 must be >= 0"),
         (["replay", "--workload", "w", "--base-url", "http://a", "--url", "http://b", "--out", "o"], "--base-url and --url both set --base-url (--url is its deprecated name): pass only --base-url"),
-        (["simulate", "--workload", "w", "--calibration", "c", "--out", "o", "--proposer", "medusa"], "invalid choice: 'medusa'"),
+        (["simulate", "--workload", "w", "--calibration", "c", "--out", "o", "--proposer", "medusa"], "--proposer medusa: Medusa heads are not modelled"),
         (["replay", "--workload", "w", "--base-url", "http://[::1", "--out", "o"], "--base-url 'http://[::1': not a valid URL"),
         (["replay", "--workload", "w", "--base-url", "http://", "--out", "o"], "names no host"),
         (["replay", "--workload", "w", "--base-url", "http://a", "--temperature", "-1", "--out", "o"], "--temperature -1.0: must be a number >= 0"),

@@ -139,5 +139,5 @@ def test_a_trace_row_beyond_the_bound_without_a_context_names_the_row_and_the_fl
 @pytest.mark.parametrize("extra", [["--draft-model", "JackFram/llama-68m"], ["--proposer", "ngram", "--draft-model", "JackFram/llama-68m"]])
 def test_an_ngram_proposer_with_a_draft_model_is_refused(tmp_path, monkeypatch, capsys, extra):
     assert run(["simulate", "--workload", "w.jsonl", "--calibration", "c.json", "--out", str(tmp_path / "sim")] + extra, tmp_path, monkeypatch) == 2
-    one_line_error(capsys, "--draft-model JackFram/llama-68m with --proposer ngram", "drop --draft-model")
+    one_line_error(capsys, "--draft-model JackFram/llama-68m: --proposer ngram uses no draft model", "drop it")
     assert not (tmp_path / "sim").exists()

@@ -1,9 +1,10 @@
-"""A Vidur batch that keeps computed tokens and progress tokens apart.
+"""A Vidur batch that carries its step's plan: computed tokens to the predictor, progress to the requests.
 
 Vidur's Batch hands each request its ``num_q_tokens`` both as work (to the predictor) and as
-progress (to ``Request.on_batch_end``).  In a verify step a request computes k' + 1 tokens
-but advances by accepted + 1, so the two lists are separate here: ``num_q_tokens`` stays the
-computed count Vidur costs, ``progress_tokens`` is what the request state receives.
+progress (to ``Request.on_batch_end``).  In a verify step a request computes k' + 1 tokens but
+advances by accepted + 1, so a :class:`SpecBatch` keeps the step's
+:class:`~simulator.speculative.step.StepPlan`: ``num_q_tokens`` stays the computed count Vidur
+costs, and the requests receive the plan's progress.  Nothing here recomputes the plan.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import List
 from vidur.entities import Batch, BatchStage
 
 from simulator.engine.vidur_seam import adopt, batch_stage_kwargs, q_tokens_as
+from simulator.speculative.step import StepPlan
 
 
 class SpecBatchStage(BatchStage):
@@ -26,31 +28,42 @@ class SpecBatchStage(BatchStage):
 
 
 class SpecBatch(Batch):
-    def __init__(self, replica_id, requests, num_q_tokens, num_kv_tokens, progress_tokens, decode_rows):
+    """A batch and its step plan (``plan``).  Also built directly for a draft pass: rows of
+    several queries over their cache (``decode_rows``) are costed as verify rows."""
+
+    def __init__(self, replica_id, requests, num_q_tokens, num_kv_tokens, decode_rows):
         super().__init__(replica_id, requests, num_q_tokens, num_kv_tokens)
-        self.progress_tokens = progress_tokens
-        # per request: True when the row is a decode / verify row (prefill done before this step)
-        self.decode_rows = decode_rows
-        self.num_proposals = sum(self.proposals)
+        self.plan = StepPlan(list(requests), list(num_q_tokens), list(num_kv_tokens), list(decode_rows), [0] * len(requests), [0] * len(requests), list(num_q_tokens))
         self.prefill_rows = None  # the predictor's (KV, chunk) rows of the prefill chunks, once computed
 
     @classmethod
-    def adopt(cls, batch: Batch, progress_tokens: List[int], decode_rows: List[bool], num_proposals: int) -> "SpecBatch":
+    def of_plan(cls, replica_id, plan: StepPlan) -> "SpecBatch":
+        """A batch of ``plan``'s rows (a step built outside a run: tests, calibration)."""
+        batch = cls(replica_id, plan.requests, plan.computed, plan.kv_tokens, plan.decode)
+        batch.plan = plan
+        return batch
+
+    @classmethod
+    def adopt(cls, batch: Batch, plan: StepPlan) -> "SpecBatch":
         """Turn the Batch Sarathi just built into a SpecBatch in place (same id, no second build)."""
         batch = adopt(batch, cls)
-        batch.progress_tokens = progress_tokens
-        batch.decode_rows = decode_rows
-        batch.num_proposals = num_proposals
+        batch.plan = plan
         batch.prefill_rows = None
         return batch
 
     @property
-    def proposals(self) -> List[int]:
-        return [q - 1 if is_decode else 0 for q, is_decode in zip(self.num_q_tokens, self.decode_rows)]
+    def decode_rows(self) -> List[bool]:
+        """Per row: True for a decode / verify row (its prefill finished before this step)."""
+        return self.plan.decode
+
+    @property
+    def progress_tokens(self) -> List[int]:
+        return self.plan.progress
 
     def on_batch_end(self, time: float):
-        with q_tokens_as(self, self.progress_tokens):
+        with q_tokens_as(self, self.plan.progress):
             super().on_batch_end(time)
 
     def to_batch_stage(self, stage_id, execution_time) -> SpecBatchStage:
-        return SpecBatchStage(**batch_stage_kwargs(self, stage_id, execution_time), progress_tokens=self.progress_tokens)
+        return SpecBatchStage(**batch_stage_kwargs(self, stage_id, execution_time), progress_tokens=self.plan.progress)
+

@@ -2,7 +2,8 @@
 
 Per GPU: each holds 1/TP of the target's weights and of every token's KV.  A draft with draft
 TP 1 sits whole on the group's first GPU, which then binds; with draft TP = TP it is sharded
-like the target.  Parameter counts are Vidur's own (``ParamCounter``).
+like the target.  Parameter counts are Vidur's own (``ParamCounter``); what a proposer's network
+holds beyond its layers (an fc layer, its own LM head, several MTP layers) its kind counts.
 """
 
 from __future__ import annotations
@@ -16,8 +17,16 @@ from simulator.config import RunConfig
 from simulator.errors import ConfigError
 from simulator.profiles.hardware import DeviceSpec
 from simulator.speculative.memory import BYTES, ModelMemory, kv_blocks, kv_capacity_tokens
+from simulator.speculative.proposers.base import NetworkMemory
 
 MEMORY_MARGIN = 0.1  # Vidur's default memory_margin_fraction
+
+
+def _embedding_params(replica: ReplicaConfig) -> int:
+    """One GPU's vocabulary-parallel embedding and LM head, as vLLM shards them; one matrix when tied."""
+    model = replica.model_config
+    matrices = 1 if getattr(model, "tie_word_embeddings", False) else 2
+    return matrices * model.vocab_size * model.embedding_dim // replica.tensor_parallel_size
 
 
 def model_memory(replica: ReplicaConfig, include_embeddings: bool) -> ModelMemory:
@@ -28,23 +37,22 @@ def model_memory(replica: ReplicaConfig, include_embeddings: bool) -> ModelMemor
     if head_dim != replica.attention_head_dim:  # a config's explicit head_dim; Vidur counts hidden / heads
         q, kv_heads = replica.q_heads_per_tensor_parallel_worker, replica.kv_heads_per_tensor_parallel_worker
         weights += model.embedding_dim * (head_dim - replica.attention_head_dim) * (2 * q + 2 * kv_heads) * replica.num_layers_per_pipeline_stage
-    if include_embeddings:  # vocabulary-parallel embedding and LM head, as vLLM shards them; one matrix when tied
-        matrices = 1 if getattr(model, "tie_word_embeddings", False) else 2
-        weights += matrices * model.vocab_size * model.embedding_dim // replica.tensor_parallel_size
+    if include_embeddings:
+        weights += _embedding_params(replica)
     kv = 2 * BYTES * head_dim * replica.kv_heads_per_tensor_parallel_worker * replica.num_layers_per_pipeline_stage
     return ModelMemory(BYTES * weights, kv)
 
 
-def draft_memory(replica: ReplicaConfig, head) -> ModelMemory:
-    """Per GPU: a draft model's weights with its own embedding and LM head, or an EAGLE head's one
-    layer plus its fc layer (and, for EAGLE-3, its draft-vocabulary LM head; EAGLE-1 shares the
-    target's embedding and LM head).  Either keeps KV for every cached token."""
-    if head is None:
-        return model_memory(replica, include_embeddings=True)
-    layer = model_memory(replica, include_embeddings=False)
-    h, tp = head.embedding_dim, replica.tensor_parallel_size
-    extra = head.fc_inputs * h * h + (head.vocab_size * h if head.method == "eagle3" else 0)
-    return ModelMemory(layer.weight_bytes + BYTES * extra // tp, layer.kv_bytes_per_token)
+def network_memory(replica: ReplicaConfig) -> NetworkMemory:
+    """A draft network's share of one GPU, for its proposer kind to count what it holds
+    (:meth:`~simulator.speculative.proposers.base.ProposerKind.draft_memory`): its decoder layers,
+    its own embedding and LM head, its width and TP degree."""
+    return NetworkMemory(
+        layers=model_memory(replica, include_embeddings=False),
+        embeddings_bytes=BYTES * _embedding_params(replica),
+        hidden_size=replica.model_config.embedding_dim,
+        tensor_parallel=replica.tensor_parallel_size,
+    )
 
 
 def plan_kv_blocks(config: RunConfig, device: DeviceSpec, target: ModelMemory, draft: Optional[ModelMemory]) -> int:
@@ -62,7 +70,9 @@ def plan_kv_blocks(config: RunConfig, device: DeviceSpec, target: ModelMemory, d
     capacity = kv_capacity_tokens(memory, MEMORY_MARGIN, target, draft)
     blocks = kv_blocks(capacity, longest, config.block_size)
     if blocks <= 0:
-        what = f"draft model '{config.speculation.draft_model}' alongside the target" if draft else "the target model"
+        spec = config.speculation
+        network = f"draft model '{spec.draft_model}'" if spec.draft_model else f"the {spec.proposer} proposer's network"
+        what = f"{network} alongside the target" if draft else "the target model"
         raise ConfigError(
             f"device '{config.device}' ({memory / 2**30:.0f} GiB): {what} leaves no room for even one "
             f"{longest}-token request's KV cache"

@@ -3,9 +3,11 @@
 :func:`resolve_run` checks a :class:`~simulator.config.RunConfig` against the models' contexts,
 the device and the tensor-parallel degrees; resolves each model's profile and predictor inputs;
 and plans the KV cache.  Everything below it (the simulation, the sweeps' warm-up) takes the
-:class:`ResolvedRun` and looks nothing up again.  A run has a target side and, with a draft model
-or an EAGLE head, a draft side; both are the same :class:`ModelSide`, so no code switches on a
-``draft`` flag.
+:class:`ResolvedRun` and looks nothing up again.  A run has a target side and, when its proposer
+kind runs a network (a draft model, an EAGLE head, the target's MTP layers, a parallel drafter),
+a draft side; both are the same :class:`ModelSide`, so no code switches on a ``draft`` flag.  The
+proposer kind checks the pair, counts the draft side's memory and sets its lookahead
+(:mod:`simulator.speculative.proposers`); nothing here names a proposer.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from vidur.config import ReplicaConfig
 
 from vidur.config.model_config import BaseModelConfig
 
-from simulator.catalog import EagleHeadConfig, as_eagle_head, model_config, shape_of
+from simulator.catalog import mtp_layer_model, model_config, model_facts, shape_of
 from simulator.config import RunConfig
 from simulator.engine.analytic import AnalyticPredictorConfig
-from simulator.engine.memory_plan import ModelMemory, draft_memory, model_memory, plan_kv_blocks
+from simulator.engine.memory_plan import ModelMemory, model_memory, network_memory, plan_kv_blocks
 from simulator.engine.predictor import ProfilePredictorConfig
 from simulator.errors import ConfigError
 from simulator.models.context import table_tokens
@@ -33,17 +35,16 @@ from simulator.profiles.sharding import check_sharding
 from simulator.profiles.source import ResolvedProfile, resolve_profile
 from simulator.profiles.step import StepModel
 from simulator.shapes import ModelShape
+from simulator.speculative.proposers.base import DraftSource, ModelFacts, SpecSettings
 from simulator.textio import check_writable_dir
 
-DEFAULT_NETWORK_DEVICE = "a100_dgx"
-# proposers vLLM's async scheduling supports (v0.14: 'Async scheduling not supported with %s-based
-# speculative decoding' for the others)
-ASYNC_PROPOSERS = ("eagle", "eagle3")  # Vidur's node type for a device without a [network] table (TP 1 only)
+DEFAULT_NETWORK_DEVICE = "a100_dgx"  # Vidur's node type for a device without a [network] table (TP 1 only)
 
 
 @dataclass(frozen=True)
 class ModelSide:
-    """One model of a run, the target or the draft (a draft model or an EAGLE head)."""
+    """One model of a run, the target or the draft (a draft model, an EAGLE head, the target's
+    MTP layer, a parallel drafter)."""
 
     name: str
     model: BaseModelConfig  # the model's config, looked up once
@@ -54,11 +55,7 @@ class ModelSide:
     profile: ResolvedProfile
     predictor: Union[AnalyticPredictorConfig, ProfilePredictorConfig]  # built-in profile: the step-time model
     memory: ModelMemory  # one GPU's weights and KV bytes per cached token
-
-    @property
-    def head(self) -> Optional[EagleHeadConfig]:
-        """The EAGLE head this side runs, or None for a target or a draft model."""
-        return as_eagle_head(self.model)
+    facts: ModelFacts  # what the proposer kind reads from the model's config
 
 
 @dataclass(frozen=True)
@@ -69,8 +66,9 @@ class ResolvedRun:
     cache_dir: Path
     max_tokens: int  # the predictor's table range (simulator.models.context.table_tokens)
     target: ModelSide
-    draft: Optional[ModelSide]  # a draft model's or EAGLE head's side; None for n-gram or no speculation
+    draft: Optional[ModelSide]  # the proposer's network; None when it runs none (n-gram, suffix) or without speculation
     num_kv_blocks: int
+    settings: SpecSettings  # the proposer's settings, as its kind sees them
 
 
 def resolve_run(config: RunConfig) -> ResolvedRun:
@@ -83,10 +81,13 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     needed = max(config.workload.max_request_tokens, config.chunk_size + config.batch_size_cap)
     max_tokens = table_tokens(target_config.max_model_len, needed)
     spec = config.speculation
-    draft_name = spec.draft_model if spec.uses_draft_network else None
-    draft_config = model_config(draft_name) if draft_name is not None else None  # an unknown name fails here, naming the known ones
-    if draft_config is not None:
-        _check_draft(config, as_eagle_head(draft_config), target_config.embedding_dim)
+    kind = spec.kind
+    target_facts = model_facts(config.model, target_config)
+    draft_name, draft_config = _draft_network(config, target_facts) if spec.uses_draft_network else (None, None)  # an unknown name fails here
+    draft_facts = model_facts(draft_name, draft_config) if draft_config is not None else None
+    settings = SpecSettings(k=spec.num_speculative_tokens, options=spec.option_values, ngram_overhead_ms=spec.ngram_overhead_ms, draft=draft_facts, target=target_facts)
+    if spec.enabled:
+        kind.check(settings, target_facts, config.draft_tensor_parallel_size, config.tensor_parallel_size)
     cache_dir = cache_directory(config)
 
     target = _side(
@@ -96,10 +97,9 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     )
     draft = None
     if draft_config is not None:
-        head = as_eagle_head(draft_config)
         draft = _side(
             config, device, engine, cache_dir, max_tokens, draft_name, draft_config, config.draft_tensor_parallel_size, spec.draft_profile_dir, "draft_tensor_parallel_size",
-            memory=lambda replica: draft_memory(replica, head),
+            memory=lambda replica: kind.draft_memory(network_memory(replica), settings),
             engine_overhead_ms=0.0,  # a draft's passes run inside the target's engine step
         )
         if config.workload.max_request_tokens > draft.max_model_len:
@@ -108,7 +108,18 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
                 f"context of {draft.max_model_len}"
             )
     num_kv_blocks = plan_kv_blocks(config, device, target.memory, draft.memory if draft else None)
-    return ResolvedRun(config, device, engine, cache_dir, max_tokens, target, draft, num_kv_blocks)
+    return ResolvedRun(config, device, engine, cache_dir, max_tokens, target, draft, num_kv_blocks, settings)
+
+
+def _draft_network(config: RunConfig, target: ModelFacts):
+    """(name, config) of the network the proposer drafts with: the draft model the run names, or
+    the target's own MTP layer."""
+    spec = config.speculation
+    if spec.kind.drafts_with is DraftSource.MTP_LAYERS:
+        if not target.mtp_layers:
+            return None, None  # the kind's check names the field
+        return mtp_layer_model(config.model)
+    return spec.draft_model, model_config(spec.draft_model)
 
 
 def _check_target(config: RunConfig, max_len: int) -> None:
@@ -123,30 +134,6 @@ def _check_target(config: RunConfig, max_len: int) -> None:
     longest = config.workload.max_request_tokens
     if longest > max_len:
         raise ConfigError(f"workload: a request of {longest} tokens (prompt + output) exceeds {config.model}'s context of {max_len}")
-
-
-def _check_draft(config: RunConfig, head: Optional[EagleHeadConfig], target_width: int) -> None:
-    """An EAGLE proposer needs an EAGLE head of the same method, trained for this target; a draft
-    proposer needs an ordinary model (``head`` None)."""
-    spec = config.speculation
-    if spec.proposer == "draft":
-        if head is not None:
-            raise ConfigError(f"draft_model = '{spec.draft_model}': an EAGLE head, not a draft model; use proposer = '{head.method}'")
-        return
-    if head is None:
-        raise ConfigError(f"draft_model = '{spec.draft_model}': not an EAGLE head, which proposer = '{spec.proposer}' needs")
-    if head.method != spec.proposer:
-        raise ConfigError(f"draft_model = '{spec.draft_model}': an {head.method.upper()} head, but proposer = '{spec.proposer}'")
-    if head.embedding_dim != target_width:
-        raise ConfigError(
-            f"draft_model = '{spec.draft_model}': an EAGLE head of hidden size {head.embedding_dim} cannot serve "
-            f"{config.model}, whose hidden size is {target_width}"
-        )
-    if config.model not in head.targets:
-        raise ConfigError(
-            f"draft_model = '{spec.draft_model}': an EAGLE head trained for {', '.join(head.targets)}; it was trained for another "
-            f"target than {config.model}"
-        )
 
 
 def cache_directory(config: RunConfig) -> Path:
@@ -206,7 +193,7 @@ def _side(
         predictor = analytic_config(config, engine, max_tokens, model.num_layers, profile, engine_overhead_ms)
     else:
         predictor = predictor_config(config, device, cache_dir, max_tokens, shape.sharded(tp), profile, engine_overhead_ms)
-    return ModelSide(name, model, tp, shape, model.max_model_len, replica, profile, predictor, memory(replica))
+    return ModelSide(name, model, tp, shape, model.max_model_len, replica, profile, predictor, memory(replica), model_facts(name, model))
 
 
 VIDUR_PREFILL_CHUNK_RANGE = 4096  # Vidur's default prediction_max_prefill_chunk_size
@@ -235,9 +222,9 @@ def analytic_config(
         lm_head=config.lm_head,
         max_tokens=max_tokens,
     )
-    # vLLM keeps async scheduling off for speculative methods other than the EAGLE family
+    # vLLM keeps async scheduling off for speculative methods other than the EAGLE/MTP family
     spec = config.speculation
-    overlaps = engine.async_scheduling and (not spec.enabled or spec.proposer in ASYNC_PROPOSERS)
+    overlaps = engine.async_scheduling and (not spec.enabled or spec.kind.async_scheduling)
     return AnalyticPredictorConfig(
         step_model=step_model, engine_overhead_ms=engine_overhead_ms,
         async_scheduling=overlaps, async_step_gap_ms=engine.async_step_gap_us * 1e-3 if overlaps else 0.0,

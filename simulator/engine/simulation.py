@@ -13,12 +13,12 @@ from vidur.config import CacheConfig, ClusterConfig, MetricsConfig, RoundRobinGl
 from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
 from vidur.simulator import Simulator
 
-from simulator.config import ClosedLoopWorkload, RunConfig
+from simulator.config import ClosedLoopWorkload
 from simulator.engine.closed_loop import ClosedLoopSimulator
 from simulator.engine.generator import WorkloadRequestGeneratorConfig
 from simulator.engine.vidur_seam import reset_entity_ids
 from simulator.engine.analytic import AnalyticPredictorConfig
-from simulator.engine.proposers import DraftProposer, EagleProposer, NgramProposer
+from simulator.engine.proposers import ProposerCost
 from simulator.engine.resolve import ModelSide, ResolvedRun
 from simulator.engine.vidur_seam import generated_requests, replica_scheduler
 from simulator.engine.scheduler import SpecSarathiSchedulerConfig, TrackedSarathiScheduler, TrackedSarathiSchedulerConfig
@@ -61,25 +61,24 @@ def warm_predictors(run: ResolvedRun) -> None:
 
 
 def proposer(run: ResolvedRun):
-    """What proposing costs in this run: None without speculation, a fixed overhead for n-gram,
-    else the draft model's or EAGLE head's passes through its own predictor."""
+    """What proposing costs in this run (None without speculation): the proposer kind's step work,
+    priced with the draft side's predictor when the kind runs a network."""
     spec = run.config.speculation
     if not spec.enabled:
         return None
+    model = spec.kind.step_cost(run.settings)
     if run.draft is None:
-        return NgramProposer(spec.ngram_overhead_ms)
-    predictor = side_predictor(run, run.draft)
-    head = run.draft.head
-    if head is None:
-        return DraftProposer(predictor, spec.draft_pass_overhead_ms)
-    shape = run.draft.shape.sharded(run.draft.tensor_parallel)
-    return EagleProposer(predictor, shape, head.fc_inputs, head.method == "eagle", run.device, spec.draft_pass_overhead_ms)
+        return ProposerCost(model, device=run.device)
+    draft = run.draft
+    return ProposerCost(model, side_predictor(run, draft), draft.shape.sharded(draft.tensor_parallel), draft.model.num_layers, run.device, spec.draft_pass_overhead_ms)
 
 
-def _scheduler_config(config: RunConfig):
+def _scheduler_config(run: ResolvedRun):
+    config = run.config
     spec = config.speculation
     if not spec.enabled:
         return TrackedSarathiSchedulerConfig(chunk_size=config.chunk_size, batch_size_cap=config.batch_size_cap)
+    kind = spec.kind
     return SpecSarathiSchedulerConfig(
         chunk_size=config.chunk_size,
         batch_size_cap=config.batch_size_cap,
@@ -87,8 +86,10 @@ def _scheduler_config(config: RunConfig):
         conditional_acceptance=spec.conditional_acceptance(),
         acceptance_seed=config.seed,
         proposal_probability=spec.proposal_probability,
-        proposer=spec.proposer,
+        lookahead_slots=kind.lookahead_slots(spec.num_speculative_tokens),
         k_schedule=spec.k_schedule or (),
+        draft_length_pmf=tuple(kind.draft_length_pmf(run.settings)),
+        tree=kind.tree(run.settings),
     )
 
 
@@ -103,7 +104,7 @@ def vidur_config(run: ResolvedRun, proposer_=None) -> InMemorySimulationConfig:
             replica_config=run.target.replica,
             cache_config=CacheConfig(block_size=config.block_size, num_blocks=run.num_kv_blocks),
             global_scheduler_config=RoundRobinGlobalSchedulerConfig(),
-            replica_scheduler_config=_scheduler_config(config),
+            replica_scheduler_config=_scheduler_config(run),
         ),
         request_generator_config=WorkloadRequestGeneratorConfig(workload=config.workload, max_tokens=config.workload.max_request_tokens),
         execution_time_predictor_config=replace(run.target.predictor, proposer=proposer_),

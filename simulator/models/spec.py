@@ -12,6 +12,11 @@ vLLM (``LlamaForCausalLMEagle`` / ``EagleLlamaForCausalLM`` for EAGLE-1,
 ``LlamaForCausalLMEagle3`` / ``Eagle3LlamaForCausalLM`` for EAGLE-3); ``eagle_targets`` (this
 project's key, not Hugging Face's) lists the targets a head was trained for: a head serves no
 other, and nothing in a Hugging Face config says which, so a head's config must name them.
+DFlash drafters (``DFlashDraftModel``) are read the same way, with their block size and the
+target layers they read (``dflash_config.target_layer_ids``) and ``draft_targets`` naming their
+targets.  A target's own multi-token-prediction layers are read from the field its family uses
+(``num_nextn_predict_layers`` in DeepSeek-V3, GLM-4.5 and MiMo; ``mtp_num_hidden_layers`` in
+Qwen3.5), whatever the architecture, so MTP works for any target the model side can read.
 """
 
 from __future__ import annotations
@@ -22,7 +27,8 @@ from typing import Any, Optional
 from simulator.errors import ConfigError
 from simulator.inputs import TYPE_NAMES, has_type
 
-DENSE_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM")
+# MiMoForCausalLM (XiaomiMiMo/MiMo-7B): a Qwen2 decoder (QKV bias) with MTP layers beside it
+DENSE_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MiMoForCausalLM")
 # architecture -> (EAGLE method, hidden states its fc layer takes in)
 EAGLE_ARCHITECTURES = {
     "LlamaForCausalLMEagle": ("eagle", 2),
@@ -30,10 +36,18 @@ EAGLE_ARCHITECTURES = {
     "LlamaForCausalLMEagle3": ("eagle3", 3),
     "Eagle3LlamaForCausalLM": ("eagle3", 3),
 }
+# DFlash block drafters (vLLM's method "dflash"): several decoder layers at the target's width
+DFLASH_ARCHITECTURES = ("DFlashDraftModel",)
 # Qwen2 puts a bias on its Q, K and V projections (not costed; passed on to Vidur's config)
-QKV_BIAS_ARCHITECTURES = ("Qwen2ForCausalLM",)
+QKV_BIAS_ARCHITECTURES = ("Qwen2ForCausalLM", "MiMoForCausalLM")
+# the fields a target's multi-token-prediction layers are counted in, by model family (vLLM's
+# SpeculativeConfig.hf_config_override reads the same ones)
+MTP_LAYER_FIELDS = ("num_nextn_predict_layers", "mtp_num_hidden_layers")
 # any of these set (not null, not 0, not an empty list) marks a mixture-of-experts model
 MOE_FIELDS = ("num_experts", "num_local_experts", "n_routed_experts", "moe_intermediate_size", "num_experts_per_tok")
+# and these multi-head latent attention (DeepSeek-V2/V3's compressed KV), which the cost model
+# does not cost either (MTP reads any target's MTP layers, so it must not take an MLA target for MHA)
+MLA_FIELDS = ("kv_lora_rank", "q_lora_rank")
 
 
 @dataclass(frozen=True)
@@ -41,6 +55,18 @@ class EagleSpec:
     method: str  # "eagle" or "eagle3"
     fc_inputs: int
     targets: tuple[str, ...]  # the targets it was trained for: the only ones it can serve
+    mask_token: bool = False  # trained for parallel drafting: the config names its mask token
+
+
+# where a head trained for parallel drafting names its mask token (vLLM reads these)
+PARALLEL_MASK_TOKEN_FIELDS = ("pard_token", "ptd_token_id")
+
+
+@dataclass(frozen=True)
+class DFlashSpec:
+    block_size: int  # one anchor (bonus) token plus block_size - 1 mask slots: k <= block_size - 1
+    target_layer_ids: tuple[int, ...]  # the target layers whose hidden states its fc layer reads
+    targets: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -63,6 +89,9 @@ class ModelSpec:
     rope_theta: Optional[float] = None
     use_qkv_bias: bool = False
     eagle: Optional[EagleSpec] = None
+    dflash: Optional[DFlashSpec] = None
+    mtp_layers: int = 0  # the target's own multi-token-prediction layers
+    mtp_field: str = ""  # the config field they were read from
 
 
 def _field(config: dict, key: str, kind: type, source: str, default: Any = ...) -> Any:
@@ -93,6 +122,10 @@ def _check_dense(config: dict, source: str, context: int) -> None:
         value = config.get(key)
         if value not in (None, 0, [], False):
             _refuse(source, key, value, "a mixture-of-experts model; the simulator costs dense decoders only")
+    for key in MLA_FIELDS:
+        value = config.get(key)
+        if value not in (None, 0):
+            _refuse(source, key, value, "multi-head latent attention; the simulator costs multi-head and grouped-query attention only")
     window = config.get("sliding_window")
     if config.get("use_sliding_window") is True and window is not None and window < context:
         _refuse(source, "use_sliding_window", True, f"sliding-window attention (window {window} < context {context}) is not modelled")
@@ -107,7 +140,7 @@ def _check_dense(config: dict, source: str, context: int) -> None:
 
 def _architecture(config: dict, source: str) -> str:
     archs = _field(config, "architectures", list, source)
-    supported = DENSE_ARCHITECTURES + tuple(EAGLE_ARCHITECTURES)
+    supported = DENSE_ARCHITECTURES + tuple(EAGLE_ARCHITECTURES) + DFLASH_ARCHITECTURES
     if len(archs) != 1 or archs[0] not in supported:
         _refuse(source, "architectures", archs, f"not a supported architecture; supported: {', '.join(supported)}")
     return archs[0]
@@ -127,7 +160,40 @@ def _eagle(config: dict, architecture: str, source: str) -> Optional[EagleSpec]:
     if not all(isinstance(t, str) and t.strip() for t in targets):
         _refuse(source, "eagle_targets", targets, "must be a list of model names or paths")
     method, fc_inputs = EAGLE_ARCHITECTURES[architecture]
-    return EagleSpec(method, fc_inputs, tuple(targets))
+    mask = any(has_type(config.get(key), int) for key in PARALLEL_MASK_TOKEN_FIELDS)
+    return EagleSpec(method, fc_inputs, tuple(targets), mask)
+
+
+def _dflash(config: dict, architecture: str, source: str) -> Optional[DFlashSpec]:
+    targets = _field(config, "draft_targets", list, source, [])
+    if architecture not in DFLASH_ARCHITECTURES:
+        if targets:
+            _refuse(source, "draft_targets", targets, f"only a DFlash drafter has targets, and {architecture} is not one")
+        return None
+    if not targets or not all(isinstance(t, str) and t.strip() for t in targets):
+        raise ConfigError(
+            f"{source}: missing field 'draft_targets' (a list of strings): name the target model(s) this DFlash drafter was trained for "
+            "(this project's key; Hugging Face configs do not carry it)"
+        )
+    nested = _field(config, "dflash_config", dict, source, {})
+    block = nested.get("block_size", config.get("block_size"))
+    if not has_type(block, int) or block < 2:
+        _refuse(source, "block_size", block, "a DFlash drafter needs its block size (an integer >= 2: one anchor token and the mask slots)")
+    layers = nested.get("target_layer_ids")
+    if not isinstance(layers, list) or not layers or not all(has_type(i, int) and i >= 0 for i in layers):
+        _refuse(source, "dflash_config.target_layer_ids", layers, "must list the target layers whose hidden states the drafter reads")
+    return DFlashSpec(block, tuple(layers), tuple(targets))
+
+
+def _mtp_layers(config: dict, source: str) -> tuple[int, str]:
+    """(MTP layers, the field they were read from) for a target; (0, "") when it has none."""
+    for key in MTP_LAYER_FIELDS:
+        if config.get(key) is not None:
+            value = _field(config, key, int, source)
+            if value < 0:
+                _refuse(source, key, value, "must be a number of layers >= 0")
+            return value, key
+    return 0, ""
 
 
 def parse_config(config: Any, name: str, source: str) -> ModelSpec:
@@ -149,6 +215,8 @@ def parse_config(config: Any, name: str, source: str) -> ModelSpec:
     if act != "silu":
         _refuse(source, "hidden_act", act, "only the gated SiLU MLP of Llama, Mistral and Qwen is modelled")
     eagle = _eagle(config, architecture, source)
+    dflash = _dflash(config, architecture, source)
+    mtp_layers, mtp_field = _mtp_layers(config, source)
     vocab = _positive(config, "vocab_size", source)
     if eagle is not None and eagle.method == "eagle3":
         vocab = _positive(config, "draft_vocab_size", source, vocab)
@@ -168,4 +236,7 @@ def parse_config(config: Any, name: str, source: str) -> ModelSpec:
         rope_theta=float(_field(config, "rope_theta", float, source, 10000.0)),
         use_qkv_bias=architecture in QKV_BIAS_ARCHITECTURES,
         eagle=eagle,
+        dflash=dflash,
+        mtp_layers=mtp_layers,
+        mtp_field=mtp_field,
     )

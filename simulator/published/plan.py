@@ -21,6 +21,9 @@ The mapping, the same for every row (no per-row tuning):
   states, else what ``vllm serve`` 0.10.1 picks on its GPU, with ``max_num_seqs`` = B for an
   offline batch of B); a draft
   model's tensor parallelism is the row's ``draft_tp``, else vLLM's default (the target's).
+* proposer: the row's kind (:mod:`simulator.speculative.proposers`); a ``drafting = "tree"`` row
+  runs its kind's tree variant with the row's ``eagle_topk`` and ``num_draft_tokens`` at depth
+  ``k``, its acceptance the accept length the engine reported.
 * settings a source leaves unknowable (``plausible``): the row is also run at each end of the
   range (each candidate GPU), so the table can say how much of its error that range accounts for.
 """
@@ -36,8 +39,10 @@ from simulator.errors import ConfigError
 from simulator.results import speedup
 from simulator.profiles.engines import engine_for_version
 from simulator.profiles.hardware import load_devices
-from simulator.published.spec import Assumptions, Measurement
+from simulator.published.spec import NO_SPECULATION, TREE_FIELDS, Assumptions, Measurement
+from simulator.speculative import proposers
 from simulator.speculative.acceptance_convert import conditional_from_unconditional, iid_rate_from_length
+from simulator.speculative.proposers.base import DraftSource
 
 SEED = 0
 WORKLOAD_SEED = 42
@@ -98,15 +103,20 @@ def _unreproducible(m: Measurement, devices, assumptions: Assumptions) -> str:
     for gpu in (m.gpu, *dict(m.plausible).get("gpu", ())):
         if gpu not in devices:
             return f"no device constants for {gpu} (known: {', '.join(sorted(devices))})"
-    if m.proposer == "medusa":
-        return "Medusa heads are not modelled"
+    if m.proposer in proposers.NOT_MODELLED:
+        return proposers.NOT_MODELLED[m.proposer]
     if m.drafting == "tree":
-        return "tree drafting (several candidates per position): not modelled"
+        if proposers.tree_kind(m.proposer) is None:
+            return f"tree drafting with proposer {m.proposer}: not modelled"
+        missing = [key for key in ("k",) + TREE_FIELDS if getattr(m, key) is None]
+        if missing:
+            return f"the source does not state the tree's {', '.join(missing)} (depth, top-k, tokens verified)"
     try:
         model_config(m.model)
     except ConfigError:
         return f"model {m.model} is not in the simulator's catalog"
-    if m.proposer in ("draft", "eagle", "eagle3"):
+    kind = _kind(m)
+    if kind is not None and kind.needs_draft_model:
         if m.draft is None:
             return "the source does not name the draft model or head"
         try:
@@ -133,15 +143,25 @@ def _workload(m: Measurement, assumptions: Assumptions, override: Optional[dict]
     return ClosedLoopWorkload.fixed(in_flight, max(in_flight, m.num_prompts or MIN_CLOSED_LOOP_REQUESTS), prompt, output)
 
 
+def _kind(m: Measurement):
+    """The proposer kind that simulates the row (a tree row: its kind's tree variant); None without speculation."""
+    if m.proposer == NO_SPECULATION:
+        return None
+    return proposers.tree_kind(m.proposer) if m.drafting == "tree" else proposers.kind(m.proposer)
+
+
 def _speculation(m: Measurement, acceptance: Optional[Acceptance]) -> SpeculationConfig:
-    if m.proposer == "none" or not m.k:
+    kind = _kind(m)
+    if kind is None or not m.k:
         return SpeculationConfig()
+    options = tuple((key, getattr(m, key)) for key in TREE_FIELDS if getattr(m, key) is not None) if m.drafting == "tree" else ()
     return SpeculationConfig(
         num_speculative_tokens=m.k,
         acceptance_per_position=acceptance.conditional,
-        proposer=m.proposer,
+        proposer=kind.name,
+        options=options,
         draft_model=m.draft,
-        draft_tensor_parallel_size=m.draft_tp if m.proposer == "draft" else None,
+        draft_tensor_parallel_size=m.draft_tp if kind.drafts_with is DraftSource.DRAFT_MODEL else None,
     )
 
 
@@ -150,8 +170,8 @@ def plan(m: Measurement, assumptions: Assumptions, rows: dict, devices=None) -> 
     reason = _unreproducible(m, devices, assumptions)
     if reason:
         return Plan(m, reason=reason)
-    acceptance = acceptance_for(m, assumptions, rows) if m.proposer != "none" else None
-    if m.proposer != "none" and acceptance is None:
+    acceptance = acceptance_for(m, assumptions, rows) if m.proposer != NO_SPECULATION else None
+    if m.proposer != NO_SPECULATION and acceptance is None:
         return Plan(m, reason="no published acceptance for this setting")
     try:
         run, baseline = _runs(m, acceptance, _workload(m, assumptions))

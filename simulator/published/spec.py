@@ -12,6 +12,8 @@ from typing import Optional
 
 from simulator.errors import ConfigError
 from simulator.inputs import check_table, non_empty_str, positive_int, positive_number, probability, read_toml, require
+from simulator.speculative import proposers
+from simulator.speculative.proposers.base import DraftSource
 from simulator.speculative.acceptance_convert import conditional_from_unconditional
 
 # metric -> unit, as printed on the site
@@ -19,7 +21,12 @@ METRICS = {
     "output_tokens_per_s": "output tokens/s", "decode_tokens_per_s": "decode tokens/s", "requests_per_s": "requests/s",
     "tpot_ms": "ms", "tpot_mean_ms": "ms", "itl_mean_ms": "ms", "speedup": "x",
 }
-PROPOSERS = ("none", "ngram", "draft", "eagle", "eagle3", "medusa")
+# "none", a chain proposer the simulator models (a tree row names its chain's kind and says
+# drafting = "tree"), or a method it does not model (so the row is recorded, not simulated)
+NO_SPECULATION = "none"
+PROPOSERS = (NO_SPECULATION,) + tuple(k.name for k in proposers.KINDS if getattr(k, "chain", None) is None) + tuple(proposers.NOT_MODELLED)
+# a tree row's settings, SGLang's: --speculative-eagle-topk and --speculative-num-draft-tokens (the root included)
+TREE_FIELDS = ("eagle_topk", "num_draft_tokens")
 LOAD_FIELDS = ("batch_size", "concurrency", "qps")
 ARRIVALS = ("poisson", "constant")
 # What a row is for: ``calibration`` rows come from a source whose own released calibration data
@@ -65,6 +72,8 @@ class Measurement:
     acceptance_per_position: Optional[tuple[float, ...]] = None
     baseline_id: Optional[str] = None
     drafting: str = "chain"  # "tree": several candidates per position (k then is the tree's depth)
+    eagle_topk: Optional[int] = None  # a tree's candidates per step (SGLang's --speculative-eagle-topk)
+    num_draft_tokens: Optional[int] = None  # a tree's verified tokens per request, root included
     draft_tp: Optional[int] = None  # the draft model's tensor parallelism (proposer "draft")
     # the engine's scheduler limits where the source states them (else vLLM's defaults for the GPU)
     max_num_seqs: Optional[int] = None
@@ -82,7 +91,7 @@ MEASUREMENT_FIELDS = {
     "dataset": str, "input_len": int, "output_len": int, "acceptance_length": float, "acceptance_per_position": list,
     "metric": str, "value": float, "baseline_id": str, "drafting": str, "notes": str,
     "role": str, "acceptance_class": str, "calibrated_by": str, "draft_tp": int, "plausible": dict,
-    "max_num_seqs": int, "max_num_batched_tokens": int, "num_prompts": int, "arrivals": str,
+    "max_num_seqs": int, "max_num_batched_tokens": int, "num_prompts": int, "arrivals": str, "eagle_topk": int, "num_draft_tokens": int,
 }
 MEASUREMENT_REQUIRED = ("id", "source_url", "engine", "tp", "model", "proposer", "metric", "value", "role", "acceptance_class")
 
@@ -129,11 +138,21 @@ def _measurement(table: dict, where: str) -> Measurement:
         require(length >= 1, where, f"acceptance_length = {length} must be >= 1 (bonus token included)")
         if chain and k:
             require(length <= k + 1, where, f"acceptance_length = {length} exceeds k + 1 = {k + 1}; a chain of k drafts advances at most k + 1")
+    for key in TREE_FIELDS:
+        if key in table:
+            require(not chain, where, f"{key} is a tree's setting; a chain row has none (or say drafting = \"tree\")")
+            require(positive_int(table[key]), where, f"{key} = {table[key]!r} must be a positive integer")
     if "draft_tp" in table:
-        require(table["proposer"] == "draft", where, "draft_tp is for proposer = \"draft\" rows")
+        kind = _kind_of(table["proposer"])
+        require(kind is not None and kind.drafts_with is DraftSource.DRAFT_MODEL, where, "draft_tp is for rows of a draft-model proposer (proposer = \"draft\")")
         require(positive_int(table["draft_tp"]), where, f"draft_tp = {table['draft_tp']!r} must be a positive integer")
     table = {**table, "plausible": _plausible(table.get("plausible", {}), where, table.get("gpu"), table["tp"])}
     return Measurement(**{key: (float(v) if _TYPES[key] in ("float", "Optional[float]") else v) for key, v in table.items()})
+
+
+def _kind_of(proposer: str):
+    """The proposer kind a row names, or None for "none" and methods the simulator does not model."""
+    return proposers.find(proposer) if proposer not in (NO_SPECULATION, *proposers.NOT_MODELLED) else None
 
 
 def _check_role(table: dict, where: str) -> None:
@@ -249,7 +268,8 @@ SETTING_KEYS = ("model", "proposer", "draft", "k", "dataset")
 def setting_differences(a: Measurement, b: Measurement) -> list[str]:
     """The acceptance settings two rows do not state the same: model, proposer, draft (for a
     proposer that has one), k and dataset; an unstated draft or dataset is not "the same"."""
-    keys = [key for key in SETTING_KEYS if key != "draft" or a.proposer in ("draft", "eagle", "eagle3")]
+    kind = _kind_of(a.proposer)
+    keys = [key for key in SETTING_KEYS if key != "draft" or (kind is not None and kind.needs_draft_model)]
     return [key for key in keys if getattr(a, key) is None or getattr(a, key) != getattr(b, key)]
 
 
@@ -259,7 +279,7 @@ def same_setting(a: Measurement, b: Measurement) -> bool:
 
 def acceptance_origin(m: Measurement, assumptions: Assumptions) -> str:
     """Where the row's acceptance comes from: "none needed", "this row", "assumption", or "nowhere"."""
-    if m.proposer == "none":
+    if m.proposer == NO_SPECULATION:
         return "none needed"
     if m.acceptance_length is not None or m.acceptance_per_position is not None:
         return "this row"

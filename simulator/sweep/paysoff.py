@@ -10,8 +10,9 @@ primary setting's best k, and simulates that one schedule under the primary sett
 bounds at every concurrency and load.  So there is one answer per deployment, and the bounds
 give its uncertainty band rather than a second answer.
 
-Every run is costed as ``python -m simulator`` costs it: the deployment's proposer (n-gram
-lookups, a draft model's or an EAGLE head's passes) on its model, GPU and tensor parallelism.
+Every run is costed as ``python -m simulator`` costs it: the deployment's proposer (its kind's
+lookups or network passes, :mod:`simulator.speculative.proposers`) on its model, GPU and tensor
+parallelism.
 
 Closed-loop lengths are drawn once per concurrency (seeded, uniform within ``length_spread``
 of the means, or from a trace): with equal lengths every request of a wave would finish at the
@@ -31,7 +32,7 @@ from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, Spe
 from simulator.results import speedup
 from simulator.speculative.k_schedule import Schedule, max_k, to_vllm
 from simulator.sweep.crossover import TIE, best_k, crossover_rows, recommended_schedule, x_of
-from simulator.sweep.paysoff_spec import NGRAM_LOOKUP_MAX, AcceptanceProfile, PaysoffSpec, profile_length, verify_settings
+from simulator.sweep.paysoff_spec import AcceptanceProfile, PaysoffSpec, kind_settings, profile_length, verify_settings
 from simulator.sweep.runner import simulate_all, to_csv_text
 
 # The vLLM release whose speculative_config accepts num_speculative_tokens_per_batch_size.
@@ -157,6 +158,7 @@ def speculation(spec: PaysoffSpec, profile: AcceptanceProfile, attention: str, k
         acceptance_rate=profile.rate,
         acceptance_per_position=profile.per_position,
         proposer=profile.proposer,
+        options=profile.options,
         draft_model=profile.draft_model,
         draft_tensor_parallel_size=profile.draft_tensor_parallel_size,
         attention=attention,
@@ -310,26 +312,15 @@ def speculative_config(profile: AcceptanceProfile, schedule: Schedule) -> Option
     k_max = max_k(schedule)
     if not k_max:
         return None
-    config = {"method": profile.method}
-    if profile.draft_model:
-        config["model"] = profile.draft_model
-    if profile.draft_tensor_parallel_size is not None:
-        config["draft_tensor_parallel_size"] = profile.draft_tensor_parallel_size
-    if profile.proposer == "ngram":
-        config["prompt_lookup_max"] = NGRAM_LOOKUP_MAX
-    config["num_speculative_tokens"] = k_max
+    config = profile.kind.speculative_config(kind_settings(profile, k_max), profile.draft_model, profile.draft_tensor_parallel_size)
     config["num_speculative_tokens_per_batch_size"] = to_vllm(schedule)
     return config
 
 
 def serve_command(spec: PaysoffSpec, profile: AcceptanceProfile, config: Optional[dict]) -> str:
-    parts = [f"vllm serve {profile.model}"]
-    if profile.tensor_parallel_size > 1:
-        parts.append(f"--tensor-parallel-size {profile.tensor_parallel_size}")
-    parts.append(f"--max-num-seqs {spec.batch_size_cap} --max-num-batched-tokens {spec.chunk_size}")
-    if config:
-        parts.append(f"--speculative-config '{json.dumps(config, separators=(',', ':'))}'")
-    return " ".join(parts)
+    flags = [f"--tensor-parallel-size {profile.tensor_parallel_size}"] if profile.tensor_parallel_size > 1 else []
+    flags.append(f"--max-num-seqs {spec.batch_size_cap} --max-num-batched-tokens {spec.chunk_size}")
+    return profile.kind.serve_command(profile.model, flags, config)
 
 
 def stops_paying(best: dict, profile: AcceptanceProfile, attention: str, up_to: int) -> Optional[int]:

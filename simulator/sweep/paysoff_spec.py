@@ -1,8 +1,9 @@
 """The pays-off spec (``data/paysoff.toml``): for each deployment, where speculation stops paying and which k to run.
 
 A deployment is what a serving engineer runs: a target model on a GPU at a tensor-parallel size,
-a proposer (n-gram, a draft model, an EAGLE or EAGLE-3 head) and one or more acceptance inputs
-for it.  Every deployment shares the workload, the concurrency grid and the k range, so the site
+a proposer (any kind of :mod:`simulator.speculative.proposers` that vLLM runs with a k schedule:
+n-gram, a draft model, an EAGLE head, MTP, a parallel drafter, ...) with its options, and one or
+more acceptance inputs for it.  Every deployment shares the workload, the concurrency grid and the k range, so the site
 compares like with like.  ``python -m simulator.paysoff`` builds the same :class:`PaysoffSpec`
 from its flags (:func:`single_deployment`), so the command and the build run one implementation.
 
@@ -27,8 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from simulator.config import MODEL_PROPOSERS, PROPOSERS, SpeculationConfig
+from simulator.config import SpeculationConfig
 from simulator.errors import ConfigError
+from simulator.speculative import proposers
 from simulator.inputs import (
     check_table,
     distinct_values,
@@ -43,9 +45,6 @@ from simulator.inputs import (
 from simulator.speculative.acceptance_convert import acceptance_length, conditional_from_lengths, iid_rate_from_length
 
 BOUNDS = ("kv_once", "per_token")  # the verify-attention cost's lower and upper bound: the band
-# vLLM's speculative_config "method" for each proposer
-VLLM_METHOD = {"ngram": "ngram", "draft": "draft_model", "eagle": "eagle", "eagle3": "eagle3"}
-NGRAM_LOOKUP_MAX = 4  # prompt_lookup_max in the recommended n-gram config (vLLM requires one; its docs' example uses 4)
 
 _SECTIONS = {
     "run": ({"seed": int, "max_num_seqs": int, "max_num_batched_tokens": int}, None),
@@ -64,6 +63,7 @@ _DEPLOYMENT_FIELDS = {
     "draft_model": str,
     "draft_tensor_parallel_size": int,
     "poisson": bool,
+    "options": dict,  # the proposer kind's options, e.g. suffix_max_tree_depth
     "acceptance": list,
 }
 _DEPLOYMENT_REQUIRED = ("name", "label", "model", "device", "proposer", "acceptance")
@@ -103,15 +103,22 @@ class AcceptanceProfile:
     model: str = "meta-llama/Llama-2-7b-hf"
     device: str = "a100"
     tensor_parallel_size: int = 1
-    proposer: str = "ngram"
+    proposer: str = dataclasses.field(default_factory=lambda: SpeculationConfig().proposer)
     draft_model: Optional[str] = None
     draft_tensor_parallel_size: Optional[int] = None  # 1 or the target's (None: the target's, vLLM's default)
     poisson: bool = True  # also run the open-loop (Poisson) grid
+    options: tuple = ()  # the proposer kind's options, (name, value) pairs
+    given: str = ""  # which acceptance input it came from: "rate", "per_position", "length" or "lengths"
+
+    @property
+    def kind(self):
+        """The proposer kind (:mod:`simulator.speculative.proposers`)."""
+        return proposers.kind(self.proposer)
 
     @property
     def method(self) -> str:
         """vLLM's speculative_config method."""
-        return VLLM_METHOD[self.proposer]
+        return self.kind.vllm_method
 
     @property
     def system(self) -> tuple[str, str, int]:
@@ -178,7 +185,7 @@ def acceptance_profile(name: str, label: str, source: str, *, rate=None, per_pos
     if rate is not None:
         if not probability(rate):
             raise ConfigError(f"{where}: {spell['rate']} = {rate!r} must be a probability in [0, 1] (accepted / proposed tokens)")
-        return AcceptanceProfile(name, label, rate=float(rate), source=source, derivation=f"i.i.d. acceptance rate {rate:g} per proposed token, as given", **deployment)
+        return AcceptanceProfile(name, label, rate=float(rate), source=source, derivation=f"i.i.d. acceptance rate {rate:g} per proposed token, as given", given="rate", **deployment)
     if per_position is not None:
         values = list(per_position)
         if not values:
@@ -188,7 +195,7 @@ def acceptance_profile(name: str, label: str, source: str, *, rate=None, per_pos
                 raise ConfigError(f"{where}: {spell['per_position']}[{j}] = {p!r} must be a probability in [0, 1]")
         return AcceptanceProfile(
             name, label, per_position=tuple(float(p) for p in values), source=source,
-            derivation="per-position conditional rates P(position i accepted | earlier accepted), as given", **deployment,
+            derivation="per-position conditional rates P(position i accepted | earlier accepted), as given", given="per_position", **deployment,
         )
     if length is not None:
         if at_k is None or not positive_int(at_k):
@@ -203,7 +210,7 @@ def acceptance_profile(name: str, label: str, source: str, *, rate=None, per_pos
             name, label, rate=alpha, source=source,
             derivation=f"mean acceptance length {length:g} at k = {at_k} (vLLM's, bonus token included) -> i.i.d. rate {alpha:.4f}, the rate "
             f"that reproduces it (1 + a + ... + a^k = L, solved by simulator.speculative.acceptance_convert.iid_rate_from_length)",
-            **deployment,
+            given="length", **deployment,
         )
     if from_k is None or not positive_int(from_k):
         raise ConfigError(f"{where}: {spell['lengths']} needs {spell['from_k']}, the k of its first value (a positive integer), got {from_k!r}")
@@ -221,7 +228,7 @@ def acceptance_profile(name: str, label: str, source: str, *, rate=None, per_pos
         derivation=f"mean acceptance lengths {', '.join(f'{v:g}' for v in by_k.values())} at k = {min(by_k)}..{max(by_k)} -> per-position "
         f"rates (L(k) - L(k-1) is P(first k accepted); positions below k = {min(by_k)} share the i.i.d. rate that reproduces L({min(by_k)}); "
         "simulator.speculative.acceptance_convert.conditional_from_lengths)",
-        **deployment,
+        given="lengths", **deployment,
     )
 
 
@@ -252,23 +259,39 @@ def check_spec(spec: PaysoffSpec, where: str = "pays-off spec") -> PaysoffSpec:
     if len(set(names)) != len(names):
         raise ConfigError(f"{where}: acceptance names repeat: {names}; each must be unique in the spec")
     for p in spec.profiles:
-        if p.proposer not in PROPOSERS:
-            raise ConfigError(f"{where}: deployment {p.deployment!r}: proposer = {p.proposer!r} must be one of {list(PROPOSERS)}")
-        if p.proposer in MODEL_PROPOSERS and not p.draft_model:
-            raise ConfigError(f"{where}: deployment {p.deployment!r}: proposer = {p.proposer!r} needs draft_model (the draft or EAGLE head vLLM loads)")
+        at = f"{where}: deployment {p.deployment!r}"
+        kind = proposers.kind(p.proposer, f"{at}: proposer")
+        if kind.needs_draft_model and not p.draft_model:
+            raise ConfigError(f"{at}: proposer = {p.proposer!r} needs draft_model (the network vLLM loads for it)")
+        if kind.tree(kind_settings(p, 1)) is not None:
+            raise ConfigError(f"{at}: proposer = {p.proposer!r} drafts a tree at one depth, and {kind.engine} has no k schedule to recommend; simulate it with python -m simulator")
+        accepted = "length" if p.given == "lengths" else p.given
+        if p.given and accepted not in kind.acceptance_inputs:
+            raise ConfigError(
+                f"{at}: acceptance {p.name!r} is given as {p.given}, but proposer = {p.proposer!r} takes {' or '.join(kind.acceptance_inputs)}"
+                + (" (its draft length varies per step)" if kind.draft_length_pmf(kind_settings(p, max(spec.speculative_tokens))) else "")
+            )
         if p.per_position is not None and len(p.per_position) < max(spec.speculative_tokens):
             raise ConfigError(
                 f"{where}: acceptance {p.name!r} has {len(p.per_position)} per-position rates; k up to {max(spec.speculative_tokens)} needs "
                 f"{max(spec.speculative_tokens)}: give more positions or lower the k range"
             )
-        if p.draft_tensor_parallel_size is not None and (p.proposer == "ngram" or p.draft_tensor_parallel_size not in (1, p.tensor_parallel_size)):
+        if p.draft_tensor_parallel_size is not None and (not kind.runs_network or p.draft_tensor_parallel_size not in (1, p.tensor_parallel_size)):
             raise ConfigError(
                 f"{where}: deployment {p.deployment!r}: draft_tensor_parallel_size = {p.draft_tensor_parallel_size!r} must be 1 or the target's "
                 f"tensor_parallel_size ({p.tensor_parallel_size}), and only with a draft model or head"
             )
-        if p.proposer == "ngram" and p.draft_model:
-            raise ConfigError(f"{where}: deployment {p.deployment!r}: proposer = 'ngram' takes no draft_model ({p.draft_model!r})")
+        if not kind.needs_draft_model and p.draft_model:
+            raise ConfigError(f"{at}: proposer = {p.proposer!r} takes no draft_model ({p.draft_model!r}); it drafts with {kind.drafts_with.value}")
     return spec
+
+
+def kind_settings(profile: AcceptanceProfile, k: int):
+    """The deployment's proposer settings at ``k``, its options checked by its kind."""
+    from simulator.speculative.proposers.base import SpecSettings
+
+    kind = profile.kind
+    return SpecSettings(k=k, options=kind.resolve_options(dict(profile.options)))
 
 
 def load_paysoff_spec(path) -> PaysoffSpec:
@@ -320,10 +343,15 @@ def parse_paysoff_spec(text: str, source: str = "<spec>") -> PaysoffSpec:
         for key in ("label", "model", "device"):
             if not non_empty_str(table[key]):
                 raise ConfigError(f"{at}: {key} must be a non-empty string")
+        kind = proposers.kind(table["proposer"], f"{at}: proposer")
+        try:
+            options = SpeculationConfig(proposer=kind.name, options=tuple(sorted(table.get("options", {}).items()))).options
+        except ConfigError as exc:
+            raise ConfigError(f"{at}: options: {exc}") from None
         deployment = dict(
             deployment=name, deployment_label=table["label"], model=table["model"], device=table["device"], tensor_parallel_size=tp,
-            proposer=table["proposer"], draft_model=table.get("draft_model"), draft_tensor_parallel_size=table.get("draft_tensor_parallel_size"),
-            poisson=table.get("poisson", True),
+            proposer=kind.name, draft_model=table.get("draft_model"), draft_tensor_parallel_size=table.get("draft_tensor_parallel_size"),
+            poisson=table.get("poisson", True), options=options,
         )
         if not table["acceptance"]:
             raise ConfigError(f"{at}: acceptance is empty; give at least one [[deployment.acceptance]]")

@@ -106,7 +106,7 @@ def expand_progress(spec: SweepSpec, profile_dir: Optional[str] = None) -> list[
     return [
         RunConfig(
             workload=workload,
-            speculation=SpeculationConfig(num_speculative_tokens=k, acceptance_rate=alpha, proposer="ngram", attention="kv_once"),
+            speculation=SpeculationConfig(num_speculative_tokens=k, acceptance_rate=alpha, attention="kv_once"),  # the default proposer: n-gram
             model=spec.model,
             device=spec.device,
             profile_dir=profile_dir,

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from simulator.config import ATTENTION_MODES, PROPOSERS
+from simulator.config import ATTENTION_MODES
+from simulator.speculative import proposers
 from simulator.errors import ConfigError
 from simulator.inputs import check_table, distinct_values, non_empty_str as _non_empty_str, non_negative_int as _non_negative_int
 from simulator.inputs import parse_toml, read_text, positive_int as _positive_int, positive_number as _positive_number, probability as _probability
@@ -84,6 +85,14 @@ class SweepSpec:
         return grid * len(self.attention_modes) * len(self.proposers) + len(self.baseline_rates)
 
 
+# the seed sweep runs one model and no draft network: the proposers that draft with nothing
+_NETWORKLESS = tuple(k.name for k in proposers.KINDS if not k.runs_network)
+
+
+def _networkless(name) -> bool:
+    return isinstance(name, str) and name in _NETWORKLESS
+
+
 def load_spec(path: str | Path) -> SweepSpec:
     """Read and validate a sweep spec file."""
     path = Path(path)
@@ -124,7 +133,7 @@ def parse_spec(text: str, source: str = "<spec>") -> SweepSpec:
         acceptance_rates=values("grid", "acceptance_rate", _probability, "is not a probability in [0, 1]", float),
         speculative_tokens=values("grid", "num_speculative_tokens", _positive_int, "is not a positive integer (baselines go in [baseline])"),
         attention_modes=values("grid", "attention", lambda v: v in ATTENTION_MODES, f"is not one of {list(ATTENTION_MODES)}"),
-        proposers=values("grid", "proposer", lambda v: v in PROPOSERS and v != "draft", "is not a proposer the sweep can run ('ngram')"),
+        proposers=values("grid", "proposer", _networkless, f"is not a proposer the seed sweep can run: it runs no draft network, so one of {', '.join(_NETWORKLESS)}"),
         baseline_rates=values("baseline", "arrival_rate", _positive_number, "is not a positive number of requests per second", float),
         progress=None,
         max_num_seqs=optional("run", "max_num_seqs"),

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Optional
 
 from simulator.argtypes import positive_int, speculative_tokens
-from simulator.config import PROPOSERS
+from simulator.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
 from simulator.errors import ConfigError
 
 DEFAULT_PERCENTILE_METRICS = "ttft,tpot,itl"  # vllm bench serve's default for generative models
@@ -136,8 +136,8 @@ def add_bench_parser(steps, epilog: str) -> None:
     h = b.add_argument_group("this harness's own (not vllm bench serve's)")
     h.add_argument("--device", default="a100", help="GPU SKU the server runs on, for the simulation: a100, h100 or h200 (default: a100)")
     h.add_argument("--profile-dir", help="a Vidur-format profile measured on that GPU (default: the built-in profile)")
-    h.add_argument("--proposer", choices=PROPOSERS, default="ngram", help="the server's speculative method: ngram, draft, eagle or eagle3 (the last three need --draft-model)")
-    h.add_argument("--draft-model", help="the draft model or EAGLE head the server runs")
+    add_proposer_flags(h, options=False)
+    h.add_argument("--draft-model", help=draft_model_help())
     h.add_argument("--num-speculative-tokens", type=speculative_tokens, help="the server's k (default: read from its counters)")
     h.add_argument("--force", action="store_true", help="calibrate where k disagrees with the chunks or counters, and with flagged sessions")
     h.add_argument("--acceptance-seed", type=_non_negative, default=0, help="seeds the simulator's acceptance draws (default: 0)")
@@ -150,7 +150,6 @@ def add_bench_parser(steps, epilog: str) -> None:
 def _checked_options(args):
     """Every flag is checked before anything is sent or written."""
     from simulator.profiles.hardware import get_device
-    from simulator.validation.cli import check_proposer
     from simulator.validation.compare import parse_percentile_metrics, parse_percentiles
     from simulator.validation.random_dataset import RandomDataset
 
@@ -164,7 +163,8 @@ def _checked_options(args):
     percentiles = parse_percentiles(args.metric_percentiles)
     metrics = parse_percentile_metrics(args.percentile_metrics)
     slos = parse_goodput(args.goodput)
-    check_proposer(args.proposer, args.draft_model)
+    kind = proposer_kind(args)
+    require_draft_model(kind, args.draft_model)
     get_device(args.device)
     if not (math.isfinite(args.timeout) and args.timeout > 0):
         raise ConfigError(f"--timeout {args.timeout!r}: must be > 0 seconds of silence")
@@ -324,7 +324,7 @@ def _simulate_and_compare(args, work: Path, workload, calibration: dict, sim_mod
     from simulator.validation.report import compare_files
     from simulator.validation.simulate import build_run_config, read_simulated, read_simulated_itls, simulate
 
-    config = build_run_config(workload, calibration, model=sim_model, device=args.device, profile_dir=args.profile_dir, proposer=args.proposer, draft_model=args.draft_model, seed=args.acceptance_seed)
+    config = build_run_config(workload, calibration, model=sim_model, device=args.device, profile_dir=args.profile_dir, proposer=proposer_kind(args).name, draft_model=args.draft_model, seed=args.acceptance_seed)
     previous = quiet_vidur()
     try:
         simulate(config, workload, calibration, work / "simulated")

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from simulator.argtypes import DeprecatedAlias, positive_int, speculative_tokens
-from simulator.config import MODEL_PROPOSERS, PROPOSERS
+from simulator.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
 from simulator.errors import ConfigError
 
 # Exit codes, also listed in --help and docs/validation.md.
@@ -245,11 +245,12 @@ def _simulate(args) -> None:
     from simulator.validation.simulate import build_run_config, simulate
     from simulator.validation.workload import read_workload
 
-    check_proposer(args.proposer, args.draft_model)
+    kind = proposer_kind(args)
+    require_draft_model(kind, args.draft_model)
     get_device(args.device)  # an unknown SKU stops here, naming the known ones
     workload = read_workload(Path(args.workload))
     calibration = read_calibration(Path(args.calibration))
-    config = build_run_config(workload, calibration, model=args.model, device=args.device, profile_dir=args.profile_dir, proposer=args.proposer, draft_model=args.draft_model, seed=args.acceptance_seed)
+    config = build_run_config(workload, calibration, model=args.model, device=args.device, profile_dir=args.profile_dir, proposer=kind.name, draft_model=args.draft_model, seed=args.acceptance_seed)
     from simulator.progress import quiet_vidur, restore_vidur
 
     previous = None if args.verbose else quiet_vidur()  # Vidur's INFO lines, as python -m simulator hides them without -v
@@ -259,17 +260,6 @@ def _simulate(args) -> None:
         if previous is not None:
             restore_vidur(previous)
     print(f"simulated {record['summary'].get('num_requests')} requests: {summary_line(record['metrics'])}; wrote {args.out}")
-
-
-def check_proposer(proposer: str, draft_model: Optional[str]) -> None:
-    """A draft model goes with a proposer that runs one, and only with such a proposer."""
-    if proposer in MODEL_PROPOSERS and not draft_model:
-        raise ConfigError(f"--proposer {proposer} needs --draft-model (the draft model or EAGLE head the server ran, e.g. yuhuili/EAGLE-LLaMA3.1-Instruct-8B)")
-    if proposer not in MODEL_PROPOSERS and draft_model:
-        raise ConfigError(
-            f"--draft-model {draft_model} with --proposer {proposer}: an {proposer} proposer runs no draft model, so it would be ignored; "
-            f"drop --draft-model, or pass the server's method ({', '.join('--proposer ' + p for p in MODEL_PROPOSERS)})"
-        )
 
 
 def _compare(args) -> None:
@@ -339,8 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", default="meta-llama/Llama-2-7b-hf")
     s.add_argument("--device", default="a100", help="GPU SKU the server ran on: a100, h100 or h200 (default: a100)")
     s.add_argument("--profile-dir", help="a Vidur-format profile directory measured on that GPU (default: the built-in profile)")
-    s.add_argument("--proposer", choices=PROPOSERS, default="ngram", help="the server's speculative method: ngram, draft (draft_model), eagle or eagle3 (the last three need --draft-model)")
-    s.add_argument("--draft-model", help="the draft model or EAGLE head the server ran, e.g. JackFram/llama-68m or yuhuili/EAGLE-LLaMA3.1-Instruct-8B")
+    add_proposer_flags(s, options=False)
+    s.add_argument("--draft-model", help=draft_model_help())
     s.add_argument(*_names("simulate", "--acceptance-seed"), dest="acceptance_seed", type=int, default=0, action=DeprecatedAlias, help="seeds the simulator's acceptance draws (as python -m simulator's --acceptance-seed)")
     s.add_argument("-v", "--verbose", action="store_true", help="show Vidur's log")
 

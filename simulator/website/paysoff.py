@@ -33,8 +33,17 @@ SCHEDULE_COLOR = "#111827"
 BAND_COLOR = "rgba(107, 114, 128, 0.25)"
 FONT = "system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
 BOUND_LABEL = {"kv_once": "KV read once (lower bound)", "per_token": "per token (upper bound)", "interpolated": "interpolated"}
-PROPOSER_LABEL = {"ngram": "n-gram (prompt lookup)", "draft": "draft model", "eagle": "EAGLE head", "eagle3": "EAGLE-3 head"}
+# the page opens on the first deployment of this proposer (a learned drafter most readers compare against)
+DEFAULT_PROPOSER = "eagle3"
 REQUIRED = ("mode", "acceptance", "tpot_speedup", "num_speculative_tokens", "k_schedule", "attention", "model", "device", "tensor_parallel_size", "mean_decode_batch")
+
+
+def proposer_label(name: str) -> str:
+    """The proposer registry's label for a recorded proposer name (the name itself if unknown)."""
+    from simulator.speculative import proposers
+
+    kind = proposers.find(name)
+    return kind.label if kind else name
 
 
 def load(paysoff_csv: Optional[Path], crossovers_csv: Optional[Path], schedules_json: Optional[Path]):
@@ -227,7 +236,7 @@ def context(data) -> dict:
         key = entry["acceptance"]
         card = (
             f"{units.model_label(entry['model'])} on {entry['tensor_parallel_size']} × {entry['device'].upper()} (TP {entry['tensor_parallel_size']}), "
-            f"{PROPOSER_LABEL.get(entry['proposer'], entry['proposer'])}" + (f" {entry['draft_model']}" if entry.get("draft_model") else "")
+            f"{proposer_label(entry['proposer'])}" + (f" {entry['draft_model']}" if entry.get("draft_model") else "")
             + f"; acceptance: {entry['label']}; verify cost {entry['attention']}, band {' / '.join(bounds)}"
         )
         modes = [m for m in ("closed_loop", "poisson") if any(c["mode"] == m for c in entry["comparison"])]
@@ -269,7 +278,7 @@ def context(data) -> dict:
                 "batches": _batches(closed_batches),
             }
         )
-    default = next((s for s in selections if s["entry"]["proposer"] == "eagle3"), selections[0])
+    default = next((s for s in selections if s["entry"]["proposer"] == DEFAULT_PROPOSER), selections[0])
     groups: dict[str, list] = {}
     for s in selections:
         groups.setdefault(s["entry"]["deployment_label"], []).append(s)

@@ -1,0 +1,59 @@
+"""GPU n-gram, vLLM's ``ngram_gpu`` (vLLM 0.18.0 or later): the n-gram lookup as one vectorised
+GPU module (``NgramGPUKernel``: unfold and argmax over every request's tokens, compiled with
+torch.compile, no CUDA graph), in place of the CPU lookup; no network, no draft KV cache.
+
+Cost per step with decode rows: for every n-gram size n in [prompt_lookup_min, prompt_lookup_max], one
+memory-bound kernel that streams the int32 token ids of every decode row's context, n per
+position (the unfolded windows), costed with the built-in physical model's streaming kernel and
+its launch time.  No published timing of the kernel was found (docs/sources/proposers.md §1.5):
+this is the physical model's estimate, not a fitted figure.  No host lookup time.
+"""
+
+from __future__ import annotations
+
+from simulator.errors import ConfigError
+from simulator.speculative.proposers.base import Option, ProposerKind, SpecSettings, StepWork, TokenScan
+from simulator.speculative.proposers.ngram import PROMPT_LOOKUP_MAX
+from simulator.speculative.step import StepPlan
+
+TOKEN_ID_BYTES = 4  # int32 token ids
+PROMPT_LOOKUP_MIN = Option(
+    "prompt_lookup_min", int, None, "the shortest n-gram the lookup matches (vLLM's prompt_lookup_min; unset: prompt_lookup_max, as vLLM copies it)",
+    vllm_key="prompt_lookup_min", minimum=1,
+)
+
+
+class NgramGpuKind(ProposerKind):
+    name = vllm_method = "ngram_gpu"
+    label = "n-gram on the GPU"
+    vllm_version = "vLLM 0.18.0 (PR #29184; docs/sources/proposers.md §1.1)"
+    options = (PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN)
+    rank = 12
+
+    @staticmethod
+    def window(settings: SpecSettings) -> tuple[int, int]:
+        high = settings.options["prompt_lookup_max"]
+        low = settings.options.get("prompt_lookup_min") or high
+        return low, high
+
+    def check(self, settings: SpecSettings, target, draft_tp: int, tp: int) -> None:
+        low, high = self.window(settings)
+        if low > high:
+            raise ConfigError(f"prompt_lookup_min = {low}: above prompt_lookup_max = {high} (vLLM refuses it)")
+
+    def step_cost(self, settings: SpecSettings):
+        return _GpuScan(*self.window(settings))
+
+
+class _GpuScan:
+    def __init__(self, low: int, high: int):
+        self._sizes = range(low, high + 1)
+
+    def work(self, step: StepPlan) -> StepWork:
+        if not any(step.decode):
+            return StepWork()  # the kernel runs once a step for the decode rows, drafting or not
+        context = sum(kv - q + progress for kv, q, progress, d in zip(step.kv_tokens, step.computed, step.progress, step.decode) if d)
+        return StepWork(scans=tuple(TokenScan(float(context * n * TOKEN_ID_BYTES)) for n in self._sizes))
+
+
+KIND = NgramGpuKind()

@@ -1,0 +1,118 @@
+"""The proposers where a user meets them: vLLM's names on every command, each kind's options as
+flags, and every bad proposer input refused with exit 2, one line naming the input and the fix,
+and nothing written."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator import cli
+from simulator.paysoff import main as paysoff_main
+from simulator.validation.cli import main as validation_main
+
+MIMO, QWEN3, DFLASH = "XiaomiMiMo/MiMo-7B-Base", "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16"
+LLAMA31, EAGLE3 = "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+TREE = ["--proposer", "eagle3_tree", "--model", LLAMA31, "--draft-model", EAGLE3, "--device", "h100"]
+
+
+def _one_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if not line.startswith("warning:")]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (["-k", "2", "--acceptance", "0.5", "--proposer", "eagle4"], ["--proposer eagle4: unknown; use one of ngram, ngram_gpu, suffix, draft, eagle, eagle3", "mtp, dflash"]),
+        (["-k", "2", "--acceptance", "0.5", "--proposer", "medusa"], ["--proposer medusa: Medusa heads are not modelled; the simulator models ngram"]),
+        (["-k", "2", "--acceptance", "0.5", "--proposer", "mtp", "--model", QWEN3], [f"model {QWEN3}: its config.json has no field 'num_nextn_predict_layers' or 'mtp_num_hidden_layers'"]),
+        (["-k", "2", "--acceptance", "0.5", "--proposer", "mimo_mtp"], ["model meta-llama/Llama-2-7b-hf", "no multi-token-prediction layers"]),
+        (["-k", "2", "--acceptance", "0.5", "--proposer", "mtp", "--model", MIMO, "--draft-model", "JackFram/llama-68m"], ["--draft-model JackFram/llama-68m: --proposer mtp uses no draft model"]),
+        (["-k", "16", "--acceptance", "0.5", "--proposer", "dflash", "--model", QWEN3, "--draft-model", DFLASH], ["num_speculative_tokens = 16", "block_size = 16", "k must be at most 15"]),
+        (["-k", "2", "--acceptance", "0.5", "--proposer", "dflash", "--model", QWEN3, "--draft-model", EAGLE3], [f"draft_model = '{EAGLE3}': an EAGLE3 head, but proposer = 'dflash'"]),
+        (["-k", "2", "--acceptance", "0.5", "--proposer", "dflash", "--model", QWEN3], ["--proposer dflash needs --draft-model"]),
+        (["-k", "2", "--acceptance", "0.5", "--proposer", "ngram", "--suffix-max-tree-depth", "12"], ["--suffix-max-tree-depth 12: an option of --proposer suffix, not of --proposer ngram"]),
+        (["-k", "2", "--acceptance", "0.5", "--proposer", "eagle3", "--model", LLAMA31, "--draft-model", EAGLE3, "--speculative-eagle-topk", "4"], ["--speculative-eagle-topk 4: an option of --proposer eagle_tree / eagle3_tree"]),
+        (["-k", "8", "--acceptance-length", "3", "--proposer", "suffix"], ["--acceptance-length: --proposer suffix takes --acceptance or --acceptance-per-position"]),
+        (["-k", "4", "--acceptance", "0.5", "--proposer", "suffix", "--suffix-mean-draft-length", "30"], ["suffix_mean_draft_length = 30: above the longest draft", "suffix_max_tree_depth = 24"]),
+        ([*TREE, "-k", "5", "--acceptance", "0.6"], ["--acceptance: --proposer eagle3_tree takes --acceptance-length"]),
+        ([*TREE, "-k", "5", "--speculative-num-draft-tokens", "64", "--speculative-eagle-topk", "8", "--acceptance-length", "6.5"], ["--acceptance-length 6.5: a tree of depth 5", "advances at most 6 tokens", "[1, 6]"]),
+        ([*TREE, "-k", "2", "--speculative-num-draft-tokens", "4", "--speculative-eagle-topk", "1", "--acceptance-length", "3.5"], ["--acceptance-length 3.5: a tree of depth 2", "[1, 3]"]),
+        ([*TREE, "-k", "2", "--speculative-num-draft-tokens", "64", "--speculative-eagle-topk", "2", "--acceptance-length", "2"], ["num_draft_tokens = 64: a tree of depth 2", "eagle_topk = 2", "at most 7 tokens"]),
+        ([*TREE, "-k", "3", "--speculative-num-draft-tokens", "3", "--speculative-eagle-topk", "1", "--acceptance-length", "2"], ["num_draft_tokens = 3: with eagle_topk = 1", "give 4"]),
+        ([*TREE, "--k-schedule", "[[1,256,3]]", "--acceptance-length", "2"], ["--k-schedule: --proposer eagle3_tree drafts a tree at one depth"]),
+        (["-k", "2", "--acceptance", "0.5", "--proposer", "eagle3_parallel", "--model", LLAMA31, "--draft-model", EAGLE3], ["no 'pard_token' or 'ptd_token_id'", "use proposer = 'eagle3'"]),
+        (["-k", "2", "--acceptance", "0.5", "--proposer", "ngram_gpu", "--prompt-lookup-min", "5", "--prompt-lookup-max", "3"], ["prompt_lookup_min = 5: above prompt_lookup_max = 3"]),
+        (["-k", "2", "--acceptance", "0.5", "--proposer", "suffix", "--suffix-min-token-prob", "1.5"], ["--suffix-min-token-prob", "<= 1"]),
+    ],
+)
+def test_bad_proposer_input_exits_2_naming_the_input(argv, needles, capsys, tmp_path):
+    out = tmp_path / "out.json"
+    code = cli.main([*argv, "--num-prompts", "4", "--json", str(out)])
+    stdout, stderr = capsys.readouterr()
+    line = _one_line(stderr)
+    assert code == 2 and line.startswith("error: "), stderr
+    for needle in needles:
+        assert needle in line, line
+    assert stdout == "" and not out.exists()
+
+
+def test_vllms_names_select_the_kinds():
+    args = cli.build_parser().parse_args(["--proposer", "draft_model", "--draft-model", "JackFram/llama-68m", "-k", "2", "--acceptance", "0.5"])
+    config, _ = cli.config_from_args(args)
+    assert config.speculation.proposer == "draft"
+    args = cli.build_parser().parse_args(["--proposer", "mimo_mtp", "--model", MIMO, "-k", "1", "--acceptance", "0.9"])
+    assert cli.config_from_args(args)[0].speculation.proposer == "mtp"
+    args = cli.build_parser().parse_args(["--proposer", "suffix", "-k", "12", "--acceptance", "0.5", "--suffix-max-tree-depth", "16"])
+    spec = cli.config_from_args(args)[0].speculation
+    assert spec.options == (("suffix_max_tree_depth", 16),) and spec.option_values["suffix_mean_draft_length"] == pytest.approx(3.260117)
+
+
+SMALL = ["--concurrency", "1,8", "--k-range", "1-2", "--prompt-tokens", "128", "--output-tokens", "32", "--min-requests", "4", "--jobs", "1", "--no-progress"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["--proposer", "nope", "--acceptance", "0.7"], "--proposer nope: unknown; use one of ngram"),
+        (["--proposer", "mtp", "--acceptance", "0.7"], "no multi-token-prediction layers"),
+        ([*TREE, "--acceptance-length", "3", "-k", "3"], "--proposer eagle3_tree: drafts a tree at one depth"),
+        (["--proposer", "suffix", "--acceptance-length", "2", "-k", "3"], "--acceptance-length: --proposer suffix takes --acceptance or --acceptance-per-position"),
+        (["--proposer", "ngram", "--suffix-max-tree-depth", "3", "--acceptance", "0.7"], "--suffix-max-tree-depth 3: an option of --proposer suffix"),
+        (["--proposer", "dflash", "--model", QWEN3, "--draft-model", DFLASH, "--acceptance", "0.7", "--k-range", "1-16"], "k must be at most 15"),
+    ],
+)
+def test_paysoff_refuses_bad_proposer_input(argv, needle, capsys, tmp_path):
+    outputs = [tmp_path / "a.json", tmp_path / "a.csv"]
+    code = paysoff_main([*SMALL, *argv, "--json", str(outputs[0]), "--csv", str(outputs[1])])
+    out, err = capsys.readouterr()
+    assert code == 2 and needle in _one_line(err), err
+    assert out == "" and not any(p.exists() for p in outputs)
+
+
+def test_the_validation_harness_takes_vllms_names(capsys, tmp_path):
+    code = validation_main(["simulate", "--workload", "w", "--calibration", "c", "--out", str(tmp_path / "o"), "--proposer", "dflash"])
+    assert code == 2 and "--proposer dflash needs --draft-model" in _one_line(capsys.readouterr().err)
+    code = validation_main(["simulate", "--workload", "w", "--calibration", "c", "--out", str(tmp_path / "o"), "--proposer", "eagle7"])
+    assert code == 2 and "--proposer eagle7: unknown; use one of" in _one_line(capsys.readouterr().err)
+
+
+DEEPSEEK_V3 = {  # DeepSeek-V3's architecture fields (its public config.json), shortened
+    "architectures": ["DeepseekV3ForCausalLM"], "model_type": "deepseek_v3", "hidden_size": 7168, "intermediate_size": 18432,
+    "num_attention_heads": 128, "num_key_value_heads": 128, "num_hidden_layers": 61, "max_position_embeddings": 163840, "vocab_size": 129280,
+    "kv_lora_rank": 512, "q_lora_rank": 1536, "n_routed_experts": 256, "num_experts_per_tok": 8, "moe_intermediate_size": 2048,
+    "num_nextn_predict_layers": 1,
+}
+
+
+@pytest.mark.parametrize("drop, field", [((), "n_routed_experts"), (("n_routed_experts", "num_experts_per_tok", "moe_intermediate_size"), "kv_lora_rank")])
+def test_mtp_on_a_target_the_model_side_cannot_read_is_refused_naming_the_field(drop, field, capsys, tmp_path):
+    import json
+
+    path = tmp_path / "DeepSeek-V3" / "config.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps({k: v for k, v in DEEPSEEK_V3.items() if k not in drop}))
+    code = cli.main(["--model", str(path.parent), "--device", "h200", "--proposer", "deepseek_mtp", "-k", "1", "--acceptance", "0.8", "--num-prompts", "2"])
+    line = _one_line(capsys.readouterr().err)
+    assert code == 2 and f"field '{field}'" in line, line
