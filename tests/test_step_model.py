@@ -148,6 +148,29 @@ def test_custom_all_reduce_one_shot_two_shot_and_nccl():
     assert collectives.all_reduce_ms(1024, 1, net, limit) == 0.0
 
 
+def test_vllm_011_dispatch_custom_then_symmetric_memory_then_nccl():
+    """vLLM >= 0.11 on Hopper: custom below min(its per-TP limit, the 8 MiB buffer), torch
+    symmetric memory (multimem at 4, 6, 8 GPUs; two-shot at 2) below its own limit, NCCL above;
+    an A100 node has no symmetric-memory path."""
+    from simulator.profiles.engines import get_engine
+
+    engine, net = get_engine("vllm-0.14.0"), get_device("h100").network
+    assert engine.custom_all_reduce_limit(4) == 8 * 2**20 and engine.custom_all_reduce_limit(8) == 2**18  # 32 MiB capped, 256 KiB kept
+    assert engine.symm_mem_limit(4) == 32 * 2**20 and get_engine("vllm-0.10.1").symm_mem_limit(4) == 0
+    args = (engine.custom_all_reduce_limit(4), engine.symm_mem_limit(4), engine.symm_mem_multimem_tp)
+    below = collectives.all_reduce_ms(8 * 2**20 - 2, 4, net, *args)  # the custom kernel (two-shot) or NCCL
+    assert below == pytest.approx(min((net.custom_twoshot_us + 1.5 * (8 * 2**20 - 2) / (450e9 * net.custom_bus_eff) * 1e6) * 1e-3,
+                                      float(collectives.ring_all_reduce_ms(8 * 2**20 - 2, 4, net))))
+    multimem = collectives.all_reduce_ms(16 * 2**20, 4, net, *args)
+    assert multimem == pytest.approx((net.symm_mem_us + 16 * 2**20 / (450e9 * net.symm_multimem_eff) * 1e6) * 1e-3)
+    two = collectives.all_reduce_ms(16 * 2**20, 2, net, engine.custom_all_reduce_limit(2), engine.symm_mem_limit(2), engine.symm_mem_multimem_tp)
+    assert two == pytest.approx((net.symm_mem_us + 16 * 2**20 / (450e9 * net.symm_twoshot_eff) * 1e6) * 1e-3)  # 2 (n - 1) / n = 1
+    above = collectives.all_reduce_ms(32 * 2**20, 4, net, *args)  # not below 32 MiB: NCCL
+    assert above == pytest.approx(float(collectives.ring_all_reduce_ms(32 * 2**20, 4, net)))
+    a100 = get_device("a100").network
+    assert collectives.all_reduce_ms(16 * 2**20, 4, a100, *args) == pytest.approx(float(collectives.ring_all_reduce_ms(16 * 2**20, 4, a100)))
+
+
 def test_a_verify_row_reads_its_cache_once_by_default():
     """kv_once: a verify row of k + 1 queries costs what one decode row over the same cache does;
     per_token charges every query; interpolated lies between."""

@@ -5,12 +5,12 @@ vLLM V1 runs a step's attention as one varlen kernel over every row of the batch
 The backend is the device's (``[<device>.attention]`` in devices.toml):
 
 * ``flash_attn_3`` (Hopper; vLLM's default on compute capability 9): decode rows give one thread
-  block (CTA) per KV head, a row's query heads and verify queries packed into one tile
-  (``pack_gqa``), split along the KV axis when the grid is small (FlashAttention's split
-  heuristic, then a combine kernel).  They stream K and V at ``decode_bandwidth_eff`` of the HBM
-  bandwidth (``decode_bandwidth_eff_mha`` for multi-head attention, one query head per KV head,
-  which leaves the packed tile nearly empty: FA3's measured slow case), and no CTA finishes before
-  its own share streams at one SM's part of it.  Prefill
+  block (CTA) per KV head, a row's query heads and verify queries packed into one 64-row tile
+  (``pack_gqa``; vLLM's decode tile), split along the KV axis when the grid is small
+  (FlashAttention's split heuristic, then a combine kernel).  They stream K and V at
+  ``decode_bandwidth_eff`` of the HBM bandwidth, multi-head attention too (its one query head per
+  KV head pads the tile, but 64 padded rows are 64 FLOP per byte of K and V, under the ridge), and
+  no CTA finishes before its own share streams at one SM's part of it.  Prefill
   chunks give one CTA per (query head, 128-query tile), each computing against the keys its causal
   mask admits at ``prefill_compute_eff`` of the FP16 tensor peak (one SM's share for the longest
   tile, which no other SM can help).  The call pays ``kernel_us`` once.
@@ -59,9 +59,7 @@ def fa3_decode_ms(batch: int, mean_kv: float, shape: ModelShape, dev: DeviceSpec
         return 0.0
     a, d = dev.attention, dev.datasheet
     kv_heads = shape.kv_heads_per_worker
-    # one query head per KV head leaves FA3's packed decode tile nearly empty: it streams slower
-    eff = a.decode_bandwidth_eff_mha if shape.gqa_group == 1 and a.decode_bandwidth_eff_mha else a.decode_bandwidth_eff
-    bandwidth = d.hbm_bandwidth_tbps * 1e12 * eff
+    bandwidth = d.hbm_bandwidth_tbps * 1e12 * a.decode_bandwidth_eff
     splits = roofline.kv_splits(batch * kv_heads, max(1, math.ceil(mean_kv / KV_BLOCK)), d.num_sms)
     streaming = batch * kv_heads * mean_kv * _head_bytes_per_token(shape) / bandwidth
     one_cta = mean_kv / splits * _head_bytes_per_token(shape) / (bandwidth / d.num_sms)

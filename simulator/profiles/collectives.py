@@ -1,21 +1,28 @@
 """A tensor-parallel all-reduce as vLLM runs it inside one NVLink node (pure, no I/O).
 
-vLLM reduces a layer's activations with its own **custom all-reduce**
-(``vllm/distributed/device_communicators/custom_all_reduce.py``, ``csrc/custom_all_reduce.cuh``)
-whenever the message fits its buffer (8 MiB by default) and every GPU pair is linked by NVLink:
-each GPU reads its peers' buffers directly, in CUDA graphs too.  Small messages take the
-**one-shot** kernel (every GPU reads all ``n - 1`` peers' whole messages and sums them), larger
-ones the **two-shot** kernel (a reduce-scatter, then an all-gather: each GPU reads ``(n - 1) / n``
-of the message twice).  Above the buffer, NCCL's ring all-reduce runs
-(:func:`simulator.profiles.network.ring_all_reduce_ms`, fitted on Vidur's measured NCCL profile).
+vLLM picks one of three implementations by message size
+(``vllm/distributed/device_communicators/cuda_communicator.py``, ``all_reduce``):
 
-    one-shot:  t = oneshot_us + (n - 1) * bytes / (NVLink bandwidth * custom_bus_eff)
-    two-shot:  t = twoshot_us + 2 (n - 1) / n * bytes / (NVLink bandwidth * custom_bus_eff)
+* its own **custom all-reduce** (``custom_all_reduce.py``, ``csrc/custom_all_reduce.cuh``) for
+  messages below its limit (the version's per-TP size, never beyond its 8 MiB buffer), when every
+  GPU pair is linked by NVLink: each GPU reads its peers' buffers directly, in CUDA graphs too.
+  Small messages take the **one-shot** kernel (every GPU reads all ``n - 1`` peers' whole
+  messages), larger ones the **two-shot** kernel (a reduce-scatter, then an all-gather: each GPU
+  reads ``(n - 1) / n`` of the message twice);
+* from vLLM 0.11 on Hopper, **torch symmetric memory** below its own limit: the **multimem**
+  kernel (NVSwitch reduces as it loads) at 4, 6 and 8 GPUs, its **two-shot** kernel at 2;
+* **NCCL**'s ring above both (:func:`simulator.profiles.network.ring_all_reduce_ms`, fitted on
+  Vidur's measured NCCL profile).
 
-The selection between the two kernels follows vLLM's (``CustomAllreduce::allreduce``): one-shot
-for two GPUs, and on a fully connected node below 512 KiB (up to 4 GPUs) or 256 KiB (up to 8).
-vLLM's size limits were set where its kernel stops beating NCCL, so under the limit the model takes
-the faster of the two estimates (the custom kernel's bandwidth was measured on small messages only).
+    custom one-shot:  t = custom_oneshot_us + (n - 1) * bytes / (NVLink bandwidth * custom_bus_eff)
+    custom two-shot:  t = custom_twoshot_us + 2 (n - 1) / n * bytes / (NVLink bandwidth * custom_bus_eff)
+    symm multimem:    t = symm_mem_us + bytes / (NVLink bandwidth * symm_multimem_eff)
+    symm two-shot:    t = symm_mem_us + 2 (n - 1) / n * bytes / (NVLink bandwidth * symm_twoshot_eff)
+
+The custom kernel's choice between its two follows vLLM's (``CustomAllreduce::allreduce``):
+one-shot for two GPUs, and on a fully connected node below 512 KiB (up to 4 GPUs) or 256 KiB (up
+to 8).  Its bandwidth was measured on messages up to 4 MiB, so under its limit the model takes the
+faster of its estimate and NCCL's.
 """
 
 from __future__ import annotations
@@ -34,18 +41,28 @@ def uses_oneshot(size_bytes: float, workers: int) -> bool:
     return size_bytes < limit
 
 
-def all_reduce_ms(size_bytes: float, workers: int, net: NetworkSpec, custom_max_bytes: int) -> float:
-    """Milliseconds for one all-reduce of ``size_bytes`` over ``workers`` GPUs of ``net``."""
+def all_reduce_ms(
+    size_bytes: float, workers: int, net: NetworkSpec, custom_max_bytes: int, symm_max_bytes: int = 0, multimem_tp: tuple[int, ...] = ()
+) -> float:
+    """Milliseconds for one all-reduce of ``size_bytes`` over ``workers`` GPUs of ``net``: the custom
+    kernel below ``custom_max_bytes``, torch symmetric memory below ``symm_max_bytes`` (multimem at
+    ``multimem_tp``), NCCL above."""
     if workers <= 1:
         return 0.0
     bandwidth = net.nvlink_bandwidth_gbps * 1e9
     nccl = float(ring_all_reduce_ms(size_bytes, workers, net))
-    if workers in CUSTOM_WORLD_SIZES and size_bytes <= custom_max_bytes and net.custom_oneshot_us is not None:
+    if workers in CUSTOM_WORLD_SIZES and size_bytes < custom_max_bytes and net.custom_oneshot_us is not None:
         if uses_oneshot(size_bytes, workers):
             seconds = net.custom_oneshot_us * 1e-6 + (workers - 1) * size_bytes / (bandwidth * net.custom_bus_eff)
         else:
             seconds = net.custom_twoshot_us * 1e-6 + 2 * (workers - 1) / workers * size_bytes / (bandwidth * net.custom_bus_eff)
         return min(seconds * 1e3, nccl)
+    if size_bytes < symm_max_bytes and net.symm_mem_us is not None:
+        if workers in multimem_tp:
+            seconds = net.symm_mem_us * 1e-6 + size_bytes / (bandwidth * net.symm_multimem_eff)
+        else:
+            seconds = net.symm_mem_us * 1e-6 + 2 * (workers - 1) / workers * size_bytes / (bandwidth * net.symm_twoshot_eff)
+        return seconds * 1e3
     return nccl
 
 

@@ -57,12 +57,21 @@ class EngineSpec:
     async_scheduling: bool = False
     async_step_gap_us: float = 0.0
     # per TP degree, where the version sets its own custom all-reduce limits (vLLM >= 0.11 on Hopper,
-    # with torch symmetric memory on by default): (tp, bytes) pairs; others use the limit above
+    # with torch symmetric memory on by default): (tp, bytes) pairs, capped by the buffer above
     custom_all_reduce_max_by_tp: tuple[tuple[int, int], ...] = ()
+    # torch symmetric memory's all-reduce (vLLM >= 0.11): (tp, bytes) limits, and the TP degrees
+    # that take its multimem kernel (the others its two-shot kernel); none: not used
+    symm_mem_all_reduce_max_by_tp: tuple[tuple[int, int], ...] = ()
+    symm_mem_multimem_tp: tuple[int, ...] = ()
 
     def custom_all_reduce_limit(self, tp: int) -> int:
-        """The largest message vLLM sends through its custom all-reduce at ``tp`` GPUs."""
-        return dict(self.custom_all_reduce_max_by_tp).get(tp, self.custom_all_reduce_max_bytes)
+        """The size below which vLLM sends a message through its custom all-reduce at ``tp`` GPUs:
+        the version's limit for ``tp``, never beyond the kernel's buffer."""
+        return min(dict(self.custom_all_reduce_max_by_tp).get(tp, self.custom_all_reduce_max_bytes), self.custom_all_reduce_max_bytes)
+
+    def symm_mem_limit(self, tp: int) -> int:
+        """The size below which torch symmetric memory reduces a message (0: never)."""
+        return dict(self.symm_mem_all_reduce_max_by_tp).get(tp, 0)
 
     @property
     def max_capture_size(self) -> int:
@@ -93,9 +102,10 @@ _FIELDS = {
     "version": str, "cudagraph_mode": str, "max_capture_size": int, "graph_kernel_gap_us": float, "stream_kernel_gap_us": float,
     "cpu_kernel_launch_us": float, "cpu_graph_launch_us": float, "cpu_attention_call_us": float,
     "custom_all_reduce_max_bytes": int, "source": str, "async_scheduling": bool, "async_step_gap_us": float,
-    "custom_all_reduce_max_mib_by_tp": dict,
+    "custom_all_reduce_max_mib_by_tp": dict, "symm_mem_all_reduce_max_mib_by_tp": dict, "symm_mem_multimem_tp": list,
 }
-_OPTIONAL = ("async_scheduling", "async_step_gap_us", "custom_all_reduce_max_mib_by_tp")
+_OPTIONAL = ("async_scheduling", "async_step_gap_us", "custom_all_reduce_max_mib_by_tp", "symm_mem_all_reduce_max_mib_by_tp", "symm_mem_multimem_tp")
+_BY_TP = ("custom_all_reduce_max_mib_by_tp", "symm_mem_all_reduce_max_mib_by_tp")
 
 
 def _engine(name: str, table: dict, where: str) -> EngineSpec:
@@ -107,13 +117,24 @@ def _engine(name: str, table: dict, where: str) -> EngineSpec:
             require(table[key] >= 0, at, f"{key} = {table[key]} must be >= 0")
     require(table["max_capture_size"] >= 1, at, f"max_capture_size = {table['max_capture_size']} must be >= 1")
     require(table["source"].strip() != "", at, "source must say where the numbers come from")
-    by_tp = table.get("custom_all_reduce_max_mib_by_tp", {})
+    limits = {key: _limits_by_tp(table.get(key, {}), key, at) for key in _BY_TP}
+    multimem = table.get("symm_mem_multimem_tp", [])
+    require(all(isinstance(tp, int) and tp > 1 for tp in multimem), at, f"symm_mem_multimem_tp = {multimem!r} must list TP degrees > 1")
+    values = {key: table[key] for key in _FIELDS if key not in ("max_capture_size", "symm_mem_multimem_tp", *_BY_TP) and key in table}
+    return EngineSpec(
+        name=name, capture_sizes=vllm_capture_sizes(table["max_capture_size"]),
+        custom_all_reduce_max_by_tp=limits["custom_all_reduce_max_mib_by_tp"],
+        symm_mem_all_reduce_max_by_tp=limits["symm_mem_all_reduce_max_mib_by_tp"],
+        symm_mem_multimem_tp=tuple(multimem), **values,
+    )
+
+
+def _limits_by_tp(by_tp: dict, key: str, at: str) -> tuple[tuple[int, int], ...]:
+    """{"tp": MiB} as sorted (tp, bytes) pairs, refusing anything else."""
     for tp, mib in by_tp.items():
         require(tp.isdigit() and int(tp) > 1 and isinstance(mib, (int, float)) and mib > 0, at,
-                f"custom_all_reduce_max_mib_by_tp: {tp} = {mib!r} must map a TP degree > 1 to a size in MiB > 0")
-    values = {key: table[key] for key in _FIELDS if key not in ("max_capture_size", "custom_all_reduce_max_mib_by_tp") and key in table}
-    limits = tuple(sorted((int(tp), int(mib * 2**20)) for tp, mib in by_tp.items()))
-    return EngineSpec(name=name, capture_sizes=vllm_capture_sizes(table["max_capture_size"]), custom_all_reduce_max_by_tp=limits, **values)
+                f"{key}: {tp} = {mib!r} must map a TP degree > 1 to a size in MiB > 0")
+    return tuple(sorted((int(tp), int(mib * 2**20)) for tp, mib in by_tp.items()))
 
 
 def load_engines(path: Path = ENGINES_FILE) -> dict[str, EngineSpec]:

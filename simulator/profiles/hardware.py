@@ -123,6 +123,12 @@ class NetworkSpec:
     custom_twoshot_us: Optional[float] = None
     custom_bus_eff: float = 1.0
     custom_source: str = ""
+    # torch symmetric memory's all-reduce (vLLM >= 0.11 on Hopper): the fixed time of its kernels
+    # and the fraction of NVLink bandwidth its multimem and two-shot kernels sustain; None: the node
+    # has none (vLLM enables it on Hopper and Blackwell only)
+    symm_mem_us: Optional[float] = None
+    symm_multimem_eff: float = 1.0
+    symm_twoshot_eff: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -135,7 +141,6 @@ class AttentionSpec:
     backend: str  # "flash_attn_3" or "flash_attn_2"
     source: str
     decode_bandwidth_eff: float = 0.0  # fraction of HBM bandwidth decode CTAs stream K and V at (grouped-query heads)
-    decode_bandwidth_eff_mha: float = 0.0  # the same for multi-head attention (one query head per KV head)
     prefill_compute_eff: float = 0.0  # fraction of the FP16 tensor peak prefill tiles compute at
     kernel_us: float = 0.0  # fixed time of one attention kernel
     combine_us: float = 0.0  # the split-KV combine kernel, when the kernel splits

@@ -145,7 +145,10 @@ class StepModel:
         if tp == 1 or self.network is None:
             return 0.0
         size = tokens * self.shape.embedding_dim * roofline.BYTES
-        return ALL_REDUCES_PER_LAYER * collectives.all_reduce_ms(size, tp, self.network, self.engine.custom_all_reduce_limit(tp))
+        engine = self.engine
+        return ALL_REDUCES_PER_LAYER * collectives.all_reduce_ms(
+            size, tp, self.network, engine.custom_all_reduce_limit(tp), engine.symm_mem_limit(tp), engine.symm_mem_multimem_tp,
+        )
 
     def logits_ms(self, tokens: int) -> float:
         """LM head and sampler on ``tokens`` logits rows, and the gather of vocabulary shards."""

@@ -33,9 +33,9 @@ ATTENTION_POINTS = (
     ("vllm-project/flash-attention PR #63 (Qwen-32B, TP 2)", QWEN32B_TP2, 1, 1024, 14.8),
     ("vllm-project/flash-attention PR #63 (Qwen-32B, TP 2)", QWEN32B_TP2, 1, 4096, 16.5),
     ("vllm-project/flash-attention PR #63 (Qwen-32B, TP 2)", QWEN32B_TP2, 1, 16384, 26.3),
-    ("Dao-AILab/flash-attention#1572 (multi-head)", None, 16, 128, 27.6),
-    ("Dao-AILab/flash-attention#1572 (multi-head)", None, 16, 2000, 292.0),
-    ("Dao-AILab/flash-attention#1572 (multi-head)", None, 16, 4000, 567.2),
+    ("Dao-AILab/flash-attention#1572 (multi-head, upstream FA3 build)", None, 16, 128, 27.6),
+    ("Dao-AILab/flash-attention#1572 (multi-head, upstream FA3 build)", None, 16, 2000, 292.0),
+    ("Dao-AILab/flash-attention#1572 (multi-head, upstream FA3 build)", None, 16, 4000, 567.2),
     ("ONNX Runtime PR #21414 (GQA-8)", GQA8_70B, 64, 32, 21.135),
     ("ONNX Runtime PR #21414 (GQA-8)", GQA8_70B, 64, 256, 43.563),
 )
