@@ -174,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--quantization", choices=QUANTIZATIONS, default=None, help="vLLM's --quantization: fp8 quantizes a 16-bit checkpoint online; mxfp4 / nvfp4 name a 4-bit checkpoint's method (default: the model config's quantization_config)")
     m.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default=rc("kv_cache_dtype"), help="vLLM's --kv-cache-dtype: auto keeps the model's 16-bit dtype; fp8 stores one byte per element")
     m.add_argument("--enable-expert-parallel", action="store_true", help="mixture of experts: place whole experts on the TP group's GPUs (E / TP each) instead of splitting every expert")
+    m.add_argument("--data-parallel-size", type=positive_int, default=rc("data_parallel_size"), help="mixture of experts with --enable-expert-parallel at TP 1: simulate one of N data-parallel ranks (give it one rank's load), its experts serving all N ranks' tokens")
     m.add_argument("--moe-routing-skew", type=finite, default=rc("moe_routing_skew"), help="mixture of experts: Zipf exponent of the experts' popularity (0 = uniform routing; docs/model.md)")
     m.add_argument("--engine-overhead-ms", type=finite, default=rc("engine_overhead_ms"), help="the engine's CPU time per step (0 with --no-lm-head is stock Vidur)")
     m.add_argument("--no-lm-head", action="store_true", help="do not cost the LM head and sampler (Vidur's op set has neither)")
@@ -347,6 +348,7 @@ def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
         kv_cache_dtype=args.kv_cache_dtype,
         expert_parallel=args.enable_expert_parallel,
         moe_routing_skew=args.moe_routing_skew,
+        data_parallel_size=args.data_parallel_size,
     )
     return config, acceptance_note
 

@@ -331,6 +331,10 @@ class RunConfig:
     # and the router's popularity skew (Zipf exponent; 0 = uniform routing, simulator/profiles/moe.py)
     expert_parallel: bool = False
     moe_routing_skew: float = 0.0
+    # vLLM's --data-parallel-size for a mixture of experts with expert parallelism: the run is one
+    # of this many ranks (each with its own requests: give it one rank's share of the load), whose
+    # experts serve every rank's tokens (simulator/profiles/moe.py)
+    data_parallel_size: int = 1
 
     def __post_init__(self):
         _require(isinstance(self.device, str) and self.device.strip() != "", "device", self.device, "must be a device name such as 'a100'")
@@ -378,6 +382,7 @@ class RunConfig:
         _require(self.quantization is None or self.quantization in QUANTIZATIONS, "quantization", self.quantization, f"must be one of {QUANTIZATIONS} (or unset: the model's own)")
         _require(self.kv_cache_dtype in KV_CACHE_DTYPES, "kv_cache_dtype", self.kv_cache_dtype, f"must be one of {KV_CACHE_DTYPES}")
         _require(isinstance(self.expert_parallel, bool), "expert_parallel", self.expert_parallel, "must be true or false")
+        _require(_is_int(self.data_parallel_size) and self.data_parallel_size > 0, "data_parallel_size", self.data_parallel_size, "must be a positive integer")
         _require(
             isinstance(self.moe_routing_skew, (int, float)) and not isinstance(self.moe_routing_skew, bool)
             and math.isfinite(self.moe_routing_skew) and self.moe_routing_skew >= 0,

@@ -95,8 +95,9 @@ class MoEShape:
     ``experts_per_token`` of them per token, plus shared experts of total width
     ``shared_hidden_dim`` (0: none) that every token runs.  ``routing_skew``: the exponent of the
     experts' Zipf popularity (0: uniform routing).  ``expert_parallel``: experts placed whole,
-    ``num_experts / TP`` per GPU (vLLM's ``--enable-expert-parallel``), instead of every expert's
-    width split over the TP group."""
+    ``num_experts / EP`` per GPU (vLLM's ``--enable-expert-parallel``), instead of every expert's
+    width split over the TP group.  ``data_parallel``: the data-parallel ranks whose tokens the
+    experts serve together (vLLM's ``--data-parallel-size``; EP = DP x TP)."""
 
     num_experts: int
     experts_per_token: int
@@ -104,6 +105,11 @@ class MoEShape:
     shared_hidden_dim: int = 0
     routing_skew: float = 0.0
     expert_parallel: bool = False
+    data_parallel: int = 1
+
+    def expert_groups(self, tensor_parallel: int) -> int:
+        """The GPUs the experts are spread over: DP x TP (vLLM flattens the two for the experts)."""
+        return tensor_parallel * self.data_parallel
 
 
 @dataclass(frozen=True)

@@ -417,3 +417,48 @@ def test_the_dense_weight_count_is_vidurs_param_counter():
             assert weights.weight_bytes(shape.sharded(tp), cfg.num_layers, False) == 2 * vidur, (name, tp)
             checked += 1
     assert checked >= 20
+
+
+# --- data-parallel attention with expert parallelism ---------------------------------------------------
+def test_data_parallel_ranks_split_the_experts_and_exchange_tokens():
+    """DeepSeek-V3 on 8 ranks (DP 8, TP 1, EP 8): each GPU holds the whole attention and 32 of the
+    256 experts, its experts serve all 8 ranks' tokens, and each MoE layer all-gathers the ranks'
+    hidden states and reduce-scatters the experts' outputs (vLLM's default all-to-all backend)."""
+    from simulator.profiles import collectives
+
+    config = RunConfig(model=DSV3, device="h200", data_parallel_size=8, expert_parallel=True)
+    dev = get_device("h200")
+    shape = target_run_shape(config, model_shape(DSV3), dev)
+    assert (shape.moe.data_parallel, shape.moe.expert_parallel, shape.moe.expert_groups(1)) == (8, True, 8)
+    assert len(moe_model.local_probabilities(shape.moe, 1)) == 32
+    tp8 = model_shape(DSV3).sharded(8)
+    moe_kind = LayerKind("full", "moe")
+    assert weights.layer_weight_bytes(moe_kind, shape) > weights.layer_weight_bytes(moe_kind, tp8)  # the whole attention
+    experts = 256 * 3 * 7168 * 2048 // 8
+    assert weights.layer_weight_bytes(moe_kind, shape) - weights.layer_weight_bytes(moe_kind.__class__("full", "dense"), shape) == pytest.approx(
+        experts + 256 * 7168 * 2 + 3 * 7168 * 2048 - 3 * 7168 * 18432, rel=1e-9)
+    model = StepModel(shape=shape, num_layers=61, device=dev, engine=get_engine("vllm-0.10.1"), network=dev.network)
+    ms, count = model.collectives_ms(moe_kind, 16)
+    assert count == 2 and ms == pytest.approx(collectives.moe_dispatch_combine_ms(16, 7168, 8, dev.network))
+    assert model.collectives_ms(LayerKind("full", "dense"), 16) == (0.0, 0)  # TP 1: nothing to all-reduce
+    # the experts serve 8 x 16 tokens: 32 (1 - (1 - 8/256)^128) = 31.4 of a GPU's 32 experts touched,
+    # whose FP8 weights (44 MB each) stream at least once
+    touched = 32 * (1 - (1 - 8 / 256) ** 128)
+    floor = touched * 3 * 7168 * 2048 / (dev.datasheet.hbm_bandwidth_tbps * 1e12) * 1e3
+    linear16, linear1 = (float(layer_linear_ms(moe_kind, np.array([t]), shape, dev)[0][0]) for t in (16, 1))
+    assert linear16 > floor > linear1
+
+
+@pytest.mark.parametrize(
+    "change, named",
+    [
+        ({"data_parallel_size": 8}, "without expert parallelism"),
+        ({"data_parallel_size": 2, "expert_parallel": True, "tensor_parallel_size": 4}, "tensor parallelism 1 only"),
+        ({"data_parallel_size": 16, "expert_parallel": True}, "data_parallel_size x tensor_parallel_size = 16 is larger than the 8 GPUs"),
+    ],
+)
+def test_data_parallel_settings_not_modelled_are_refused(change, named):
+    with pytest.raises(ConfigError, match=named):
+        resolve_run(RunConfig(model=DSV3, device="h200", **change))
+    with pytest.raises(ConfigError, match="independent: simulate one"):
+        resolve_run(RunConfig(model="meta-llama/Llama-3.1-8B-Instruct", device="h100", data_parallel_size=2))

@@ -166,12 +166,28 @@ def target_run_shape(config: RunConfig, shape: ModelShape, device: DeviceSpec) -
         raise ConfigError(problem)
     if shape.mla is not None and not device.attention.mla_backend:
         raise ConfigError(f"device = '{config.device}': {config.model} uses multi-head latent attention, which has no modelled backend on this device")
+    options = (("expert_parallel", config.expert_parallel, False), ("moe_routing_skew", config.moe_routing_skew, 0.0), ("data_parallel_size", config.data_parallel_size, 1))
     if shape.moe is None:
-        for name, value, off in (("expert_parallel", config.expert_parallel, False), ("moe_routing_skew", config.moe_routing_skew, 0.0)):
+        for name, value, off in options:
             if value != off:
-                raise ConfigError(f"{name} = {value!r}: {config.model} is not a mixture-of-experts model")
+                raise ConfigError(
+                    f"{name} = {value!r}: {config.model} is not a mixture-of-experts model"
+                    + (" (a dense model's data-parallel replicas are independent: simulate one)" if name == "data_parallel_size" else "")
+                )
         return shape.with_precision(precision)
-    return shape.with_precision(precision).with_moe(expert_parallel=config.expert_parallel, routing_skew=float(config.moe_routing_skew))
+    if config.data_parallel_size > 1 and not config.expert_parallel:
+        raise ConfigError(
+            f"data_parallel_size = {config.data_parallel_size}: data parallelism without expert parallelism (experts split over DP x TP) "
+            "is not modelled; add expert_parallel (--enable-expert-parallel)"
+        )
+    if config.data_parallel_size > 1 and config.tensor_parallel_size > 1:
+        raise ConfigError(
+            f"data_parallel_size = {config.data_parallel_size} with tensor_parallel_size = {config.tensor_parallel_size}: data-parallel "
+            "attention is modelled at tensor parallelism 1 only"
+        )
+    return shape.with_precision(precision).with_moe(
+        expert_parallel=config.expert_parallel, routing_skew=float(config.moe_routing_skew), data_parallel=config.data_parallel_size
+    )
 
 
 def cache_directory(config: RunConfig) -> Path:

@@ -14,7 +14,8 @@ MLA attention          replicated: h (q_lora + kv_lora + rope) (with a query LoR
 linear attention       h (2 key + 2 value + 2 value heads) + value h + conv taps (2 key + value), per worker
 dense FFN              3 h f / TP (Vidur's integer division)
 MoE FFN                router E h (replicated, 16-bit) + E 3 h f_e / TP (each expert's width split,
-                       or E / TP whole experts with expert parallelism: the same bytes) + shared 3 h s / TP
+                       or E / TP whole experts with expert parallelism: the same bytes; E / DP whole
+                       experts with DP data-parallel ranks) + shared 3 h s / TP
 embedding, LM head     V h / TP each (vocabulary-parallel; one matrix when tied), 16-bit, where counted
 =====================  ================================================================================
 
@@ -63,7 +64,7 @@ def layer_weight_bytes(kind: LayerKind, shape: ModelShape) -> float:
         return total + _dense_ffn_params(shape, shape.mlp_hidden_dim) * p.weight_bytes("ffn")
     moe, h = shape.moe, shape.embedding_dim
     total += moe.num_experts * h * BF16  # router
-    total += moe.num_experts * 3 * h * moe.expert_hidden_dim // shape.tensor_parallel * p.weight_bytes("experts")
+    total += moe.num_experts * 3 * h * moe.expert_hidden_dim // moe.expert_groups(shape.tensor_parallel) * p.weight_bytes("experts")
     if moe.shared_hidden_dim:
         total += _dense_ffn_params(shape, moe.shared_hidden_dim) * p.weight_bytes("ffn")
     return total

@@ -128,8 +128,10 @@ def moe_ffn(t, shape: ModelShape, dev: DeviceSpec) -> tuple[np.ndarray, int]:
     """The routed experts (and shared experts) on one worker (:mod:`simulator.profiles.moe`)."""
     moe, c, h, tp, p = shape.moe, dev.constants, shape.embedding_dim, shape.tensor_parallel, shape.precision
     width = moe.expert_hidden_dim if moe.expert_parallel else moe.expert_hidden_dim // tp
-    touched, rows = moe_model.expected_touched(t, moe_model.local_probabilities(moe, tp))
-    block = moe_model.block_m(t, moe.num_experts, p.experts == "fp8" and p.method == "fp8")
+    # with data-parallel ranks the experts serve every rank's tokens (all alike: DP x T of them)
+    served = t * moe.data_parallel
+    touched, rows = moe_model.expected_touched(served, moe_model.local_probabilities(moe, tp))
+    block = moe_model.block_m(served, moe.num_experts, p.experts == "fp8" and p.method == "fp8")
     wb, ab, dtype = p.weight_bytes("experts"), p.activation_bytes("experts"), p.compute_dtype("experts")
     terms = [
         _bf16_gemm(t, moe.num_experts, h, dev),  # router logits
@@ -138,9 +140,9 @@ def moe_ffn(t, shape: ModelShape, dev: DeviceSpec) -> tuple[np.ndarray, int]:
         (moe_model.grouped_gemm_ms(touched, rows, 2 * width, h, block, dev, wb, ab, dtype), 1),
         _stream(rows * 3 * width * BF16, c.act_eff, dev),
         (moe_model.grouped_gemm_ms(touched, rows, h, width, block, dev, wb, ab, dtype), 1),
-        _stream(rows * h * BF16 + t * h * BF16, c.add_eff, dev),  # weighted sum over each token's k experts
+        _stream(rows * h * BF16 + served * h * BF16, c.add_eff, dev),  # weighted sum over each token's k experts
     ]
-    if moe.shared_hidden_dim:
+    if moe.shared_hidden_dim:  # on the rank's own tokens
         terms.append(dense_ffn(t, shape, dev, moe.shared_hidden_dim // tp))
     return _sum(*terms)
 

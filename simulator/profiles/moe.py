@@ -70,11 +70,11 @@ def routing_probabilities(num_experts: int, top_k: int, skew: float = 0.0) -> np
 
 def local_probabilities(moe: MoEShape, tensor_parallel: int) -> np.ndarray:
     """The routing probabilities of the experts one GPU runs: every expert (their widths split
-    over the TP group), or with expert parallelism the ``E / TP`` experts of the busiest GPU.
-    Experts are placed round-robin by popularity, so the busiest GPU holds the most popular one
-    and every TP-th after it (with uniform routing every GPU is alike)."""
+    over the TP group), or with expert parallelism the ``E / EP`` experts of the busiest GPU
+    (EP = DP x TP).  Experts are placed round-robin by popularity, so the busiest GPU holds the
+    most popular one and every EP-th after it (with uniform routing every GPU is alike)."""
     q = routing_probabilities(moe.num_experts, moe.experts_per_token, moe.routing_skew)
-    return q[::tensor_parallel] if moe.expert_parallel else q
+    return q[::moe.expert_groups(tensor_parallel)] if moe.expert_parallel else q
 
 
 def expected_touched(tokens, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -26,8 +26,9 @@ def sharding_problem(shape: ModelShape, tp: int) -> str | None:
         return f"the widths (embedding {shape.embedding_dim}, MLP {shape.mlp_hidden_dim}) are not divisible by {tp}"
     moe = shape.moe
     if moe is not None:
-        if moe.expert_parallel and moe.num_experts % tp:
-            return f"{moe.num_experts} experts cannot be placed evenly on {tp} GPUs (expert parallelism)"
+        groups = moe.expert_groups(tp)
+        if moe.expert_parallel and moe.num_experts % groups:
+            return f"{moe.num_experts} experts cannot be placed evenly on {groups} GPUs (expert parallelism)"
         if not moe.expert_parallel and moe.expert_hidden_dim % tp:
             return f"the expert width {moe.expert_hidden_dim} is not divisible by {tp}"
         if moe.shared_hidden_dim % tp:

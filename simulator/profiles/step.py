@@ -179,6 +179,19 @@ class StepModel:
         size = tokens * self.shape.embedding_dim * roofline.BYTES
         return ALL_REDUCES_PER_LAYER * collectives.all_reduce_ms(size, tp, self.network, self.engine.custom_all_reduce_limit(tp))
 
+    def collectives_ms(self, kind: LayerKind, tokens: int) -> tuple[float, int]:
+        """One layer's collectives and how many: the TP group's two all-reduces, or for an MoE
+        layer with data-parallel ranks (TP 1) the experts' all-gather and reduce-scatter over the
+        ranks (:func:`simulator.profiles.collectives.moe_dispatch_combine_ms`)."""
+        moe = self.shape.moe
+        if kind.ffn == "moe" and moe is not None and moe.data_parallel > 1 and self.network is not None:
+            key = ("dispatch", tokens)
+            if key not in self._memo:
+                self._memo[key] = collectives.moe_dispatch_combine_ms(tokens, self.shape.embedding_dim, moe.data_parallel, self.network)
+            return self._memo[key], 2
+        ms = self.all_reduce_ms(tokens)
+        return ms, ALL_REDUCES_PER_LAYER if ms else 0
+
     def logits_ms(self, tokens: int) -> float:
         """LM head and sampler on ``tokens`` logits rows, and the gather of vocabulary shards."""
         if tokens <= 0 or not self.lm_head:
@@ -205,9 +218,8 @@ class StepModel:
         engine = self.engine
         linear = self._per_token(kind, padded)
         attention = attention_ms(rows, self.shape, self.device, self.attention_mode, self.interpolation, kind)
-        all_reduce = self.all_reduce_ms(padded)
+        all_reduce, reduces = self.collectives_ms(kind, padded)
         layer_kernels = self.layer_kernels(kind)
-        reduces = ALL_REDUCES_PER_LAYER if all_reduce else 0
         gap_us = engine.stream_kernel_gap_us if mode == "eager" else engine.graph_kernel_gap_us
         gaps = (layer_kernels + ATTENTION_KERNELS + reduces) * gap_us * 1e-3
         gpu = linear + attention + all_reduce + gaps
