@@ -69,7 +69,8 @@ def reduce_scatter_ms(total_bytes: float, workers: int, net: NetworkSpec) -> flo
 
 def moe_dispatch_combine_ms(tokens_per_rank: int, hidden: int, ranks: int, net: NetworkSpec, bytes_per_element: float = 2.0) -> float:
     """The exchange around an MoE layer's experts with ``ranks`` data-parallel ranks, as vLLM's
-    default all-to-all backend runs it (``allgather_reducescatter`` / ``naive``): every rank's
+    ``allgather_reducescatter`` all-to-all backend runs it (``naive``, the older default, moves the
+    same data by broadcasts and an all-reduce): every rank's
     hidden states [T, h] are all-gathered to every rank before the experts, and the experts'
     outputs reduce-scattered back after them, [ranks x T, h] each way."""
     if ranks <= 1:
