@@ -26,8 +26,11 @@ ATTENTION_KINDS = ("full", "sliding", "linear")
 FFN_KINDS = ("dense", "moe")
 
 # Bytes per element of each storage dtype.  The block-scaled 4-bit formats carry one scale per
-# block: MXFP4 an 8-bit (E8M0) scale per 32 elements (OCP Microscaling Formats v1.0), NVFP4 an
-# 8-bit (E4M3) scale per 16 elements (NVIDIA's NVFP4); their per-tensor scales are negligible.
+# block: MXFP4 an 8-bit E8M0 scale per 32 E2M1 values (the OCP MX format: "MXFP4_SF_DTYPE =
+# float8_e8m0fnu", "MXFP4_SF_VECTOR_SIZE = 32", https://docs.modular.com/max/api/kernels/linalg/fp4_utils/),
+# NVFP4 an 8-bit E4M3 scale per 16 ("one FP8 scale value per 16 logical FP4 values",
+# https://nvidia.github.io/cuda-rust/cutile/latest/tutorials/11-nvfp4-inference.html); their
+# per-tensor scales are negligible.
 # FP8 block scales (one fp32 per 128 x 128 block) are 0.02% of the bytes and left out.
 DTYPE_BYTES = {"bf16": 2.0, "fp8": 1.0, "mxfp4": (4 + 8 / 32) / 8, "nvfp4": (4 + 8 / 16) / 8}
 # The tensor-core dtype a GEMM with weights of each dtype computes in, as vLLM runs it: FP8
