@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 
 import numpy as np
 import pytest
@@ -27,6 +26,10 @@ from simulator.profiles.layers import layer_linear_ms
 from simulator.profiles.step import StepModel
 from simulator.shapes import LayerKind, Precision
 from simulator.speculative.memory import ModelMemory, kv_capacity_tokens
+
+from repo import REPO_ROOT
+
+CATALOG = REPO_ROOT / "simulator" / "models" / "data"
 
 QWEN = "Qwen/Qwen3-30B-A3B"
 DSV3 = "deepseek-ai/DeepSeek-V3"
@@ -237,8 +240,6 @@ def test_qwen3_next_alternates_three_linear_layers_and_one_full():
 
 
 def test_linear_attention_holds_a_constant_state_and_reads_it_once_per_row():
-    from simulator.catalog import _register
-
     spec = parse_config(QWEN3_NEXT, "qwen3-next-test", "x")
     shape = dataclasses.replace(model_shape("Qwen/Qwen3-8B"), **{k: getattr(spec, k) for k in ("moe", "linear", "gated_attention")},
                                 num_q_heads=16, num_kv_heads=2, embedding_dim=2048, head_size=256, layers=spec.layers, mlp_hidden_dim=5120)
@@ -294,7 +295,7 @@ def test_fp8_kv_cache_fits_twice_the_tokens():
     assert fp8.num_kv_blocks >= 2 * base.num_kv_blocks - 20
 
 
-NVFP4 = {**json.loads(open(__file__.replace("test_moe_mla_layers.py", "") + "../simulator/models/data/Qwen--Qwen3-30B-A3B.json").read()),
+NVFP4 = {**json.loads((CATALOG / "Qwen--Qwen3-30B-A3B.json").read_text()),
          "quantization_config": {"quant_method": "modelopt", "quant_algo": "NVFP4"}}
 
 
@@ -351,7 +352,7 @@ def test_vllm_scheduler_defaults_on_blackwell(device, version, expected):
 
 
 # --- bad configs --------------------------------------------------------------------------------------
-MOE_CONFIG = json.loads(open(__file__.replace("test_moe_mla_layers.py", "") + "../simulator/models/data/deepseek-ai--DeepSeek-V3.json").read())
+MOE_CONFIG = json.loads((CATALOG / "deepseek-ai--DeepSeek-V3.json").read_text())
 
 
 @pytest.mark.parametrize(
@@ -385,7 +386,7 @@ def test_an_moe_config_whose_fields_disagree_or_are_not_modelled_is_refused(chan
     ],
 )
 def test_layer_and_precision_fields_that_disagree_are_refused(change, field):
-    base = json.loads(open(__file__.replace("test_moe_mla_layers.py", "") + "../simulator/models/data/openai--gpt-oss-20b.json").read())
+    base = json.loads((CATALOG / "openai--gpt-oss-20b.json").read_text())
     config = {k: v for k, v in {**base, **change}.items() if v is not None}
     with pytest.raises(ConfigError) as error:
         parse_config(config, "x", "config.json x")
