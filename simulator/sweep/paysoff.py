@@ -177,6 +177,8 @@ def run_config(spec: PaysoffSpec, system: tuple[str, str, int], workload, specul
         seed=spec.seed,
         batch_size_cap=spec.batch_size_cap,
         chunk_size=spec.chunk_size,
+        quantization=spec.quantization,
+        kv_cache_dtype=spec.kv_cache_dtype,
     )
 
 
@@ -327,6 +329,10 @@ def serve_command(spec: PaysoffSpec, profile: AcceptanceProfile, config: Optiona
     if profile.tensor_parallel_size > 1:
         parts.append(f"--tensor-parallel-size {profile.tensor_parallel_size}")
     parts.append(f"--max-num-seqs {spec.batch_size_cap} --max-num-batched-tokens {spec.chunk_size}")
+    if spec.quantization:
+        parts.append(f"--quantization {spec.quantization}")
+    if spec.kv_cache_dtype != "auto":
+        parts.append(f"--kv-cache-dtype {spec.kv_cache_dtype}")
     if config:
         parts.append(f"--speculative-config '{json.dumps(config, separators=(',', ':'))}'")
     return " ".join(parts)
