@@ -23,18 +23,24 @@ from typing import Optional
 
 from vidur.config.device_sku_config import BaseDeviceSKUConfig
 from vidur.config.model_config import BaseModelConfig, Llama2ModelConfig
+from vidur.config.node_sku_config import BaseNodeSKUConfig
 from vidur.types import BaseIntEnum
 
 from simulator.errors import ConfigError
 from simulator.models.files import catalog_specs, config_file, read_spec
 from simulator.models.spec import ModelSpec
-from simulator.shapes import ModelShape
+from simulator.shapes import LinearAttentionShape, MLAShape, ModelShape, MoEShape, Precision
 from simulator.speculative.proposers.base import ModelFacts
 
 
 class ExtraDeviceType(BaseIntEnum):
     H200 = 100
     A100_40GB = 101
+    B200 = 102
+
+
+class ExtraNodeType(BaseIntEnum):
+    B200_DGX = 100
 
 
 @dataclass
@@ -55,6 +61,28 @@ class A10040GBDeviceSKUConfig(BaseDeviceSKUConfig):
     @staticmethod
     def get_type():
         return ExtraDeviceType.A100_40GB
+
+
+@dataclass
+class B200DeviceSKUConfig(BaseDeviceSKUConfig):
+    # dense BF16 tensor TFLOPS and memory (GB) of the HGX B200 datasheet (simulator/profiles/devices.toml)
+    fp16_tflops: int = 2250
+    total_memory_gb: int = 180
+
+    @staticmethod
+    def get_type():
+        return ExtraDeviceType.B200
+
+
+@dataclass
+class B200DgxNodeSKUConfig(BaseNodeSKUConfig):
+    """Eight B200s on NVLink 5 switches (DGX / HGX B200)."""
+
+    num_devices_per_node: int = 8
+
+    @staticmethod
+    def get_type():
+        return ExtraNodeType.B200_DGX
 
 
 @dataclass
@@ -130,6 +158,14 @@ def _register(spec: ModelSpec) -> type:
         "rope_theta": spec.rope_theta,
         "use_qkv_bias": spec.use_qkv_bias,
         "tie_word_embeddings": spec.tie_word_embeddings,
+        # what Vidur's config has no field for (its own code never reads these): the layer kinds,
+        # experts, latent or linear attention and the checkpoint's precision, for shape_of
+        "layer_kinds": spec.layers,
+        "moe": spec.moe,
+        "mla": spec.mla,
+        "linear_attention": spec.linear,
+        "precision": spec.precision,
+        "gated_attention": spec.gated_attention,
     }
     base = Llama2ModelConfig
     targets, key = (), ""
@@ -144,7 +180,11 @@ def _register(spec: ModelSpec) -> type:
             fields["max_model_len"] = max(model_config(t).max_model_len for t in targets)
         except ConfigError as exc:
             raise ConfigError(f"{spec.source}: field '{key}': {exc}") from None
-    types = {"targets": tuple, "target_layer_ids": tuple, "method": str, "rope_theta": Optional[float], "use_qkv_bias": bool, "tie_word_embeddings": bool}
+    types = {
+        "targets": tuple, "target_layer_ids": tuple, "method": str, "rope_theta": Optional[float], "use_qkv_bias": bool, "tie_word_embeddings": bool,
+        "layer_kinds": tuple, "moe": Optional[MoEShape], "mla": Optional[MLAShape], "linear_attention": Optional[LinearAttentionShape],
+        "precision": Precision, "gated_attention": bool,
+    }
     name, module = spec.name, sys.modules[__name__]
     class_name = _class_name(name)
     while hasattr(module, class_name):  # two names that read alike ("a/b", "a_b") get two classes
@@ -257,7 +297,11 @@ def mtp_layer_model(target: str) -> tuple[str, BaseModelConfig]:
         raise ConfigError(f"model {target}: Vidur's own config of it carries no multi-token-prediction layers; give its config.json to use MTP")
     name = target + MTP_LAYER_SUFFIX
     if name not in _REGISTERED:
-        layer = dataclasses.replace(spec, name=name, source=f"{spec.source} (its MTP layer)", num_layers=1, mtp_layers=0, mtp_field="", tie_word_embeddings=False)
+        # the MTP layer is a decoder layer of the target's last kind (DeepSeek-V3's: MLA with experts)
+        kinds = ((spec.layers[-1][0], 1),) if spec.layers else ()
+        layer = dataclasses.replace(
+            spec, name=name, source=f"{spec.source} (its MTP layer)", num_layers=1, layers=kinds, mtp_layers=0, mtp_field="", tie_word_embeddings=False,
+        )
         _register(layer)
         if target in _FROM_PATHS:
             _FROM_PATHS.add(name)
@@ -270,7 +314,8 @@ def as_eagle_head(config: BaseModelConfig) -> Optional[EagleHeadConfig]:
 
 
 def shape_of(cfg: BaseModelConfig) -> ModelShape:
-    """The shape the cost model needs, from a model config already looked up."""
+    """The shape the cost model needs, from a model config already looked up (Vidur's own models
+    and heads carry no layer kinds, experts or precision: dense 16-bit decoders)."""
     return ModelShape(
         num_q_heads=cfg.num_q_heads,
         num_kv_heads=cfg.num_kv_heads,
@@ -279,6 +324,12 @@ def shape_of(cfg: BaseModelConfig) -> ModelShape:
         vocab_size=cfg.vocab_size,
         use_gated_mlp=cfg.use_gated_mlp,
         head_size=_explicit_head_size(cfg),
+        layers=getattr(cfg, "layer_kinds", ()),
+        moe=getattr(cfg, "moe", None),
+        mla=getattr(cfg, "mla", None),
+        linear=getattr(cfg, "linear_attention", None),
+        precision=getattr(cfg, "precision", Precision()),
+        gated_attention=getattr(cfg, "gated_attention", False),
     )
 
 

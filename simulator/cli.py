@@ -21,6 +21,8 @@ from typing import Optional
 from simulator.argtypes import DeprecatedAlias, comma_floats, finite, non_negative_int, positive_int
 from simulator.config import (
     ATTENTION_MODES,
+    KV_CACHE_DTYPES,
+    QUANTIZATIONS,
     SCHEDULERS,
     VLLM_DEFAULTS_VERSION,
     ClosedLoopWorkload,
@@ -152,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
         "on H100/H200 vLLM uses 1024 and 8192, and the summary says so)"
     )
     m.add_argument("--model", default=rc("model"), help="Hugging Face model name")
-    m.add_argument("--device", default=rc("device"), help="GPU, case-insensitive: a100, a100_40gb, h100, h200, ...")
+    m.add_argument("--device", default=rc("device"), help="GPU, case-insensitive: a100, a100_40gb, h100, h200, b200")
     m.add_argument("--profile-dir", help="Vidur-format profile directory (default: built-in profile)")
     m.add_argument("--scheduler", choices=SCHEDULERS, default=rc("scheduler"), help="replica scheduler (Sarathi: chunked prefill, as vLLM V1)")
     m.add_argument(
@@ -170,6 +172,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--tensor-parallel-size", type=positive_int, default=rc("tensor_parallel_size"), help="GPUs the target is sharded over (1, 2, 4 or 8 on one node)")
     m.add_argument("--network-profile-dir", help="Vidur-format network profile with all_reduce.csv (default: the profile's own, else built-in)")
     m.add_argument("--pipeline-stages", type=positive_int, default=rc("pipeline_stages"), help="pipeline-parallel stages (only 1 is modelled)")
+    m.add_argument("--quantization", choices=QUANTIZATIONS, default=None, help="vLLM's --quantization: fp8 quantizes a 16-bit checkpoint online; mxfp4 / nvfp4 name a 4-bit checkpoint's method (default: the model config's quantization_config)")
+    m.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default=rc("kv_cache_dtype"), help="vLLM's --kv-cache-dtype: auto keeps the model's 16-bit dtype; fp8 stores one byte per element")
+    m.add_argument("--enable-expert-parallel", action="store_true", help="mixture of experts: place whole experts on the TP group's GPUs (E / TP each) instead of splitting every expert")
+    m.add_argument("--data-parallel-size", type=positive_int, default=rc("data_parallel_size"), help="mixture of experts with --enable-expert-parallel at TP 1: simulate one of N data-parallel ranks (give it one rank's load), its experts serving all N ranks' tokens")
+    m.add_argument("--moe-routing-skew", type=finite, default=rc("moe_routing_skew"), help="mixture of experts: Zipf exponent of the experts' popularity (0 = uniform routing; docs/model.md)")
     m.add_argument("--engine-overhead-ms", type=finite, default=rc("engine_overhead_ms"), help="the engine's CPU time per step (0 with --no-lm-head is stock Vidur)")
     m.add_argument("--no-lm-head", action="store_true", help="do not cost the LM head and sampler (Vidur's op set has neither)")
     m.add_argument("--cache-dir", help="where trained predictors are kept (default: the user cache folder)")
@@ -356,6 +363,11 @@ def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
         cache_dir=args.cache_dir,
         engine_overhead_ms=args.engine_overhead_ms,
         lm_head=not args.no_lm_head,
+        quantization=args.quantization,
+        kv_cache_dtype=args.kv_cache_dtype,
+        expert_parallel=args.enable_expert_parallel,
+        moe_routing_skew=args.moe_routing_skew,
+        data_parallel_size=args.data_parallel_size,
     )
     return config, acceptance_note
 

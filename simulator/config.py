@@ -45,15 +45,30 @@ DEFAULT_INTERPOLATION = 0.0
 VLLM_DEFAULTS_VERSION = "0.10.1"
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 DEFAULT_MAX_NUM_SEQS = 256
+# vLLM v0.28.0 adds a tier above the 70 GiB one (PR #51726, "Update this num to a larger num when
+# gpu memory is enough"): on a GPU of 160 GiB or more (B200, B300) the API server's
+# max_num_batched_tokens is 16384; max_num_seqs stays 1024
+LARGE_MEMORY_TIER_VERSION = (0, 28, 0)
+# vLLM's --quantization methods the cost model covers, and its --kv-cache-dtype choices
+QUANTIZATIONS = ("fp8", "mxfp4", "nvfp4")
+KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
 
 
-def vllm_serve_scheduler_defaults(device: str) -> tuple[int, int]:
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in text.split("+")[0].split(".")[:3] if part.isdigit())
+
+
+def vllm_serve_scheduler_defaults(device: str, vllm_version: str = VLLM_DEFAULTS_VERSION) -> tuple[int, int]:
     """(max_num_seqs, max_num_batched_tokens) that `vllm serve` picks on ``device`` when neither is
-    given, by vLLM v0.10.1's rule: 1024 and 8192 on a GPU of 70 GiB or more that is not an A100,
-    else 256 and 2048 (RunConfig's defaults)."""
+    given (``EngineArgs.get_batch_defaults``): from v0.28.0, 1024 and 16384 on a GPU of 160 GiB
+    or more; 1024 and 8192 on a GPU of 70 GiB or more that is not an A100; else 256 and 2048
+    (RunConfig's defaults)."""
     from simulator.profiles.hardware import get_device
 
-    if get_device(device.strip().lower()).datasheet.memory_gib >= 70 and "a100" not in device.lower():
+    memory = get_device(device.strip().lower()).datasheet.memory_gib
+    if memory >= 160 and _version(vllm_version) >= LARGE_MEMORY_TIER_VERSION:
+        return 1024, 16384
+    if memory >= 70 and "a100" not in device.lower():
         return 1024, 8192
     return DEFAULT_MAX_NUM_SEQS, DEFAULT_MAX_NUM_BATCHED_TOKENS
 
@@ -347,6 +362,18 @@ class RunConfig:
     # how the engine issues a step's kernels (CUDA graphs, launches): a profile of
     # simulator/profiles/engines.toml, named for the vLLM version it stands for
     engine: str = DEFAULT_ENGINE
+    # precision, as vLLM's --quantization and --kv-cache-dtype: None / "auto" = what the model's
+    # config says (its quantization_config; the model's 16-bit dtype for the cache)
+    quantization: Optional[str] = None
+    kv_cache_dtype: str = "auto"
+    # mixture-of-experts targets: vLLM's --enable-expert-parallel (whole experts, E / TP per GPU),
+    # and the router's popularity skew (Zipf exponent; 0 = uniform routing, simulator/profiles/moe.py)
+    expert_parallel: bool = False
+    moe_routing_skew: float = 0.0
+    # vLLM's --data-parallel-size for a mixture of experts with expert parallelism: the run is one
+    # of this many ranks (each with its own requests: give it one rank's share of the load), whose
+    # experts serve every rank's tokens (simulator/profiles/moe.py)
+    data_parallel_size: int = 1
 
     def __post_init__(self):
         _require(isinstance(self.device, str) and self.device.strip() != "", "device", self.device, "must be a device name such as 'a100'")
@@ -391,6 +418,15 @@ class RunConfig:
         if self.profile_dir is not None:
             _require(Path(self.profile_dir).is_dir(), "profile_dir", self.profile_dir, "is not a directory")
         _require(isinstance(self.engine, str) and self.engine.strip() != "", "engine", self.engine, "must name an engine profile such as 'vllm-0.10.1'")
+        _require(self.quantization is None or self.quantization in QUANTIZATIONS, "quantization", self.quantization, f"must be one of {QUANTIZATIONS} (or unset: the model's own)")
+        _require(self.kv_cache_dtype in KV_CACHE_DTYPES, "kv_cache_dtype", self.kv_cache_dtype, f"must be one of {KV_CACHE_DTYPES}")
+        _require(isinstance(self.expert_parallel, bool), "expert_parallel", self.expert_parallel, "must be true or false")
+        _require(_is_int(self.data_parallel_size) and self.data_parallel_size > 0, "data_parallel_size", self.data_parallel_size, "must be a positive integer")
+        _require(
+            isinstance(self.moe_routing_skew, (int, float)) and not isinstance(self.moe_routing_skew, bool)
+            and math.isfinite(self.moe_routing_skew) and self.moe_routing_skew >= 0,
+            "moe_routing_skew", self.moe_routing_skew, "must be a finite number >= 0 (0 = uniform routing)",
+        )
 
     @property
     def draft_tensor_parallel_size(self) -> int:

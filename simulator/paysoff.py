@@ -19,6 +19,7 @@ import sys
 from typing import Optional
 
 from simulator.argtypes import comma_floats
+from simulator.config import KV_CACHE_DTYPES, QUANTIZATIONS
 from simulator.errors import ConfigError
 from simulator.proposer_flags import add_proposer_flags, check_acceptance_input, draft_model_help, options_from_args, proposer_kind, require_draft_model
 
@@ -44,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", default="meta-llama/Llama-2-7b-hf", help="target model")
     s.add_argument("--device", default="a100", help="GPU: a100, a100_40gb, h100 or h200 (any case)")
     s.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs the target is sharded over")
+    s.add_argument("--quantization", choices=QUANTIZATIONS, default=None, help="vLLM's --quantization (default: the model config's own)")
+    s.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default="auto", help="vLLM's --kv-cache-dtype (auto: the model's 16-bit dtype)")
     add_proposer_flags(s)
     s.add_argument("--draft-model", default=None, help=draft_model_help())
     s.add_argument(
@@ -249,6 +252,7 @@ def spec_from_args(args):
         profile, ks=ks, concurrency=concurrency, arrival_rates=rates, max_num_seqs=args.max_num_seqs, max_num_batched_tokens=args.max_num_batched_tokens,
         prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, length_spread=args.length_spread, requests_per_slot=args.requests_per_slot,
         min_requests=args.min_requests, poisson_requests=args.poisson_requests, seed=args.seed, workload_seed=args.workload_seed, trace=args.trace, where=PROG,
+        quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
     )
 
 

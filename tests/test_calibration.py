@@ -253,7 +253,8 @@ def test_fit_device_write_replaces_one_device_and_keeps_the_rest(synthetic_7b, t
     before, after = load_devices(DEVICES_FILE), load_devices(devices)
     assert after["h100"].constants_version == "test-1" and after["h100"].fitted_from == "synthetic rows"
     assert after["h100"].kernels == before["h100"].kernels
-    variants = {"h200"}  # the same chip: its constants follow the H100's
+    variants = {"h200", "b200"}  # the same chip, and a chip that carries the H100's constants: they follow the H100's
     assert after["h200"].constants == after["h100"].constants and after["h200"].datasheet == before["h200"].datasheet
+    assert after["b200"].constants == after["h100"].constants and after["b200"].constants_version == "test-1-carried"
     assert {k: v for k, v in after.items() if k not in {"h100"} | variants} == {k: v for k, v in before.items() if k not in {"h100"} | variants}
     assert "variant_of" in devices.read_text()  # variants stay variants

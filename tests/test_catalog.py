@@ -56,6 +56,24 @@ HEADS = {
 }
 # DFlash drafters: several layers at the target's width, sharing its vocabulary; context its target's
 DRAFTERS = {"z-lab/Qwen3-8B-DFlash-b16": ((5, 32, 8, 4096, 12288, 151936, 40960), 16, (1, 9, 17, 25, 33), "Qwen/Qwen3-8B")}
+# Today's models (simulator/models/data/README.md gives each one's source): layer kinds, experts,
+# attention and precision, from the model cards' configs (name: (layers, q heads, kv heads, hidden,
+# dense FFN width, vocabulary, context), then the MoE (experts, per token, expert width, shared
+# width) or None, the layer groups and the checkpoint's quantization method)
+MODERN = {
+    "Qwen/Qwen3-30B-A3B": ((48, 32, 4, 2048, 6144, 151936, 40960), (128, 8, 768, 0), [("full+moe", 48)], ""),
+    "deepseek-ai/DeepSeek-V3": ((61, 128, 128, 7168, 18432, 129280, 163840), (256, 8, 2048, 2048), [("full+dense", 3), ("full+moe", 58)], "fp8"),
+    "openai/gpt-oss-20b": ((24, 64, 8, 2880, 2880, 201088, 131072), (32, 4, 2880, 0), [("sliding(128)+moe", 12), ("full+moe", 12)], "mxfp4"),
+    "openai/gpt-oss-120b": ((36, 64, 8, 2880, 2880, 201088, 131072), (128, 4, 2880, 0), [("sliding(128)+moe", 18), ("full+moe", 18)], "mxfp4"),
+    "mistralai/Mistral-7B-v0.1": ((32, 32, 8, 4096, 14336, 32000, 32768), None, [("sliding(4096)+dense", 32)], ""),
+}
+# EAGLE-3 heads for them: one dense Llama layer at the target's width (SpecForge's training configs)
+MODERN_HEADS = {
+    "lmsys/SGLang-EAGLE3-Qwen3-30B-A3B-Instruct-2507-SpecForge": ((1, 32, 4, 2048, 12288, 32000, 40960), "Qwen/Qwen3-30B-A3B"),
+    "zhuyksir/EAGLE3-Qwen3-30B-A3B-DenseHead": ((1, 32, 4, 2048, 12288, 32000, 40960), "Qwen/Qwen3-30B-A3B"),
+    "Dogacel/specdrift-gpt-oss-120b-eagle3": ((1, 64, 8, 2880, 17280, 32000, 131072), "openai/gpt-oss-120b"),
+    "Dogacel/specdrift-gpt-oss-20b-eagle3": ((1, 64, 8, 2880, 17280, 32000, 131072), "openai/gpt-oss-20b"),
+}
 # the contexts the catalog capped at 8,192 before they came from the configs
 CAPPED = {"meta-llama/Llama-3.1-8B-Instruct", "meta-llama/Llama-3.2-1B-Instruct", "meta-llama/Llama-3.3-70B-Instruct"}
 
@@ -82,9 +100,43 @@ def test_catalog_eagle_heads_match_their_configs(name):
     assert head.max_model_len == model_config(target).max_model_len
 
 
+@pytest.mark.parametrize("name", sorted(MODERN))
+def test_todays_models_match_their_model_cards(name):
+    numbers, moe, groups, method = MODERN[name]
+    cfg = model_config(name)
+    assert _numbers(cfg) == numbers and eagle_head(name) is None
+    shape = model_shape(name)
+    assert [(kind.label, count) for kind, count in shape.layer_groups(cfg.num_layers)] == groups
+    assert (None if shape.moe is None else (shape.moe.num_experts, shape.moe.experts_per_token, shape.moe.expert_hidden_dim, shape.moe.shared_hidden_dim)) == moe
+    assert shape.precision.method == method
+
+
+def test_deepseek_v3_keeps_its_mla_and_mtp_fields():
+    from simulator.catalog import model_facts
+
+    def mtp_layers(name):
+        return model_facts(name, model_config(name)).mtp_layers
+
+    shape = model_shape("deepseek-ai/DeepSeek-V3")
+    mla = shape.mla
+    assert (mla.q_lora_rank, mla.kv_lora_rank, mla.qk_nope_head_dim, mla.qk_rope_head_dim, mla.v_head_dim) == (1536, 512, 128, 64, 128)
+    assert mla.latent_dim == 576  # the latent cached per token and layer, once for all heads
+    assert mtp_layers("deepseek-ai/DeepSeek-V3") == 1  # num_nextn_predict_layers, for an MTP proposer
+    assert mtp_layers("Qwen/Qwen3-30B-A3B") == 0
+    assert shape.precision == shape.precision.__class__(attention="fp8", ffn="fp8", experts="fp8", method="fp8")
+
+
+@pytest.mark.parametrize("name", sorted(MODERN_HEADS))
+def test_eagle3_heads_for_todays_models(name):
+    numbers, target = MODERN_HEADS[name]
+    head = eagle_head(name)
+    assert head is not None and _numbers(head) == numbers and head.targets == (target,) and head.method == "eagle3"
+    assert head.embedding_dim == model_config(target).embedding_dim
+
+
 def test_every_catalog_entry_is_checked_here_and_names_are_unchanged():
     ours = {n for n in known_models() if model_config(n).__class__.__module__ == "simulator.catalog" and not n.endswith(" (MTP layer)")}
-    assert ours == set(CARDS) | set(HEADS) | set(DRAFTERS)
+    assert ours == set(CARDS) | set(HEADS) | set(DRAFTERS) | set(MODERN) | set(MODERN_HEADS)
     assert "meta-llama/Llama-2-7b-hf" in known_models()  # Vidur's own models stay known
 
 
@@ -224,19 +276,25 @@ def _cli(*args, cwd=None):
     return subprocess.run([sys.executable, "-m", "simulator", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
+MIXTRAL = json.loads((HF / "Mixtral-8x7B-v0.1" / "config.json").read_text())
+
+
 @pytest.mark.parametrize(
-    "path, field",
+    "config, field",
     [
-        ("Mixtral-8x7B-v0.1", "num_local_experts"),
-        ("Mistral-7B-v0.1", "sliding_window"),
+        ({**MIXTRAL, "num_experts_per_tok": 9}, "num_experts_per_tok"),  # more experts per token than experts
+        ({**MIXTRAL, "architectures": ["Llama4ForConditionalGeneration"]}, "architectures"),
+        ({**MIXTRAL, "layer_types": ["chunked_attention"] * 32}, "layer_types"),  # an attention variant not modelled
     ],
 )
-def test_unsupported_models_exit_2_naming_the_field_and_file(path, field, tmp_path):
+def test_unsupported_models_exit_2_naming_the_field_and_file(config, field, tmp_path):
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "config.json").write_text(json.dumps(config))
     out = tmp_path / "out.json"
-    proc = _cli("--model", str(HF / path), "--json", str(out))
+    proc = _cli("--model", str(tmp_path / "model"), "--json", str(out))
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and f"'{field}'" in lines[0] and str(HF / path / "config.json") in lines[0]
+    assert len(lines) == 1 and f"'{field}'" in lines[0] and str(tmp_path / "model" / "config.json") in lines[0]
     assert not out.exists()
 
 
@@ -254,7 +312,8 @@ BASE = json.loads((HF / "Qwen3-8B" / "config.json").read_text())
         ({"vocab_size": 0}, "vocab_size"),
         ({"num_key_value_heads": 5}, "num_key_value_heads"),
         ({"tie_word_embeddings": "no"}, "tie_word_embeddings"),
-        ({"num_experts": 128, "architectures": ["Qwen3MoeForCausalLM"]}, "num_experts"),
+        ({"num_experts": 128}, "num_experts"),  # experts on a dense architecture
+        ({"num_experts": 128, "architectures": ["Qwen3MoeForCausalLM"]}, "moe_intermediate_size"),
         ({"use_sliding_window": True, "sliding_window": 4096}, "use_sliding_window"),
         ({"layer_types": ["sliding_attention", "full_attention"]}, "layer_types"),
         ({"quantization_config": {"quant_method": "awq"}}, "quantization_config"),

@@ -80,8 +80,8 @@ def test_unreadable_csv_is_rejected(tmp_path):
 
 
 def test_unknown_device_and_model():
-    with pytest.raises(ConfigError, match="unknown device 'b200'"):
-        get_device("b200")
+    with pytest.raises(ConfigError, match="unknown device 'mi300x'"):
+        get_device("mi300x")
     with pytest.raises(ConfigError, match="unknown model 'meta-llama/Llama-9'"):
         model_shape("meta-llama/Llama-9")
 

@@ -114,7 +114,7 @@ def test_lm_head_and_engine_overhead_add_time_per_step(small_run):
     "kwargs, message",
     [
         ({"model": "meta-llama/Llama-9"}, "unknown model"),
-        ({"device": "b200"}, "unknown device"),
+        ({"device": "mi300x"}, "unknown device"),
         ({"workload": PoissonWorkload(num_requests=10, prompt_tokens=4000, output_tokens=200)}, "exceeds meta-llama/Llama-2-7b-hf's context of 4096"),
         ({"num_kv_blocks": 10}, "cannot hold the workload's longest request"),
     ],

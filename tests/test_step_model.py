@@ -24,6 +24,7 @@ from simulator.profiles.attention import AttentionRows, attention_ms
 from simulator.profiles.engines import get_engine, vllm_capture_sizes
 from simulator.profiles.hardware import get_device
 from simulator.profiles.step import ALL_REDUCES_PER_LAYER, ATTENTION_KERNELS, LAYER_KERNELS, StepModel
+from simulator.shapes import DENSE_LAYER
 
 L7 = "meta-llama/Llama-2-7b-hf"
 L8 = "meta-llama/Llama-3.1-8B-Instruct"
@@ -234,6 +235,23 @@ def test_a_prompt_chunk_longer_than_the_tables_is_costed():
 
 
 def test_the_linear_table_matches_its_own_formula_everywhere():
+    """A Llama layer's linear part is its nine kernels (the table in simulator/profiles/step.py),
+    in the per-token table and computed afresh beyond it."""
     model = _model(L8)
-    tokens = np.array([1, 7, 64, 513, 4096])
-    assert np.allclose(model._tables["linear"][tokens], model._linear_ms(tokens), rtol=1e-12)
+    shape, dev, c = model.shape, model.device, model.device.constants
+    t = np.array([1, 7, 64, 513, 4096], dtype=float)
+    h, f, hd = shape.embedding_dim, shape.mlp_hidden_per_worker, shape.head_dim
+    expected = (
+        2 * roofline.rmsnorm_ms(t, h, dev)
+        + roofline.gemm_ms(t, shape.qkv_dim, h, dev)
+        + roofline.streaming_ms(t * 2 * (shape.q_heads_per_worker + shape.kv_heads_per_worker) * hd * 2, c.rope_eff, dev)
+        + roofline.kv_cache_save_ms(t, shape, dev)
+        + roofline.gemm_ms(t, h, shape.q_heads_per_worker * hd, dev)
+        + roofline.gemm_ms(t, 2 * f, h, dev)
+        + roofline.streaming_ms(t * 3 * f * 2, c.act_eff, dev)
+        + roofline.gemm_ms(t, h, f, dev)
+    )
+    assert np.allclose(model._tables[DENSE_LAYER][t.astype(int)], expected, rtol=1e-12)
+    assert model.layer_kernels(DENSE_LAYER) == LAYER_KERNELS
+    small = dataclasses.replace(model, max_tokens=8)
+    assert small._per_token(DENSE_LAYER, 4096) == pytest.approx(float(expected[-1]), rel=1e-12)

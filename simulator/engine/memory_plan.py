@@ -1,9 +1,10 @@
 """How many KV blocks a run gets: one GPU's memory less the target's (and a draft's) weights.
 
-Per GPU: each holds 1/TP of the target's weights and of every token's KV.  A draft with draft
-TP 1 sits whole on the group's first GPU, which then binds; with draft TP = TP it is sharded
-like the target.  Parameter counts are Vidur's own (``ParamCounter``); what a proposer's network
-holds beyond its layers (an fc layer, its own LM head, several MTP layers) its kind counts.
+Per GPU: each holds 1/TP of the target's weights and of every token's KV (an MLA latent whole).
+A draft with draft TP 1 sits whole on the group's first GPU, which then binds; with draft TP = TP
+it is sharded like the target.  Weights are counted as Vidur's ``ParamCounter`` counts them, per
+layer kind and at each part's storage dtype (:mod:`simulator.models.weights`); what a proposer's
+network holds beyond its layers (an fc layer, its own LM head, several MTP layers) its kind counts.
 """
 
 from __future__ import annotations
@@ -11,45 +12,41 @@ from __future__ import annotations
 from typing import Optional
 
 from vidur.config import ReplicaConfig
-from vidur.utils.param_counter import ParamCounter
 
+from simulator.catalog import shape_of
 from simulator.config import RunConfig
 from simulator.errors import ConfigError
+from simulator.models import weights
 from simulator.profiles.hardware import DeviceSpec
-from simulator.speculative.memory import BYTES, ModelMemory, kv_blocks, kv_capacity_tokens
+from simulator.shapes import ModelShape
+from simulator.speculative.memory import ModelMemory, kv_blocks, kv_capacity_tokens
 from simulator.speculative.proposers.base import NetworkMemory
 
 MEMORY_MARGIN = 0.1  # Vidur's default memory_margin_fraction
 
 
-def _embedding_params(replica: ReplicaConfig) -> int:
-    """One GPU's vocabulary-parallel embedding and LM head, as vLLM shards them; one matrix when tied."""
+def model_memory(replica: ReplicaConfig, include_embeddings: bool, shape: Optional[ModelShape] = None) -> ModelMemory:
+    """One GPU's share of the model ``replica`` runs: its weights (embedding and LM head where
+    ``include_embeddings``) and its cache per token.  ``shape``: the whole model as the run
+    resolved it (its precision, expert placement); default: the model's config."""
     model = replica.model_config
-    matrices = 1 if getattr(model, "tie_word_embeddings", False) else 2
-    return matrices * model.vocab_size * model.embedding_dim // replica.tensor_parallel_size
+    whole = shape if shape is not None else shape_of(model)
+    shard = whole.sharded(replica.tensor_parallel_size)
+    layers = replica.num_layers_per_pipeline_stage
+    weight = weights.weight_bytes(shard, layers, include_embeddings, getattr(model, "tie_word_embeddings", False))
+    full, windows, state = weights.kv_layout(shard, layers)
+    return ModelMemory(weight, full, windows, state)
 
 
-def model_memory(replica: ReplicaConfig, include_embeddings: bool) -> ModelMemory:
-    """One GPU's share: Vidur's per-device parameter count (weights / TP) and KV heads per worker."""
-    model = replica.model_config
-    weights = ParamCounter(replica).get_num_parameters_per_device()
-    head_dim = getattr(model, "head_dim", 0) or replica.attention_head_dim
-    if head_dim != replica.attention_head_dim:  # a config's explicit head_dim; Vidur counts hidden / heads
-        q, kv_heads = replica.q_heads_per_tensor_parallel_worker, replica.kv_heads_per_tensor_parallel_worker
-        weights += model.embedding_dim * (head_dim - replica.attention_head_dim) * (2 * q + 2 * kv_heads) * replica.num_layers_per_pipeline_stage
-    if include_embeddings:
-        weights += _embedding_params(replica)
-    kv = 2 * BYTES * head_dim * replica.kv_heads_per_tensor_parallel_worker * replica.num_layers_per_pipeline_stage
-    return ModelMemory(BYTES * weights, kv)
-
-
-def network_memory(replica: ReplicaConfig) -> NetworkMemory:
+def network_memory(replica: ReplicaConfig, shape: Optional[ModelShape] = None) -> NetworkMemory:
     """A draft network's share of one GPU, for its proposer kind to count what it holds
     (:meth:`~simulator.speculative.proposers.base.ProposerKind.draft_memory`): its decoder layers,
     its own embedding and LM head, its width and TP degree."""
+    layers = model_memory(replica, include_embeddings=False, shape=shape)
+    whole = model_memory(replica, include_embeddings=True, shape=shape)
     return NetworkMemory(
-        layers=model_memory(replica, include_embeddings=False),
-        embeddings_bytes=BYTES * _embedding_params(replica),
+        layers=layers,
+        embeddings_bytes=whole.weight_bytes - layers.weight_bytes,
         hidden_size=replica.model_config.embedding_dim,
         tensor_parallel=replica.tensor_parallel_size,
     )
@@ -67,7 +64,7 @@ def plan_kv_blocks(config: RunConfig, device: DeviceSpec, target: ModelMemory, d
             )
         return config.num_kv_blocks
     memory = device.datasheet.memory_gib * 2**30
-    capacity = kv_capacity_tokens(memory, MEMORY_MARGIN, target, draft)
+    capacity = kv_capacity_tokens(memory, MEMORY_MARGIN, target, draft, longest)
     blocks = kv_blocks(capacity, longest, config.block_size)
     if blocks <= 0:
         spec = config.speculation

@@ -12,7 +12,7 @@ proposer kind checks the pair, counts the draft side's memory and sets its looka
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, Union
 
@@ -27,6 +27,7 @@ from simulator.engine.memory_plan import ModelMemory, model_memory, network_memo
 from simulator.engine.predictor import ProfilePredictorConfig
 from simulator.errors import ConfigError
 from simulator.models.context import table_tokens
+from simulator.models.precision import precision_problem, run_precision
 from simulator.paths import default_cache_dir
 from simulator.profiles.engines import EngineSpec, get_engine
 from simulator.profiles.hardware import DeviceSpec, get_device
@@ -77,6 +78,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     engine = get_engine(config.engine)
     target_config = model_config(config.model)
     _check_target(config, target_config.max_model_len)
+    target_shape = target_run_shape(config, shape_of(target_config), device)
     # the predictor's tables cover what this run costs, not the whole context
     needed = max(config.workload.max_request_tokens, config.chunk_size + config.batch_size_cap)
     max_tokens = table_tokens(target_config.max_model_len, needed)
@@ -91,15 +93,20 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     cache_dir = cache_directory(config)
 
     target = _side(
-        config, device, engine, cache_dir, max_tokens, config.model, target_config, config.tensor_parallel_size, config.profile_dir, "tensor_parallel_size",
-        memory=lambda replica: model_memory(replica, include_embeddings=False),
+        config, device, engine, cache_dir, max_tokens, config.model, target_config, target_shape, config.tensor_parallel_size, config.profile_dir,
+        "tensor_parallel_size",
+        memory=lambda replica: model_memory(replica, include_embeddings=False, shape=target_shape),
         engine_overhead_ms=config.engine_overhead_ms,
     )
     draft = None
     if draft_config is not None:
+        # a draft runs in its own checkpoint's precision, with the run's KV-cache dtype (vLLM's one cache config)
+        draft_shape = shape_of(draft_config)
+        draft_shape = draft_shape.with_precision(replace(draft_shape.precision, kv_cache=target_shape.precision.kv_cache))
         draft = _side(
-            config, device, engine, cache_dir, max_tokens, draft_name, draft_config, config.draft_tensor_parallel_size, spec.draft_profile_dir, "draft_tensor_parallel_size",
-            memory=lambda replica: kind.draft_memory(network_memory(replica), settings),
+            config, device, engine, cache_dir, max_tokens, draft_name, draft_config, draft_shape, config.draft_tensor_parallel_size, spec.draft_profile_dir,
+            "draft_tensor_parallel_size",
+            memory=lambda replica: kind.draft_memory(network_memory(replica, shape=draft_shape), settings),
             engine_overhead_ms=0.0,  # a draft's passes run inside the target's engine step
         )
         if config.workload.max_request_tokens > draft.max_model_len:
@@ -136,6 +143,40 @@ def _check_target(config: RunConfig, max_len: int) -> None:
         raise ConfigError(f"workload: a request of {longest} tokens (prompt + output) exceeds {config.model}'s context of {max_len}")
 
 
+def target_run_shape(config: RunConfig, shape: ModelShape, device: DeviceSpec) -> ModelShape:
+    """The target's shape as this run holds it: its precision (the checkpoint's with the run's
+    --quantization and --kv-cache-dtype, which the GPU must support), and for a mixture of
+    experts the run's expert placement and routing skew."""
+    precision = run_precision(shape.precision, shape.moe is not None, config.quantization, config.kv_cache_dtype, config.model)
+    problem = precision_problem(precision, device.datasheet.has_dtype, config.device)
+    if problem:
+        raise ConfigError(problem)
+    if shape.mla is not None and not device.attention.mla_backend:
+        raise ConfigError(f"device = '{config.device}': {config.model} uses multi-head latent attention, which has no modelled backend on this device")
+    options = (("expert_parallel", config.expert_parallel, False), ("moe_routing_skew", config.moe_routing_skew, 0.0), ("data_parallel_size", config.data_parallel_size, 1))
+    if shape.moe is None:
+        for name, value, off in options:
+            if value != off:
+                raise ConfigError(
+                    f"{name} = {value!r}: {config.model} is not a mixture-of-experts model"
+                    + (" (a dense model's data-parallel replicas are independent: simulate one)" if name == "data_parallel_size" else "")
+                )
+        return shape.with_precision(precision)
+    if config.data_parallel_size > 1 and not config.expert_parallel:
+        raise ConfigError(
+            f"data_parallel_size = {config.data_parallel_size}: data parallelism without expert parallelism (experts split over DP x TP) "
+            "is not modelled; add expert_parallel (--enable-expert-parallel)"
+        )
+    if config.data_parallel_size > 1 and config.tensor_parallel_size > 1:
+        raise ConfigError(
+            f"data_parallel_size = {config.data_parallel_size} with tensor_parallel_size = {config.tensor_parallel_size}: data-parallel "
+            "attention is modelled at tensor parallelism 1 only"
+        )
+    return shape.with_precision(precision).with_moe(
+        expert_parallel=config.expert_parallel, routing_skew=float(config.moe_routing_skew), data_parallel=config.data_parallel_size
+    )
+
+
 def cache_directory(config: RunConfig) -> Path:
     path = Path(config.cache_dir) if config.cache_dir else default_cache_dir()
     try:
@@ -169,14 +210,20 @@ def _side(
     max_tokens: int,
     name: str,
     model: BaseModelConfig,
+    shape: ModelShape,
     tp: int,
     profile_dir,
     tp_field: str,
     memory: Callable[[ReplicaConfig], ModelMemory],
     engine_overhead_ms: float,
 ) -> ModelSide:
-    shape = shape_of(model)
     check_sharding(shape, tp, tp_field, name)
+    if profile_dir is not None and not shape.is_plain:
+        raise ConfigError(
+            f"{'profile_dir' if tp_field == 'tensor_parallel_size' else 'draft_profile_dir'} = {profile_dir}: a Vidur-format profile holds a "
+            f"dense 16-bit Llama-style layer's ops, and {name} as this run holds it is not one (its layer kinds, experts, attention "
+            "or precision); use the built-in profile"
+        )
     profile = resolve_profile(
         profile_dir,
         name,

@@ -76,3 +76,21 @@ def all_gather_ms(total_bytes: float, workers: int, net: NetworkSpec) -> float:
     steps = workers - 1
     seconds = (net.launch_us + steps * net.hop_us) * 1e-6 + steps / workers * total_bytes / (net.nvlink_bandwidth_gbps * 1e9 * net.bus_eff)
     return seconds * 1e3
+
+
+def reduce_scatter_ms(total_bytes: float, workers: int, net: NetworkSpec) -> float:
+    """NCCL's ring reduce-scatter of ``total_bytes`` (each GPU keeps 1 / workers of the sum): the
+    same ``n - 1`` steps and bytes per link as the all-gather, reversed."""
+    return all_gather_ms(total_bytes, workers, net)
+
+
+def moe_dispatch_combine_ms(tokens_per_rank: int, hidden: int, ranks: int, net: NetworkSpec, bytes_per_element: float = 2.0) -> float:
+    """The exchange around an MoE layer's experts with ``ranks`` data-parallel ranks, as vLLM's
+    ``allgather_reducescatter`` all-to-all backend runs it (``naive``, the older default, moves the
+    same data by broadcasts and an all-reduce): every rank's
+    hidden states [T, h] are all-gathered to every rank before the experts, and the experts'
+    outputs reduce-scattered back after them, [ranks x T, h] each way."""
+    if ranks <= 1:
+        return 0.0
+    total = ranks * tokens_per_rank * hidden * bytes_per_element
+    return all_gather_ms(total, ranks, net) + reduce_scatter_ms(total, ranks, net)

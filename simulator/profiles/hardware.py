@@ -29,11 +29,25 @@ class Datasheet:
     """Vendor numbers: the ceilings the kernel constants are fractions of."""
 
     memory_gib: float
-    peak_fp16_tflops: float  # dense tensor-core FP16
+    peak_fp16_tflops: float  # dense tensor-core FP16 / BF16
     hbm_bandwidth_tbps: float
     num_sms: int
     l2_cache_mib: float
     source: str
+    # dense tensor-core peaks of the narrower dtypes; 0: the GPU has no tensor cores for it
+    peak_fp8_tflops: float = 0.0
+    peak_fp4_tflops: float = 0.0
+
+    def peak_tflops(self, dtype: str) -> float:
+        """The dense tensor-core peak a GEMM computing in ``dtype`` ("bf16", "fp8", "fp4") runs against."""
+        peak = {"bf16": self.peak_fp16_tflops, "fp8": self.peak_fp8_tflops, "fp4": self.peak_fp4_tflops}[dtype]
+        if peak <= 0:
+            raise ValueError(f"no {dtype} tensor cores")
+        return peak
+
+    def has_dtype(self, dtype: str) -> bool:
+        """Whether the GPU has tensor cores (and so vLLM's kernels) for ``dtype``."""
+        return {"bf16": self.peak_fp16_tflops, "fp8": self.peak_fp8_tflops, "fp4": self.peak_fp4_tflops}.get(dtype, 0) > 0
 
 
 @dataclass(frozen=True)
@@ -138,12 +152,18 @@ class AttentionSpec:
     A100) takes its decode and prefill constants from :class:`KernelConstants`, fitted on Vidur's
     measured FlashAttention profile."""
 
-    backend: str  # "flash_attn_3" or "flash_attn_2"
+    backend: str  # "flash_attn_3", "flashinfer" (the same CTA model, its own constants) or "flash_attn_2"
     source: str
     decode_bandwidth_eff: float = 0.0  # fraction of HBM bandwidth decode CTAs stream K and V at (grouped-query heads)
     prefill_compute_eff: float = 0.0  # fraction of the FP16 tensor peak prefill tiles compute at
     kernel_us: float = 0.0  # fixed time of one attention kernel
     combine_us: float = 0.0  # the split-KV combine kernel, when the kernel splits
+    # multi-head latent attention's decode kernel (FlashMLA on Hopper): fractions of the HBM
+    # bandwidth and of the BF16 tensor peak it reaches; 0: MLA is not modelled on the device
+    mla_backend: str = ""
+    mla_decode_bandwidth_eff: float = 0.0
+    mla_decode_compute_eff: float = 0.0
+    mla_source: str = ""
 
 
 @dataclass(frozen=True)
@@ -211,8 +231,10 @@ def _build(name: str, entry: dict, path: Path) -> DeviceSpec:
 
 
 def _resolve_variant(name: str, entry: dict, table: dict, path: Path) -> dict:
-    """A ``variant_of`` device (same chip, other memory) takes its parent's tables and overrides
-    the keys it gives: its kernel constants are the parent's fractions of its own datasheet."""
+    """A ``variant_of`` device takes its parent's tables and overrides the keys it gives: its kernel
+    constants are the parent's fractions of its own datasheet.  That is exact for the same chip
+    with other memory (H200 of H100) and a stated carry-over for a new chip not measured yet
+    (B200 of H100), whose versions read "{parent}-carried"."""
     parent_name = entry.get("variant_of")
     if parent_name is None:
         return entry
@@ -223,6 +245,12 @@ def _resolve_variant(name: str, entry: dict, table: dict, path: Path) -> dict:
     for key, value in entry.items():
         if key != "variant_of":
             merged[key] = {**merged.get(key, {}), **value} if isinstance(value, dict) else value
+    # a variant that carries its parent's fitted tables to another chip says so in their version:
+    # "{parent}-carried" names the parent's current version, so a refit of the parent shows
+    for table in ("constants", "network"):
+        version = merged.get(table, {}).get("version")
+        if isinstance(version, str) and "{parent}" in version:
+            merged[table]["version"] = version.replace("{parent}", parent[table]["version"])
     return merged
 
 

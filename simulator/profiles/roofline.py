@@ -43,19 +43,25 @@ def _partial_waves(waves: np.ndarray, exponent: float) -> np.ndarray:
     return whole + (waves - whole) ** exponent
 
 
-def gemm_ms(m, n: int, k: int, dev: DeviceSpec) -> np.ndarray:
-    """y[m, n] = x[m, k] @ W[k, n], in the device's GEMM tiles (``dev.kernels``)."""
+def gemm_ms(m, n: int, k: int, dev: DeviceSpec, weight_bytes: float = BYTES, act_bytes: float = BYTES, dtype: str = "bf16") -> np.ndarray:
+    """y[m, n] = x[m, k] @ W[k, n], in the device's GEMM tiles (``dev.kernels``).
+
+    ``weight_bytes`` / ``act_bytes``: bytes per element of W and of x (FP8: 1; the 4-bit
+    formats a little over 0.5 with their block scales); ``dtype``: the tensor-core dtype it
+    computes in, whose dense peak bounds the compute ("bf16", "fp8", "fp4").  The output is
+    16-bit."""
     c, d, shapes = dev.constants, dev.datasheet, dev.kernels
     m = np.asarray(m, dtype=float)
+    peak = d.peak_tflops(dtype) * 1e12 * c.gemm_compute_eff
     tiles = np.ceil(m / shapes.gemm_tile_m) * math.ceil(n / shapes.gemm_tile_n)
     slots = d.num_sms * shapes.gemm_ctas_per_sm
     waves = _partial_waves(tiles / slots, c.gemm_tail_exponent)
     flops_per_wave = 2 * shapes.gemm_tile_m * shapes.gemm_tile_n * (k + c.gemm_k_overhead) * slots
-    compute = waves * flops_per_wave / (d.peak_fp16_tflops * 1e12 * c.gemm_compute_eff)
-    memory = BYTES * (m * k + n * k + m * n) / (d.hbm_bandwidth_tbps * 1e12 * c.gemm_memory_eff)
+    compute = waves * flops_per_wave / peak
+    memory = (act_bytes * m * k + weight_bytes * n * k + BYTES * m * n) / (d.hbm_bandwidth_tbps * 1e12 * c.gemm_memory_eff)
     # near the ridge point neither side hides the other completely: part of the shorter (useful,
     # unpadded) one shows
-    useful = 2 * m * n * k / (d.peak_fp16_tflops * 1e12 * c.gemm_compute_eff)
+    useful = 2 * m * n * k / peak
     exposed = np.maximum(compute, memory) + c.gemm_overlap_loss * np.minimum(useful, memory)
     return (_us(c.gemm_launch_us) + exposed) * 1e3
 

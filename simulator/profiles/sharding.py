@@ -12,14 +12,30 @@ from simulator.shapes import ModelShape
 
 
 def sharding_problem(shape: ModelShape, tp: int) -> str | None:
-    """Why ``shape`` cannot be split over ``tp`` workers, or None when it can."""
+    """Why ``shape`` cannot be split over ``tp`` workers, or None when it can.
+
+    Experts split each expert's width over the workers (vLLM's default), or with expert
+    parallelism place ``num_experts / tp`` whole experts on each; an MLA latent is replicated
+    (its query heads split); Gated DeltaNet splits its key and value heads."""
     if shape.num_q_heads % tp:
         return f"{shape.num_q_heads} query heads are not divisible by {tp}"
     kv = shape.num_kv_heads
-    if (kv >= tp and kv % tp) or (kv < tp and tp % kv):
+    if shape.mla is None and ((kv >= tp and kv % tp) or (kv < tp and tp % kv)):
         return f"{kv} KV heads can neither be split evenly over {tp} workers nor replicated evenly on them"
     if shape.mlp_hidden_dim % tp or shape.embedding_dim % tp:
         return f"the widths (embedding {shape.embedding_dim}, MLP {shape.mlp_hidden_dim}) are not divisible by {tp}"
+    moe = shape.moe
+    if moe is not None:
+        groups = moe.expert_groups(tp)
+        if moe.expert_parallel and moe.num_experts % groups:
+            return f"{moe.num_experts} experts cannot be placed evenly on {groups} GPUs (expert parallelism)"
+        if not moe.expert_parallel and moe.expert_hidden_dim % tp:
+            return f"the expert width {moe.expert_hidden_dim} is not divisible by {tp}"
+        if moe.shared_hidden_dim % tp:
+            return f"the shared experts' width {moe.shared_hidden_dim} is not divisible by {tp}"
+    lin = shape.linear
+    if lin is not None and (lin.num_key_heads % tp or lin.num_value_heads % tp):
+        return f"the linear-attention heads ({lin.num_key_heads} key, {lin.num_value_heads} value) are not divisible by {tp}"
     return None
 
 

@@ -111,17 +111,17 @@ def builtin_network_file(shape: ModelShape, dev: DeviceSpec, root: Path, max_seq
     return target
 
 
-def _check_device_covers(dev: DeviceSpec, tp: int) -> None:
+def _check_device_covers(dev: DeviceSpec, tp: int, what: str = "tensor_parallel_size") -> None:
     if tp == 1:
         return
     if dev.network is None:
         raise ConfigError(
-            f"tensor_parallel_size = {tp}: no network profile for device '{dev.name}' (devices.toml has no "
+            f"{what} = {tp}: no network profile for device '{dev.name}' (devices.toml has no "
             f"[{dev.name}.network] table); give a Vidur-format all_reduce.csv with network_profile_dir"
         )
     if tp > dev.network.gpus_per_node:
         raise ConfigError(
-            f"tensor_parallel_size = {tp} is larger than the {dev.network.gpus_per_node} GPUs per node the "
+            f"{what} = {tp} is larger than the {dev.network.gpus_per_node} GPUs per node the "
             f"'{dev.name}' profile covers ({dev.network.topology})"
         )
 
@@ -188,7 +188,10 @@ def _resolve_builtin(network_dir, shape, dev: DeviceSpec, tp: int) -> ResolvedPr
     that measured all-reduce rows (``network_dir``) replace the node's NVLink model with the ring
     model fitted to them (:func:`simulator.profiles.network.fit`): every all-reduce is then what
     the measurement timed, NCCL's, with no custom all-reduce."""
-    _check_device_covers(dev, tp)
+    # data-parallel ranks of a mixture of experts exchange tokens over the node's NVLink too
+    dp = shape.moe.data_parallel if shape.moe is not None else 1
+    ranks = tp * dp
+    _check_device_covers(dev, ranks, "tensor_parallel_size" if dp == 1 else "data_parallel_size x tensor_parallel_size")
     profile_id = f"builtin-v{builtin.GENERATOR_VERSION}:{dev.constants_version}"
     files, network_source, net = None, None, None
     if tp > 1 and network_dir is not None:
@@ -199,7 +202,7 @@ def _resolve_builtin(network_dir, shape, dev: DeviceSpec, tp: int) -> ResolvedPr
         files = ProfileFiles(None, None, all_reduce)
         net, network_source = measured_network(all_reduce, dev), "network_dir"
         profile_id += f"+{net.version}"
-    elif tp > 1:
+    elif ranks > 1:
         net, network_source = dev.network, "builtin"
         profile_id += f"+{dev.network.version}"
     model = builtin.BuiltinModel(shape, dev, net)

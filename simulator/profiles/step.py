@@ -1,7 +1,10 @@
 """One forward pass of a model as vLLM V1 runs it: the built-in profile's step time (pure).
 
 A step is the target's (or a draft's) forward over a batch of rows, then the LM head and the
-sampler on the rows that produce logits.  The forward is ``L`` identical decoder layers, each the
+sampler on the rows that produce logits.  The forward is the model's decoder layers, grouped by
+kind (:class:`simulator.shapes.LayerKind`: full, sliding-window or linear attention; dense or
+mixture-of-experts FFN): a group of ``n`` layers of one kind costs ``n`` times one such layer,
+and a plain model is one group of ``L`` identical layers.  A layer of the Llama kind is the
 kernels vLLM launches for a Llama-style layer (``vllm/model_executor/models/llama.py``):
 
 =====================  ==========================================================================
@@ -18,6 +21,12 @@ gate/up projection     GEMM [T, h] x [h, 2 f / TP]
 SiLU-and-mul           one kernel (``SiluAndMul``)
 down projection        GEMM [T, f / TP] x [.., h], then an all-reduce (TP > 1)
 =====================  ==========================================================================
+
+Other kinds swap the projections and the FFN for their own kernels (:mod:`simulator.profiles.layers`:
+MLA's low-rank projections, Gated DeltaNet's, the fused MoE GEMMs with their router) and cost
+attention as their kind reads it (:mod:`simulator.profiles.attention`: a window caps the keys, MLA
+reads one latent per token, linear attention a constant-size state).  :meth:`StepModel.layer_cost`
+gives one layer of a given kind on its own (an MTP module's decoder layer is one).
 
 GEMMs, norms and element-wise kernels are :mod:`simulator.profiles.roofline`'s kernel models
 (fitted on kernel durations measured in isolation, which carry no launch gaps); the all-reduce is
@@ -47,13 +56,30 @@ from simulator.profiles import collectives, roofline
 from simulator.profiles.attention import AttentionRows, attention_ms
 from simulator.profiles.engines import EngineSpec
 from simulator.profiles.hardware import DeviceSpec, NetworkSpec
-from simulator.shapes import ModelShape
+from simulator.profiles.layers import layer_linear_ms
+from simulator.shapes import LayerKind, ModelShape
 
-# Kernels of one decoder layer outside attention and the all-reduces (table above), and the
-# attention call itself (the KV-cache write runs inside it in eager and piecewise modes)
+# Kernels of one Llama-style decoder layer outside attention and the all-reduces (table above),
+# and the attention call itself (the KV-cache write runs inside it in eager and piecewise modes);
+# other layer kinds count their own (simulator.profiles.layers)
 LAYER_KERNELS = 9
 ATTENTION_KERNELS = 1
 ALL_REDUCES_PER_LAYER = 2
+
+
+@dataclass(frozen=True)
+class LayerCost:
+    """One layer's milliseconds in a step, by term (as :class:`StepCost`'s, for one layer)."""
+
+    linear_ms: float
+    attention_ms: float
+    all_reduce_ms: float
+    gaps_ms: float
+    cpu_bound_ms: float
+
+    @property
+    def total_ms(self) -> float:
+        return self.linear_ms + self.attention_ms + self.all_reduce_ms + self.gaps_ms + self.cpu_bound_ms
 
 
 @dataclass(frozen=True)
@@ -98,25 +124,18 @@ class StepModel:
     _memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
 
     # --- per-token tables: everything in a layer that depends only on the step's token count ----
-    def _linear_ms(self, tokens: np.ndarray) -> np.ndarray:
-        """Per layer, at each token count: the kernels whose time depends on the count alone."""
-        shape, dev = self.shape, self.device
-        t = np.maximum(np.asarray(tokens, dtype=float), 1)
-        h, f, hd = shape.embedding_dim, shape.mlp_hidden_per_worker, shape.head_dim
-        c = dev.constants
-        up_width = 2 * f if shape.use_gated_mlp else f
-        rope_bytes = t * 2 * (shape.q_heads_per_worker + shape.kv_heads_per_worker) * hd * roofline.BYTES
-        act_bytes = t * (up_width + f) * roofline.BYTES
-        return (
-            2 * roofline.rmsnorm_ms(t, h, dev)
-            + roofline.gemm_ms(t, shape.qkv_dim, h, dev)
-            + roofline.streaming_ms(rope_bytes, c.rope_eff, dev)
-            + roofline.kv_cache_save_ms(t, shape, dev)
-            + roofline.gemm_ms(t, h, shape.q_heads_per_worker * hd, dev)
-            + roofline.gemm_ms(t, up_width, h, dev)
-            + roofline.streaming_ms(act_bytes, c.act_eff, dev)
-            + roofline.gemm_ms(t, h, f, dev)
-        )
+    @cached_property
+    def groups(self) -> tuple[tuple[LayerKind, int], ...]:
+        """(layer kind, layers of that kind); their counts sum to ``num_layers``."""
+        groups = self.shape.layer_groups(self.num_layers)
+        if sum(count for _, count in groups) != self.num_layers:
+            raise ValueError(f"layer groups {[(k.label, n) for k, n in groups]} do not add up to {self.num_layers} layers")
+        return groups
+
+    def _linear(self, kind: LayerKind, tokens: np.ndarray) -> tuple[np.ndarray, int]:
+        """Per layer of ``kind``, at each token count: the kernels whose time depends on the count
+        alone, and how many kernels they are."""
+        return layer_linear_ms(kind, tokens, self.shape, self.device)
 
     def _outside_ms(self, tokens: np.ndarray) -> np.ndarray:
         """Embedding gather and final norm, at each token count."""
@@ -127,16 +146,29 @@ class StepModel:
     @cached_property
     def _tables(self) -> dict:
         tokens = np.arange(0, self.max_tokens + 1)
-        return {"linear": self._linear_ms(tokens), "outside": self._outside_ms(tokens)}
+        tables = {"outside": self._outside_ms(tokens)}
+        for kind, _ in self.groups:
+            tables[kind], self._memo[("kernels", kind)] = self._linear(kind, tokens)
+        return tables
 
-    def _per_token(self, table: str, tokens: int) -> float:
-        """One per-token table's value at ``tokens`` (beyond the table: computed once, kept)."""
+    def _per_token(self, table, tokens: int) -> float:
+        """One per-token table's value at ``tokens``: ``table`` is "outside" or a layer kind
+        (beyond the table: computed once, kept)."""
         if tokens <= self.max_tokens:
             return float(self._tables[table][tokens])
         key = (table, tokens)
         if key not in self._memo:
-            compute = self._linear_ms if table == "linear" else self._outside_ms
-            self._memo[key] = float(compute(np.array([tokens]))[0])
+            if table == "outside":
+                self._memo[key] = float(self._outside_ms(np.array([tokens]))[0])
+            else:
+                self._memo[key] = float(self._linear(table, np.array([tokens]))[0][0])
+        return self._memo[key]
+
+    def layer_kernels(self, kind: LayerKind) -> int:
+        """Kernels a layer of ``kind`` launches outside attention and the all-reduces."""
+        key = ("kernels", kind)
+        if key not in self._memo:
+            self._memo[key] = self._linear(kind, np.array([1]))[1]
         return self._memo[key]
 
     def all_reduce_ms(self, tokens: int) -> float:
@@ -149,6 +181,19 @@ class StepModel:
         return ALL_REDUCES_PER_LAYER * collectives.all_reduce_ms(
             size, tp, self.network, engine.custom_all_reduce_limit(tp), engine.symm_mem_limit(tp), engine.symm_mem_multimem_tp,
         )
+
+    def collectives_ms(self, kind: LayerKind, tokens: int) -> tuple[float, int]:
+        """One layer's collectives and how many: the TP group's two all-reduces, or for an MoE
+        layer with data-parallel ranks (TP 1) the experts' all-gather and reduce-scatter over the
+        ranks (:func:`simulator.profiles.collectives.moe_dispatch_combine_ms`)."""
+        moe = self.shape.moe
+        if kind.ffn == "moe" and moe is not None and moe.data_parallel > 1 and self.network is not None:
+            key = ("dispatch", tokens)
+            if key not in self._memo:
+                self._memo[key] = collectives.moe_dispatch_combine_ms(tokens, self.shape.embedding_dim, moe.data_parallel, self.network)
+            return self._memo[key], 2
+        ms = self.all_reduce_ms(tokens)
+        return ms, ALL_REDUCES_PER_LAYER if ms else 0
 
     def logits_ms(self, tokens: int) -> float:
         """LM head and sampler on ``tokens`` logits rows, and the gather of vocabulary shards."""
@@ -164,34 +209,44 @@ class StepModel:
         return self._memo[key]
 
     # --- one forward ----------------------------------------------------------------------------
-    def forward(self, rows: AttentionRows, tokens: int, logits_tokens: int, uniform_decode: bool) -> StepCost:
-        """The forward over ``rows`` (``tokens`` computed tokens in all), then logits for
-        ``logits_tokens`` rows."""
+    def mode_and_padding(self, tokens: int, uniform_decode: bool) -> tuple[str, int]:
+        """How the engine issues a forward of ``tokens`` and the token count it runs at."""
+        mode = self.engine.mode(tokens, uniform_decode)
+        return mode, tokens if mode == "eager" else self.engine.padded(tokens)
+
+    def layer_cost(self, kind: LayerKind, rows: AttentionRows, padded: int, mode: str) -> LayerCost:
+        """One layer of ``kind`` in a forward issued in ``mode`` at ``padded`` tokens (from
+        :meth:`mode_and_padding`): its kernels, its attention over ``rows``, its all-reduces, the
+        GPU's gaps between its kernels and what it waits on the CPU."""
         engine = self.engine
-        mode = engine.mode(tokens, uniform_decode)
-        padded = tokens if mode == "eager" else engine.padded(tokens)
-        layers = self.num_layers
-        linear = self._per_token("linear", padded)
-        attention = attention_ms(rows, self.shape, self.device, self.attention_mode, self.interpolation)
-        all_reduce = self.all_reduce_ms(padded)
-        kernels = LAYER_KERNELS + ATTENTION_KERNELS + (ALL_REDUCES_PER_LAYER if all_reduce else 0)
+        linear = self._per_token(kind, padded)
+        attention = attention_ms(rows, self.shape, self.device, self.attention_mode, self.interpolation, kind)
+        all_reduce, reduces = self.collectives_ms(kind, padded)
+        layer_kernels = self.layer_kernels(kind)
         gap_us = engine.stream_kernel_gap_us if mode == "eager" else engine.graph_kernel_gap_us
-        gaps = kernels * gap_us * 1e-3
+        gaps = (layer_kernels + ATTENTION_KERNELS + reduces) * gap_us * 1e-3
         gpu = linear + attention + all_reduce + gaps
         if mode == "full":
             cpu = 0.0
         elif mode == "piecewise":
             cpu = (engine.cpu_graph_launch_us + engine.cpu_attention_call_us) * 1e-3
         else:
-            cpu = ((LAYER_KERNELS + (ALL_REDUCES_PER_LAYER if all_reduce else 0)) * engine.cpu_kernel_launch_us + engine.cpu_attention_call_us) * 1e-3
+            cpu = ((layer_kernels + reduces) * engine.cpu_kernel_launch_us + engine.cpu_attention_call_us) * 1e-3
+        return LayerCost(linear, attention, all_reduce, gaps, max(0.0, cpu - gpu))
+
+    def forward(self, rows: AttentionRows, tokens: int, logits_tokens: int, uniform_decode: bool) -> StepCost:
+        """The forward over ``rows`` (``tokens`` computed tokens in all), then logits for
+        ``logits_tokens`` rows: each group of layers costs its count times one of its layers."""
+        mode, padded = self.mode_and_padding(tokens, uniform_decode)
+        terms = dict.fromkeys(("linear_ms", "attention_ms", "all_reduce_ms", "gaps_ms", "cpu_bound_ms"), 0.0)
+        for kind, count in self.groups:
+            layer = self.layer_cost(kind, rows, padded, mode)
+            for name in terms:
+                terms[name] += count * getattr(layer, name)
         return StepCost(
             mode=mode,
             padded_tokens=padded,
-            linear_ms=layers * linear,
-            attention_ms=layers * attention,
-            all_reduce_ms=layers * all_reduce,
-            gaps_ms=layers * gaps,
-            cpu_bound_ms=layers * max(0.0, cpu - gpu),
             outside_layers_ms=self._per_token("outside", padded),
             logits_ms=self.logits_ms(logits_tokens),
+            **terms,
         )

@@ -157,6 +157,10 @@ def live_value(name: str) -> float:
     if kind not in files:
         raise ConfigError(f"calibration name {name!r}: must start with 'devices.' or 'engines.'")
     table = read_toml(files[kind], kind)
+    if kind == "devices":  # a variant device's values are its parent's where it carries them over
+        from simulator.profiles.hardware import _resolve_variant
+
+        table = {name: _resolve_variant(name, entry, table, files[kind]) for name, entry in table.items()}
     node = table
     keys = _split(rest, table)
     for key in keys:

@@ -179,6 +179,8 @@ def run_config(spec: PaysoffSpec, system: tuple[str, str, int], workload, specul
         seed=spec.seed,
         batch_size_cap=spec.batch_size_cap,
         chunk_size=spec.chunk_size,
+        quantization=spec.quantization,
+        kv_cache_dtype=spec.kv_cache_dtype,
     )
 
 
@@ -320,6 +322,10 @@ def speculative_config(profile: AcceptanceProfile, schedule: Schedule) -> Option
 def serve_command(spec: PaysoffSpec, profile: AcceptanceProfile, config: Optional[dict]) -> str:
     flags = [f"--tensor-parallel-size {profile.tensor_parallel_size}"] if profile.tensor_parallel_size > 1 else []
     flags.append(f"--max-num-seqs {spec.batch_size_cap} --max-num-batched-tokens {spec.chunk_size}")
+    if spec.quantization:
+        flags.append(f"--quantization {spec.quantization}")
+    if spec.kv_cache_dtype != "auto":
+        flags.append(f"--kv-cache-dtype {spec.kv_cache_dtype}")
     return profile.kind.serve_command(profile.model, flags, config)
 
 

@@ -146,6 +146,9 @@ class PaysoffSpec:
     trace: Optional[str] = None  # draw request lengths from this Vidur trace instead of the means
     attention: str = dataclasses.field(default_factory=lambda: SpeculationConfig().attention)
     interpolation: float = dataclasses.field(default_factory=lambda: SpeculationConfig().interpolation)
+    # vLLM's --quantization and --kv-cache-dtype for every run (None / "auto": the model's own)
+    quantization: Optional[str] = None
+    kv_cache_dtype: str = "auto"
 
     @property
     def attention_modes(self) -> tuple[str, ...]:
@@ -396,13 +399,14 @@ def parse_paysoff_spec(text: str, source: str = "<spec>") -> PaysoffSpec:
 def single_deployment(profile: AcceptanceProfile, *, ks: Sequence[int], concurrency: Sequence[int], arrival_rates: Sequence[float] = (),
                       max_num_seqs: int, max_num_batched_tokens: int, prompt_tokens: int, output_tokens: int, length_spread: float,
                       requests_per_slot: int = 2, min_requests: int = 8, poisson_requests: int = 64, seed: int = 0, workload_seed: int = 42,
-                      trace: Optional[str] = None, where: str = "pays-off") -> PaysoffSpec:
+                      trace: Optional[str] = None, where: str = "pays-off", quantization: Optional[str] = None,
+                      kv_cache_dtype: str = "auto") -> PaysoffSpec:
     """The spec of one deployment, as ``python -m simulator.paysoff`` builds it from its flags."""
     ks = tuple(sorted(set(ks)))
     spec = PaysoffSpec(
         seed=seed, batch_size_cap=max_num_seqs, chunk_size=max_num_batched_tokens, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
         length_spread=length_spread, workload_seed=workload_seed, concurrency=tuple(sorted(set(concurrency))), requests_per_slot=requests_per_slot,
         min_requests=min_requests, arrival_rates=tuple(sorted(set(arrival_rates))), poisson_requests=poisson_requests, poisson_k=ks if arrival_rates else (),
-        speculative_tokens=ks, profiles=(profile,), trace=trace,
+        speculative_tokens=ks, profiles=(profile,), trace=trace, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
     )
     return check_spec(spec, where)
