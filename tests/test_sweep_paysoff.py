@@ -115,12 +115,15 @@ def test_every_committed_deployment_resolves():
 
 
 def test_the_committed_spec_run_count_stays_modest():
+    """The cold build's time (docs/performance.md) is mostly the pays-off grid: eleven acceptance
+    profiles over seven concurrencies, five k and two verify bounds, plus their schedules.  A
+    deployment more needs a second look at that budget."""
     from simulator.sweep.paysoff import fixed_k_jobs
 
     spec = load_paysoff_spec(DATA_DIR / "paysoff.toml")
     phase1 = len(fixed_k_jobs(spec))
     phase2 = sum(len(spec.concurrency) + (len(spec.arrival_rates) if p.poisson else 0) for p in spec.profiles) * len(spec.attention_modes)
-    assert phase1 + phase2 <= 1000, (phase1, phase2)
+    assert phase1 + phase2 <= 1100, (phase1, phase2)
 
 
 @pytest.mark.parametrize(
