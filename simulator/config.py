@@ -38,24 +38,11 @@ DEFAULT_ENGINE = "vllm-0.10.1"
 # 0 (held to [0, 1]), the interpolation default below.
 DEFAULT_ATTENTION = "kv_once"
 DEFAULT_INTERPOLATION = 0.0
-# The scheduler's limits, as `vllm serve` (V1 engine) sets them when not given: vLLM v0.10.1's
-# EngineArgs.get_batch_defaults gives an OpenAI API server max_num_batched_tokens = 2048 and
-# max_num_seqs = 256 on an A100 and on GPUs under 70 GiB (vllm-project/vllm PRs #17073 and
-# #17885; on other GPUs of 70 GiB or more, e.g. H100 and H200, it gives 8192 and 1024).
-VLLM_DEFAULTS_VERSION = "0.10.1"
+# The scheduler's limits a RunConfig gets when none are given: what `vllm serve` (vLLM 0.10.1, V1
+# engine) picks on an A100 and on GPUs under 70 GiB.  The command lines take vLLM's own rule for
+# the device and version instead (simulator/vllm_serve.py, the one place it is written).
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 DEFAULT_MAX_NUM_SEQS = 256
-
-
-def vllm_serve_scheduler_defaults(device: str) -> tuple[int, int]:
-    """(max_num_seqs, max_num_batched_tokens) that `vllm serve` picks on ``device`` when neither is
-    given, by vLLM v0.10.1's rule: 1024 and 8192 on a GPU of 70 GiB or more that is not an A100,
-    else 256 and 2048 (RunConfig's defaults)."""
-    from simulator.profiles.hardware import get_device
-
-    if get_device(device.strip().lower()).datasheet.memory_gib >= 70 and "a100" not in device.lower():
-        return 1024, 8192
-    return DEFAULT_MAX_NUM_SEQS, DEFAULT_MAX_NUM_BATCHED_TOKENS
 
 
 def _is_int(value) -> bool:
