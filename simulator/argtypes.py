@@ -1,6 +1,8 @@
-"""Argument types and the deprecated-alias action shared by ``python -m simulator`` and the
-validation harness, so a flag means and checks the same thing in both; the pays-off command shares
-the comma-separated list parser (its other numbers are checked with its own messages)."""
+"""Argument types and the spelling actions shared by ``python -m simulator``, the pays-off command
+and the validation harness, so a flag means and checks the same thing in each: a request rate
+(``inf`` included, as ``vllm bench serve`` takes it), a comma-separated list, one value under
+several spellings (:class:`Synonyms`) and an old spelling kept for one release
+(:class:`DeprecatedAlias`)."""
 
 from __future__ import annotations
 
@@ -45,6 +47,17 @@ def finite(text: str) -> float:
     return value
 
 
+def request_rate(text: str) -> float:
+    """``--request-rate``: requests per second, or ``inf`` (every request at once), as vLLM's ``float()`` reads it."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of requests per second (or inf)") from None
+    if math.isnan(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be > 0 requests per second, or inf")
+    return value
+
+
 def comma_floats(text: str, flag: str, what: str = "numbers", example: str = "") -> tuple[float, ...]:
     """A comma-separated list of numbers given to ``flag`` (e.g. per-position acceptance rates):
     not a list, or an empty one, is a ConfigError naming the flag and its text."""
@@ -60,25 +73,22 @@ def comma_floats(text: str, flag: str, what: str = "numbers", example: str = "")
     return values
 
 
-class DeprecatedAlias(argparse.Action):
-    """Stores the value and warns when an old name was used: either every option string after the
-    first (aliases declared with the flag), or, with ``replacement``, the whole argument (an old
-    flag declared on its own that stores into its replacement's dest).
-
-    An old name given together with its new one (``--num-prompts 5 --num-requests 6``) is refused
-    naming both, whatever their order: letting the last one win would silently drop a value the
-    user typed.  The names seen are kept per parse on the namespace (under
-    :data:`SEEN_ATTRIBUTE`), so a parser can be reused.  The replacement form sees the new flag
-    only when the new flag's action is a ``DeprecatedAlias`` too; declare old names with the flag
-    where a conflict must be caught.
-    """
+class Synonyms(argparse.Action):
+    """Stores the value of an argument that has several spellings (``--prompt-tokens`` and
+    ``--random-input-len``), and refuses two of them in one command, naming both, whatever their
+    order: letting the last one win would silently drop a value the user typed.  The spellings
+    seen are kept per parse on the namespace (under :data:`SEEN_ATTRIBUTE`), so a parser can be
+    reused.  Giving the same spelling twice keeps argparse's rule (the last wins)."""
 
     def __init__(self, option_strings, dest, replacement: str = "", **kwargs):
         self.replacement = replacement
         super().__init__(option_strings, dest, **kwargs)
 
-    def __call__(self, parser, namespace, values, option_string=None):
-        new = self.replacement or self.option_strings[0]
+    @property
+    def canonical(self) -> str:
+        return self.replacement or self.option_strings[0]
+
+    def _seen(self, parser, namespace, option_string) -> None:
         seen = getattr(namespace, SEEN_ATTRIBUTE, None)
         if seen is None:
             seen = {}
@@ -86,13 +96,51 @@ class DeprecatedAlias(argparse.Action):
         given = seen.setdefault(self.dest, [])
         other = next((name for name in given if name != option_string), None)
         if other is not None:
-            old = option_string if option_string != new else other
-            parser.error(f"{other} and {option_string} both set {new} ({old} is its deprecated name): pass only {new}")
+            parser.error(self.conflict(other, option_string))
         if option_string not in given:
             given.append(option_string)
-        if option_string is not None and option_string != new:
-            print(f"warning: {option_string} is deprecated and will be removed in the next release; use {new}", file=sys.stderr)
+
+    def conflict(self, first: str, second: str) -> str:
+        return f"{first} and {second} both set {self.canonical} (they are one flag): pass it once"
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        self._seen(parser, namespace, option_string)
         setattr(namespace, self.dest, values)
 
 
-SEEN_ATTRIBUTE = "_deprecated_alias_seen"  # dest -> option strings given, for DeprecatedAlias
+class DeprecatedAlias(Synonyms):
+    """Stores the value and warns when an old name was used: either every option string after the
+    first (aliases declared with the flag), or, with ``replacement``, the whole argument (an old
+    flag declared on its own that stores into its replacement's dest).  ``note`` is added to the
+    warning (what the new flag means, where an old name could be misread).
+
+    An old name given together with its new one (``--num-prompts 5 --num-requests 6``) is refused
+    naming both (:class:`Synonyms`).  The replacement form sees the new flag only when the new
+    flag's action is a ``Synonyms`` too; declare old names with the flag where a conflict must be
+    caught.
+    """
+
+    def __init__(self, option_strings, dest, replacement: str = "", note: str = "", **kwargs):
+        self.note = note
+        super().__init__(option_strings, dest, replacement=replacement, **kwargs)
+
+    def conflict(self, first: str, second: str) -> str:
+        new = self.canonical
+        old = second if second != new else first
+        return f"{first} and {second} both set {new} ({old} is its deprecated name): pass only {new}"
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        self._seen(parser, namespace, option_string)
+        new = self.canonical
+        if option_string is not None and option_string != new:
+            note = f" ({self.note})" if self.note else ""
+            print(f"warning: {option_string} is deprecated and will be removed in the next release; use {new}{note}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
+SEEN_ATTRIBUTE = "_deprecated_alias_seen"  # dest -> option strings given, for Synonyms and DeprecatedAlias
+
+
+def given(args, dest: str) -> bool:
+    """Whether the command line set ``dest`` (through a :class:`Synonyms` action), whatever its default."""
+    return dest in (getattr(args, SEEN_ATTRIBUTE, None) or {})

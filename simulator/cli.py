@@ -1,11 +1,16 @@
 """``python -m simulator``: run one configuration, print its summary, optionally write results.
 
 Flags carry the names a vLLM user already knows: ``vllm serve``'s scheduler limits
-(``--max-num-seqs``, ``--max-num-batched-tokens``) and ``vllm bench serve``'s workload flags
-(``--num-prompts``, ``--request-rate``, ``--max-concurrency``, ``--random-range-ratio``); the
-summary uses ``vllm bench serve``'s metric names, in milliseconds.  Every default is read from
-the configuration dataclasses (:mod:`simulator.config`), so the help cannot drift from a run.
-Older flag names still work, with a warning, for one release.
+(``--max-num-seqs``, ``--max-num-batched-tokens``, defaulting to what ``vllm serve`` of
+``--vllm-version`` picks on ``--device``: :mod:`simulator.vllm_serve`) and ``--speculative-config``
+JSON (:mod:`simulator.speculative_config`), and ``vllm bench serve``'s workload flags
+(``--dataset-name random``, ``--num-prompts``, ``--request-rate``, inf included,
+``--max-concurrency``, ``--random-range-ratio``); the summary uses ``vllm bench serve``'s metric
+names, in milliseconds, and ends with the ``vllm serve`` line of what was simulated.  The other
+defaults are read from the configuration dataclasses (:mod:`simulator.config`), so the help cannot
+drift from a run.  A run goes through the result cache (:mod:`simulator.run_cache`): asking again
+re-simulates nothing.  Older flag names still work, with a warning, for one release; bad input
+and Ctrl-C fail in one line (:mod:`simulator.command`).
 """
 
 from __future__ import annotations
@@ -14,23 +19,22 @@ import argparse
 import json
 import math
 import sys
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Optional
 
-from simulator.argtypes import DeprecatedAlias, comma_floats, finite, non_negative_int, positive_int
+from simulator import command, vllm_serve
+from simulator.argtypes import DeprecatedAlias, Synonyms, comma_floats, finite, non_negative_int, positive_int, request_rate
 from simulator.config import (
     ATTENTION_MODES,
     KV_CACHE_DTYPES,
     QUANTIZATIONS,
     SCHEDULERS,
-    VLLM_DEFAULTS_VERSION,
     ClosedLoopWorkload,
     ExplicitWorkload,
     PoissonWorkload,
     RunConfig,
     SpeculationConfig,
-    vllm_serve_scheduler_defaults,
 )
 from simulator.errors import ConfigError
 from simulator.speculative.proposers.base import SpecSettings
@@ -38,20 +42,14 @@ from simulator.proposer_flags import add_proposer_flags, check_acceptance_input,
 from simulator.textio import atomic_write_text, check_writable_file
 
 PROG = "python -m simulator"
+DATASETS = ("random",)  # vllm bench serve's --dataset-name values the simulator draws lengths for
+FLAGS = command.command_flags()  # a refusal's config fields, as this command's flags
 
 
 def _default(cls, name: str):
     """A dataclass field's default: the single place each default is written."""
     spec = next(f for f in fields(cls) if f.name == name)
     return spec.default if spec.default is not MISSING else spec.default_factory()
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse, but a usage error is one line (naming the flag and the fix) and exit 2."""
-
-    def error(self, message: str):
-        print(f"error: {message}; see {PROG} --help", file=sys.stderr)
-        sys.exit(2)
 
 
 class _Formatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -68,18 +66,26 @@ def build_parser() -> argparse.ArgumentParser:
     wl = lambda name: _default(PoissonWorkload, name)  # noqa: E731
     sp = lambda name: _default(SpeculationConfig, name)  # noqa: E731
     rc = lambda name: _default(RunConfig, name)  # noqa: E731
-    p = _Parser(
+    p = command.Parser(
         prog=PROG,
         formatter_class=_Formatter,
         description="Simulate one (speculative) serving configuration with Vidur and print a `vllm bench serve`-style summary.",
-        epilog="Deprecated aliases (they warn, and go in the next release): --requests, --rate, --concurrency, --seed, "
-        "--batch-size-cap, --chunk-size.",
+        epilog="Seeds: --workload-seed seeds arrivals and drawn lengths, --acceptance-seed the acceptance draws (the same in "
+        "python -m simulator.paysoff). Deprecated aliases (they warn, and go in the next release): --requests, --rate, --concurrency, "
+        "--seed (= --acceptance-seed), --batch-size-cap, --chunk-size. Exit codes: 0 done, 2 bad input (one line, nothing written), "
+        "130 interrupted (nothing written). Results are cached by content (VIDUR_SPECDEC_NO_RUN_CACHE=1 re-simulates).",
     )
     p.add_argument("--version", action="store_true", help="print the package version, the vidur version and the model hash, then exit")
     w = p.add_argument_group("workload (vllm bench serve's names; default: Poisson arrivals, fixed lengths)")
     w.add_argument("--num-prompts", "--requests", dest="num_prompts", metavar="N", type=positive_int, action=DeprecatedAlias, default=wl("num_requests"), help="requests to simulate")
-    w.add_argument("--prompt-tokens", "--random-input-len", dest="prompt_tokens", metavar="TOKENS", type=positive_int, default=wl("prompt_tokens"), help="prompt length, tokens")
-    w.add_argument("--output-tokens", "--random-output-len", dest="output_tokens", metavar="TOKENS", type=positive_int, default=wl("output_tokens"), help="output length, tokens")
+    w.add_argument(
+        "--dataset-name",
+        metavar="NAME",
+        help="vllm bench serve's dataset: random (the default) draws lengths from --random-input-len, --random-output-len and "
+        "--random-range-ratio; for other datasets give their lengths as a Vidur trace (--trace)",
+    )
+    w.add_argument("--prompt-tokens", "--random-input-len", dest="prompt_tokens", metavar="TOKENS", type=positive_int, action=Synonyms, default=wl("prompt_tokens"), help="prompt length, tokens")
+    w.add_argument("--output-tokens", "--random-output-len", dest="output_tokens", metavar="TOKENS", type=positive_int, action=Synonyms, default=wl("output_tokens"), help="output length, tokens")
     w.add_argument(
         "--random-range-ratio",
         metavar="R",
@@ -93,29 +99,41 @@ def build_parser() -> argparse.ArgumentParser:
         "--rate",
         dest="request_rate",
         metavar="RATE",
-        type=finite,
+        type=request_rate,
         action=DeprecatedAlias,
         default=None,
-        help=f"Poisson arrivals, requests/s (default {wl('arrival_rate'):g} unless --max-concurrency is given)",
+        help=f"Poisson arrivals, requests/s, or inf: every request at once at t = 0, as vllm bench serve sends them "
+        f"(default {wl('arrival_rate'):g} unless --max-concurrency is given)",
     )
     w.add_argument(
         "--max-concurrency",
         "--concurrency",
         dest="max_concurrency",
         metavar="N",
-        type=int,
+        type=positive_int,
         action=DeprecatedAlias,
         default=None,
         help="closed loop: N requests in flight, each replaced when it finishes (vllm bench serve --max-concurrency N "
-        "--request-rate inf); the first N arrive together at t = 0, a start-up burst the summary marks",
+        "--request-rate inf; --request-rate may be left out or given as inf); the first N arrive together at t = 0, a start-up "
+        "burst the summary marks. Refused above --max-num-seqs (the rest would queue at the server)",
     )
     w.add_argument("--trace", help="draw prompt/output lengths (seeded) from a Vidur trace CSV instead of the fixed lengths")
     w.add_argument("--workload-seed", metavar="SEED", type=non_negative_int, default=wl("seed"), help="seeds arrivals and drawn lengths")
-    s = p.add_argument_group("speculative decoding (off unless -k or --k-schedule is given)")
-    s.add_argument("-k", "--num-speculative-tokens", metavar="K", type=non_negative_int, default=sp("num_speculative_tokens"), help="proposals per verify step (0: off)")
+    s = p.add_argument_group("speculative decoding (off unless --speculative-config, -k or --k-schedule is given)")
+    s.add_argument(
+        "--speculative-config",
+        metavar="JSON",
+        help="vLLM's --speculative-config, as you pass it to vllm serve: method, model, num_speculative_tokens, draft_tensor_parallel_size, "
+        "num_speculative_tokens_per_batch_size and the method's keys (prompt_lookup_max/min, suffix_decoding_*, parallel_drafting); "
+        'e.g. \'{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4}\'. It sets --proposer, -k, --draft-model, '
+        "--draft-tensor-parallel-size, --k-schedule and the option flags, so those are refused with it; the acceptance is still a flag",
+    )
+    s.add_argument("-k", "--num-speculative-tokens", metavar="K", type=non_negative_int, action=Synonyms, default=sp("num_speculative_tokens"),
+                   help="num_speculative_tokens: proposals per verify step (0: off); --acceptance-length is the length measured at it")
     s.add_argument(
         "--k-schedule",
         metavar="JSON",
+        action=Synonyms,
         help="dynamic speculation, vLLM's num_speculative_tokens_per_batch_size: JSON rows [start, end, k], k picked each "
         "step from the running batch size, k = 0 runs plain decode; e.g. '[[1,16,4],[17,64,2],[65,256,0]]'; the last row "
         "must reach --max-num-seqs (-k, if given, is the maximum; else the schedule's largest k)",
@@ -129,7 +147,10 @@ def build_parser() -> argparse.ArgumentParser:
         "Prometheus counters report it; converted to the i.i.d. per-token rate that gives this length, which the summary prints",
     )
     s.add_argument("--acceptance-per-position", metavar="P1,P2,...", help="comma-separated P(position i accepted | earlier ones accepted), at least k values")
-    s.add_argument("--acceptance-seed", "--seed", dest="acceptance_seed", metavar="SEED", type=non_negative_int, action=DeprecatedAlias, default=rc("seed"), help="seeds the acceptance draws")
+    s.add_argument(
+        "--acceptance-seed", "--seed", dest="acceptance_seed", metavar="SEED", type=non_negative_int, action=DeprecatedAlias, default=rc("seed"),
+        note="it seeds the acceptance draws; the workload's seed is --workload-seed", help="seeds the acceptance draws",
+    )
     add_proposer_flags(s, default=sp("proposer"))
     s.add_argument("--ngram-overhead-ms", type=finite, default=sp("ngram_overhead_ms"), help="CPU time of one n-gram lookup per step")
     s.add_argument(
@@ -144,17 +165,22 @@ def build_parser() -> argparse.ArgumentParser:
         default=sp("proposal_probability"),
         help="P(the proposer drafts at a decode step); < 1 for n-gram misses (the validation harness measures it)",
     )
-    s.add_argument("--draft-model", help=draft_model_help())
+    s.add_argument("--draft-model", action=Synonyms, help=draft_model_help())
     s.add_argument("--draft-profile-dir", help="Vidur-format profile of the draft model (default: built-in profile)")
-    s.add_argument("--draft-tensor-parallel-size", type=positive_int, help="GPUs the draft runs on: 1 or the target's (default: the target's)")
+    s.add_argument("--draft-tensor-parallel-size", type=positive_int, action=Synonyms, help="GPUs the draft runs on: 1 or the target's (default: the target's)")
     s.add_argument("--attention", choices=ATTENTION_MODES, default=sp("attention"), help="verify-attention cost: kv_once, per_token or interpolated")
     s.add_argument("--interpolation", type=finite, default=sp("interpolation"), help="lambda for --attention interpolated")
-    m = p.add_argument_group(
-        f"system (scheduler limits: vLLM {VLLM_DEFAULTS_VERSION}'s `vllm serve` defaults on an A100 and GPUs under 70 GiB; "
-        "on H100/H200 vLLM uses 1024 and 8192, and the summary says so)"
+    m = p.add_argument_group("system (the server: vllm serve's flags, and the GPU it runs on)")
+    m.add_argument("--model", default=rc("model"), help="Hugging Face model name, or a local config.json (or its folder)")
+    m.add_argument("--served-model-name", metavar="NAME", help="the model the printed vllm serve line names (default: a local config.json's _name_or_path, else --model)")
+    m.add_argument("--device", default=rc("device"), help="GPU, case-insensitive: a100, a100_40gb, h100, h200, b200, ...")
+    m.add_argument(
+        "--vllm-version",
+        metavar="X.Y.Z",
+        default=vllm_serve.default_version(),
+        help=f"the vLLM release the server runs (from {vllm_serve.OLDEST_VERSION}): its scheduler defaults and its engine profile "
+        "(CUDA graphs, async scheduling; simulator/profiles/engines.toml: the newest at or below it)",
     )
-    m.add_argument("--model", default=rc("model"), help="Hugging Face model name")
-    m.add_argument("--device", default=rc("device"), help="GPU, case-insensitive: a100, a100_40gb, h100, h200, b200")
     m.add_argument("--profile-dir", help="Vidur-format profile directory (default: built-in profile)")
     m.add_argument("--scheduler", choices=SCHEDULERS, default=rc("scheduler"), help="replica scheduler (Sarathi: chunked prefill, as vLLM V1)")
     m.add_argument(
@@ -164,10 +190,15 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="TOKENS",
         type=positive_int,
         action=DeprecatedAlias,
-        default=rc("chunk_size"),
-        help="tokens per step: prompt chunks plus decode and verify tokens",
+        default=None,
+        help="tokens per step: prompt chunks plus decode and verify tokens (default: what vllm serve of --vllm-version picks on "
+        "--device: 8192 on GPUs of 70 GiB or more other than the A100 (16384 on 160 GiB or more from vLLM 0.28.0), else 2048; "
+        "the summary says which)",
     )
-    m.add_argument("--max-num-seqs", "--batch-size-cap", dest="max_num_seqs", metavar="N", type=positive_int, action=DeprecatedAlias, default=rc("batch_size_cap"), help="most requests in the running batch")
+    m.add_argument(
+        "--max-num-seqs", "--batch-size-cap", dest="max_num_seqs", metavar="N", type=positive_int, action=DeprecatedAlias, default=None,
+        help="most requests in the running batch (default: vllm serve's on --device: 1024 on GPUs of 70 GiB or more other than the A100, else 256)",
+    )
     m.add_argument("--num-kv-blocks", type=positive_int, help="KV cache blocks (default: planned from the GPU's memory, as vLLM does)")
     m.add_argument("--tensor-parallel-size", type=positive_int, default=rc("tensor_parallel_size"), help="GPUs the target is sharded over (1, 2, 4 or 8 on one node)")
     m.add_argument("--network-profile-dir", help="Vidur-format network profile with all_reduce.csv (default: the profile's own, else built-in)")
@@ -187,16 +218,28 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def workload_from_args(args):
+def workload_from_args(args, limits: Optional[vllm_serve.Limits] = None):
+    """The workload the flags describe, as vllm bench serve sends it: Poisson at --request-rate, every
+    request at once (--request-rate inf), or a closed loop of --max-concurrency requests."""
     rate, concurrency, ratio = args.request_rate, args.max_concurrency, args.random_range_ratio
-    if concurrency is not None and rate is not None:
-        raise ConfigError(f"--max-concurrency {concurrency} and --request-rate {rate:g}: give one (closed loop or Poisson arrivals), not both")
-    if concurrency is not None and concurrency <= 0:
-        raise ConfigError(f"--max-concurrency {concurrency}: must be a positive number of requests in flight")
+    if args.dataset_name is not None and args.dataset_name not in DATASETS:
+        raise ConfigError(
+            f"--dataset-name {args.dataset_name}: the simulator draws vllm bench serve's random dataset (--dataset-name random); "
+            "for another dataset, give its requests' lengths as a Vidur trace (--trace FILE with num_prefill_tokens, num_decode_tokens)"
+        )
+    if args.dataset_name is not None and args.trace:
+        raise ConfigError(f"--dataset-name {args.dataset_name} and --trace: the trace gives the lengths; drop one")
+    if concurrency is not None and rate is not None and math.isfinite(rate):
+        raise ConfigError(
+            f"--max-concurrency {concurrency} and --request-rate {rate:g}: arrivals both paced and capped are not modelled; leave "
+            "--request-rate out (or give inf) for the closed loop, or drop --max-concurrency for Poisson arrivals"
+        )
+    if concurrency is not None and limits is not None:
+        vllm_serve.check_concurrency([concurrency], limits, "--max-concurrency")
+    if concurrency is None and rate is not None and math.isinf(rate):
+        concurrency = args.num_prompts  # every request at once: a closed loop that never refills
     if concurrency is None:
         rate = _default(PoissonWorkload, "arrival_rate") if rate is None else rate
-        if not rate > 0:
-            raise ConfigError(f"--request-rate {rate:g}: must be a positive number of requests per second")
     if not 0 <= ratio < 1:
         raise ConfigError(f"--random-range-ratio {ratio:g}: must be in [0, 1), as in vllm bench serve")
     if args.trace:
@@ -206,7 +249,7 @@ def workload_from_args(args):
         if ratio:
             raise ConfigError("--random-range-ratio and --trace: the trace gives the lengths; drop one")
         context = model_config(args.model).max_model_len
-        return trace_workload(args.trace, context, args.num_prompts, args.workload_seed, rate=rate, concurrency=concurrency)
+        return trace_workload(args.trace, context, args.num_prompts, args.workload_seed, rate=None if concurrency else rate, concurrency=concurrency)
     n, prompt, output, seed = args.num_prompts, args.prompt_tokens, args.output_tokens, args.workload_seed
     if concurrency is not None:
         if ratio:
@@ -304,8 +347,52 @@ def option_value(args, kind, name: str):
     return kind.resolve_options(dict(options_from_args(args, kind)))[name]
 
 
+def _destinations():
+    from simulator.speculative_config import Destinations
+
+    return Destinations(k=("num_speculative_tokens", "-k"))
+
+
+def prepare(args) -> None:
+    """Once per parse: a ``--speculative-config`` becomes the flags it sets (a flag given as well is
+    refused), so every later check and message is the flags' own."""
+    if getattr(args, "_prepared", False):
+        return
+    if args.speculative_config is not None:
+        from simulator.speculative_config import apply
+
+        apply(args, args.speculative_config, _destinations(), target=args.model)
+    args._prepared = True
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """A run as the flags give it: its configuration, the acceptance in words, the scheduler limits
+    and where they came from, and the names a pasted ``vllm serve`` line uses."""
+
+    config: RunConfig
+    acceptance_note: Optional[str]
+    limits: vllm_serve.Limits
+    vllm_version: str
+    served_model_name: str
+
+
+def inputs_from_args(args) -> Inputs:
+    prepare(args)
+    version = vllm_serve.parse_version(args.vllm_version)
+    limits = vllm_serve.limits(args.device, version, args.max_num_seqs, args.max_num_batched_tokens)
+    config, note = _config(args, limits, version)
+    return Inputs(config, note, limits, version, vllm_serve.served_model_name(args.model, args.served_model_name))
+
+
 def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
     """The run's configuration and, when speculating, the acceptance it uses in words."""
+    inputs = inputs_from_args(args)
+    return inputs.config, inputs.acceptance_note
+
+
+def _config(args, limits: vllm_serve.Limits, version: str) -> tuple[RunConfig, Optional[str]]:
+    prepare(args)
     kind = proposer_kind(args)
     options = options_from_args(args, kind)
     if args.num_speculative_tokens > 0 or args.k_schedule:
@@ -322,17 +409,19 @@ def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
     for flag, path in (("--profile-dir", args.profile_dir), ("--draft-profile-dir", args.draft_profile_dir), ("--network-profile-dir", args.network_profile_dir)):
         if path is not None and not Path(path).is_dir():
             raise ConfigError(f"{flag} {path}: not a directory; give a Vidur-format profile folder, or drop the flag for the built-in profile")
+    seqs = limits.max_num_seqs
     if args.k_schedule is not None:
         from simulator.speculative.k_schedule import parse_schedule
 
         last = parse_schedule(args.k_schedule, None, "--k-schedule")[-1]
-        if last[1] < args.max_num_seqs:
+        if last[1] < seqs:
+            origin = "" if limits.seqs_given else f" (vllm serve {version}'s default on {limits.device})"
             raise ConfigError(
-                f"--k-schedule: its last row {list(last)} ends at batch size {last[1]}, below --max-num-seqs {args.max_num_seqs}; "
-                f"extend it to {args.max_num_seqs} or pass --max-num-seqs {last[1]}"
+                f"--k-schedule: its last row {list(last)} ends at batch size {last[1]}, below --max-num-seqs {seqs}{origin}; "
+                f"extend it to {seqs} or pass --max-num-seqs {last[1]}"
             )
     config = RunConfig(
-        workload=workload_from_args(args),
+        workload=workload_from_args(args, limits),
         speculation=SpeculationConfig(
             num_speculative_tokens=args.num_speculative_tokens,
             k_schedule=_schedule_from_args(args),
@@ -353,8 +442,8 @@ def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
         device=args.device,
         profile_dir=args.profile_dir,
         scheduler=args.scheduler,
-        chunk_size=args.max_num_batched_tokens,
-        batch_size_cap=args.max_num_seqs,
+        chunk_size=limits.max_num_batched_tokens,
+        batch_size_cap=seqs,
         num_kv_blocks=args.num_kv_blocks,
         tensor_parallel_size=args.tensor_parallel_size,
         network_profile_dir=args.network_profile_dir,
@@ -368,8 +457,30 @@ def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
         expert_parallel=args.enable_expert_parallel,
         moe_routing_skew=args.moe_routing_skew,
         data_parallel_size=args.data_parallel_size,
+        engine=vllm_serve.engine_name(version),
     )
     return config, acceptance_note
+
+
+def serve_command(inputs: Inputs) -> Optional[str]:
+    """The ``vllm serve`` line of what was simulated (None for an SGLang proposer): the model by the
+    name vLLM loads, the limits, and the ``--speculative-config`` the run's proposer, k or schedule
+    and options make (the registry's, as the pays-off recommendation writes it)."""
+    from simulator.speculative.k_schedule import to_vllm
+
+    config, spec = inputs.config, inputs.config.speculation
+    kind = spec.kind
+    if spec.enabled and kind.engine != "vllm":
+        return None
+    flags = ([f"--tensor-parallel-size {config.tensor_parallel_size}"] if config.tensor_parallel_size > 1 else []) + [inputs.limits.serve_flags]
+    speculative = None
+    if spec.enabled:
+        settings = SpecSettings(k=spec.num_speculative_tokens, options=spec.option_values)
+        draft = vllm_serve.served_model_name(spec.draft_model) if spec.draft_model else None
+        speculative = kind.speculative_config(settings, draft, spec.draft_tensor_parallel_size)
+        if spec.k_schedule:
+            speculative["num_speculative_tokens_per_batch_size"] = to_vllm(spec.k_schedule)
+    return kind.serve_command(inputs.served_model_name, flags, speculative)
 
 
 def _json_safe(value):
@@ -399,23 +510,10 @@ LATENCY_SECTIONS = (
 )
 
 
-def limits_note(config: RunConfig) -> Optional[str]:
-    """A line when the run's scheduler limits are not what `vllm serve` would pick on its GPU."""
-    seqs, tokens = vllm_serve_scheduler_defaults(config.device)
-    if (config.batch_size_cap, config.chunk_size) == (seqs, tokens):
-        return None
-    from simulator.catalog import model_config
-
-    note = f"note: vllm serve {VLLM_DEFAULTS_VERSION} on {config.device} defaults to --max-num-seqs {seqs} --max-num-batched-tokens {tokens}"
-    context = model_config(config.model).max_model_len
-    if seqs + tokens > context:
-        return note + f", which the simulator cannot model for {config.model}: a step's tokens must fit its context of {context}"
-    return note + "; pass those to simulate an untuned server"
-
-
-def format_summary(result, acceptance_note: Optional[str] = None) -> str:
+def format_summary(result, acceptance_note: Optional[str] = None, inputs: Optional[Inputs] = None) -> str:
     """The summary in ``vllm bench serve``'s layout and names (latencies in ms), then the
-    speculation and the simulator's own figures."""
+    speculation, the simulator's own figures, the limits and where they came from, and the
+    ``vllm serve`` line of what was simulated (``inputs``: a run from flags)."""
     s, config = result.summary, result.config
     lines = [
         _rule("Simulated Serving Result", "="),
@@ -454,10 +552,11 @@ def format_summary(result, acceptance_note: Optional[str] = None) -> str:
             ]
     lines.append(_rule("Simulator"))
     lines.append(f"peak KV {s.peak_kv_blocks} / {s.kv_blocks_total} blocks ({100 * s.peak_kv_fraction:.1f}%), preemptions {s.preemptions}")
-    lines.append(f"max_num_seqs {config.batch_size_cap}, max_num_batched_tokens {config.chunk_size}")
-    note = limits_note(config)
-    if note:
-        lines.append(note)
+    if inputs is None:
+        lines.append(f"max_num_seqs {config.batch_size_cap}, max_num_batched_tokens {config.chunk_size}")
+    else:
+        lines.append(f"scheduler: {inputs.limits.describe()}")
+        lines.append(f"vLLM {inputs.vllm_version}, engine profile {config.engine} (simulator/profiles/engines.toml)")
     burst = result.startup_burst
     if burst:
         frame = result.requests.sort_values("request_id")
@@ -468,6 +567,17 @@ def format_summary(result, acceptance_note: Optional[str] = None) -> str:
             f"their median TTFT is {first.median() * 1e3:.2f} ms, {rest_text} (column startup_burst in --requests-csv)"
         )
     lines.append("provenance: " + ", ".join(f"{k}={v}" for k, v in result.provenance.items() if k != "profile_sha256"))
+    if inputs is not None:
+        serve = serve_command(inputs)
+        if serve:
+            lines.append(f"as vllm serve: {serve}")
+            if spec.k_schedule and not vllm_serve.at_least(inputs.vllm_version, vllm_serve.DYNAMIC_SD_VERSION):
+                lines.append(
+                    f"note: num_speculative_tokens_per_batch_size needs vLLM {vllm_serve.DYNAMIC_SD_VERSION} or later; this run "
+                    f"names vLLM {inputs.vllm_version} (--vllm-version), which refuses the key"
+                )
+        else:
+            lines.append(f"no vllm serve line: --proposer {spec.proposer} is {spec.kind.engine}'s")
     lines.append(_rule(fill="="))
     return "\n".join(lines)
 
@@ -477,6 +587,22 @@ def requests_table(result):
     frame = result.requests.copy()
     frame["startup_burst"] = frame["request_id"] < result.startup_burst
     return frame
+
+
+def simulate_cached(config: RunConfig):
+    """(result, from the cache): the run's result from the result cache, else simulated and kept."""
+    from simulator import run_cache as cache
+
+    if cache.enabled():
+        result = cache.load_result(config)
+        if result is not None:
+            return result, True
+    from simulator import run
+
+    result = run(config)
+    if cache.enabled():
+        cache.store_result(config, result)
+    return result, False
 
 
 def main(argv=None) -> int:
@@ -490,27 +616,36 @@ def main(argv=None) -> int:
         from simulator.progress import quiet_vidur
 
         quiet_vidur()
-    try:
-        config, acceptance_note = config_from_args(args)
-        for option, path in (("--json", args.json), ("--requests-csv", args.requests_csv)):
-            if path is not None:
-                check_writable_file(path, option)
-        from simulator import run
+    return command.guarded(
+        lambda: _main(args),
+        error_prefix="error: ",
+        flags=FLAGS,
+        interrupted=f"interrupted: {PROG} stopped before writing anything (--json and --requests-csv are written whole at the end); rerun the same command",
+    )
 
-        result = run(config)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+
+def _main(args) -> int:
+    inputs = inputs_from_args(args)
+    config = inputs.config
+    for option, path in (("--json", args.json), ("--requests-csv", args.requests_csv)):
+        if path is not None:
+            check_writable_file(path, option)
+    result, cached = simulate_cached(config)
+    if cached:
+        print("note: from the result cache (the same run, simulated before); VIDUR_SPECDEC_NO_RUN_CACHE=1 simulates it again", file=sys.stderr)
     if args.json:
         payload = {
             "summary": {k: _json_safe(v) for k, v in result.summary.as_dict().items()},
-            "acceptance_input": acceptance_note,
+            "acceptance_input": inputs.acceptance_note,
             "startup_burst_requests": result.startup_burst,
             "config": config.to_dict(),
+            "scheduler_limits": inputs.limits.describe(),
+            "vllm_version": inputs.vllm_version,
+            "serve_command": serve_command(inputs),
             "provenance": result.provenance,
         }
         atomic_write_text(args.json, json.dumps(payload, indent=2, sort_keys=True) + "\n")
     if args.requests_csv:
         atomic_write_text(args.requests_csv, requests_table(result).to_csv(index=False, float_format="%.9g"))
-    print(format_summary(result, acceptance_note))  # after the files: a closed pipe on stdout loses no results
+    print(format_summary(result, inputs.acceptance_note, inputs))  # after the files: a closed pipe on stdout loses no results
     return 0

@@ -38,39 +38,14 @@ DEFAULT_ENGINE = "vllm-0.10.1"
 # 0 (held to [0, 1]), the interpolation default below.
 DEFAULT_ATTENTION = "kv_once"
 DEFAULT_INTERPOLATION = 0.0
-# The scheduler's limits, as `vllm serve` (V1 engine) sets them when not given: vLLM v0.10.1's
-# EngineArgs.get_batch_defaults gives an OpenAI API server max_num_batched_tokens = 2048 and
-# max_num_seqs = 256 on an A100 and on GPUs under 70 GiB (vllm-project/vllm PRs #17073 and
-# #17885; on other GPUs of 70 GiB or more, e.g. H100 and H200, it gives 8192 and 1024).
-VLLM_DEFAULTS_VERSION = "0.10.1"
+# The scheduler's limits a RunConfig gets when none are given: what `vllm serve` (vLLM 0.10.1, V1
+# engine) picks on an A100 and on GPUs under 70 GiB.  The command lines take vLLM's own rule for
+# the device and version instead (simulator/vllm_serve.py, the one place it is written).
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 DEFAULT_MAX_NUM_SEQS = 256
-# vLLM v0.28.0 adds a tier above the 70 GiB one (PR #51726, "Update this num to a larger num when
-# gpu memory is enough"): on a GPU of 160 GiB or more (B200, B300) the API server's
-# max_num_batched_tokens is 16384; max_num_seqs stays 1024
-LARGE_MEMORY_TIER_VERSION = (0, 28, 0)
 # vLLM's --quantization methods the cost model covers, and its --kv-cache-dtype choices
 QUANTIZATIONS = ("fp8", "mxfp4", "nvfp4")
 KV_CACHE_DTYPES = ("auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2")
-
-
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in text.split("+")[0].split(".")[:3] if part.isdigit())
-
-
-def vllm_serve_scheduler_defaults(device: str, vllm_version: str = VLLM_DEFAULTS_VERSION) -> tuple[int, int]:
-    """(max_num_seqs, max_num_batched_tokens) that `vllm serve` picks on ``device`` when neither is
-    given (``EngineArgs.get_batch_defaults``): from v0.28.0, 1024 and 16384 on a GPU of 160 GiB
-    or more; 1024 and 8192 on a GPU of 70 GiB or more that is not an A100; else 256 and 2048
-    (RunConfig's defaults)."""
-    from simulator.profiles.hardware import get_device
-
-    memory = get_device(device.strip().lower()).datasheet.memory_gib
-    if memory >= 160 and _version(vllm_version) >= LARGE_MEMORY_TIER_VERSION:
-        return 1024, 16384
-    if memory >= 70 and "a100" not in device.lower():
-        return 1024, 8192
-    return DEFAULT_MAX_NUM_SEQS, DEFAULT_MAX_NUM_BATCHED_TOKENS
 
 
 def _is_int(value) -> bool:

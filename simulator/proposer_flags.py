@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from simulator.argtypes import Synonyms
 from simulator.errors import ConfigError
 from simulator.speculative import proposers
 from simulator.speculative.proposers.base import ProposerKind, SpecSettings
@@ -30,9 +31,10 @@ def add_proposer_flags(group, default: Optional[str] = None, options: bool = Tru
         from simulator.config import SpeculationConfig
 
         default = SpeculationConfig().proposer
-    group.add_argument(
+    group.add_argument(  # Synonyms: records that it was given (a --speculative-config's method conflicts with it)
         "--proposer",
         metavar="NAME",
+        action=Synonyms,
         default=default,
         help=f"the speculative method, by the simulator's or vLLM's name: {proposers.help_text()}",
     )
@@ -44,6 +46,7 @@ def add_proposer_flags(group, default: Optional[str] = None, options: bool = Tru
         group.add_argument(
             option_flag(name),
             dest=f"option_{name}",
+            action=Synonyms,
             metavar=opt.kind.__name__.upper(),
             type=opt.kind,
             default=None,

@@ -37,7 +37,7 @@ def read_trace(path, max_total_tokens: Optional[int], unusable: str = "refuse") 
         raise ValueError(f"unusable = {unusable!r}: one of {TRACE_POLICIES}")
     path = Path(path)
     try:
-        frame = pd.read_csv(path)
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False)  # the cells as written: a refusal quotes them
     except FileNotFoundError:
         raise ConfigError(f"trace {path}: file not found") from None
     except IsADirectoryError:
@@ -65,7 +65,8 @@ def read_trace(path, max_total_tokens: Optional[int], unusable: str = "refuse") 
         return lengths[kept].to_numpy(dtype=np.int64)
     if malformed.any():
         row = int(np.flatnonzero(malformed)[0])
-        raise ConfigError(f"trace {path}: data row {row + 1} has lengths {frame.loc[row, list(TRACE_COLUMNS)].tolist()}; lengths must be integers >= 1")
+        shown = ", ".join(f"{column} = {frame.loc[row, column] or '(empty)'}" for column in TRACE_COLUMNS)  # as the file has them
+        raise ConfigError(f"trace {path}: data row {row + 1} has {shown}; lengths must be integers >= 1")
     if too_long.any():
         row = int(np.flatnonzero(too_long)[0])
         raise ConfigError(

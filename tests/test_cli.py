@@ -65,7 +65,7 @@ def test_help_shows_every_default(capsys, monkeypatch):
             assert f"(default: {action.default})" in text, action.option_strings
     for flag in ("--max-num-seqs", "--max-num-batched-tokens", "--num-prompts", "--acceptance-seed", "--workload-seed", "--acceptance-length"):
         assert flag in text
-    assert "vLLM 0.10.1" in text  # the version whose defaults the scheduler limits are
+    assert "--vllm-version X.Y.Z" in text and "(default: 0.10.1)" in text  # the version whose defaults the scheduler limits are
 
 
 @pytest.mark.parametrize(
@@ -86,16 +86,39 @@ def test_old_flag_names_still_work_and_warn(old, new, dest, value, capsys):
     assert capsys.readouterr().err == ""
 
 
-@pytest.mark.parametrize(("device", "limits"), [("a100", (256, 2048)), ("a100_40gb", (256, 2048)), ("h100", (1024, 8192)), ("H200", (1024, 8192))])
-def test_vllm_serve_defaults_by_gpu(device, limits):
-    from simulator.config import vllm_serve_scheduler_defaults
+# vLLM's own numbers (vllm/engine/arg_utils.py, get_batch_defaults, OPENAI_API_SERVER), written out here
+VLLM_DEFAULTS = [("a100", (256, 2048)), ("a100_40gb", (256, 2048)), ("h100", (1024, 8192)), ("H200", (1024, 8192))]
 
-    assert vllm_serve_scheduler_defaults(device) == limits
-    config, _ = cli.config_from_args(_parse("--device", device))
-    note = cli.limits_note(config)
-    assert (note is None) == (limits == (256, 2048))
-    if note:
-        assert f"--max-num-seqs {limits[0]} --max-num-batched-tokens {limits[1]}" in note
+
+@pytest.mark.parametrize(("device", "limits"), VLLM_DEFAULTS)
+@pytest.mark.parametrize("version", ["0.10.1", "0.14.0", "0.24.0", "0.33.0"])
+def test_vllm_serve_defaults_by_gpu_and_version(device, limits, version, capsys):
+    """Both commands take vllm serve's limits for the GPU and the version they name (python -m
+    simulator used 256 / 2048 everywhere), and say where they came from."""
+    from simulator import paysoff
+
+    config, _ = cli.config_from_args(_parse("--device", device, "--vllm-version", version))
+    assert (config.batch_size_cap, config.chunk_size) == limits
+    args = paysoff.build_parser().parse_args(["--device", device, "--vllm-version", version, "--acceptance", "0.7", "--concurrency", "1,4"])
+    spec = paysoff.spec_from_args(args)
+    assert (spec.batch_size_cap, spec.chunk_size) == limits
+    described = args.limits.describe()
+    assert f"--max-num-seqs {limits[0]} (vllm serve {version}'s default on {device.lower()})" in described
+    assert f"--max-num-batched-tokens {limits[1]} (vllm serve {version}'s default" in described
+
+
+def test_given_limits_are_said_to_be_given():
+    inputs = cli.inputs_from_args(_parse("--device", "h100", "--max-num-seqs", "128"))
+    assert (inputs.config.batch_size_cap, inputs.config.chunk_size) == (128, 8192)
+    assert inputs.limits.describe() == (
+        "--max-num-seqs 128 (given; vllm serve 0.10.1's default on h100 is 1024), --max-num-batched-tokens 8192 (vllm serve 0.10.1's default on h100)"
+    )
+
+
+@pytest.mark.parametrize(("version", "engine"), [("0.10.1", "vllm-0.10.1"), ("0.11.0", "vllm-0.11.0"), ("0.12.0", "vllm-0.11.0"), ("v0.24.0", "vllm-0.14.0")])
+def test_the_vllm_version_picks_the_engine_profile(version, engine):
+    config, _ = cli.config_from_args(_parse("--vllm-version", version))
+    assert config.engine == engine
 
 
 def test_draft_pass_overhead_reaches_the_config():
@@ -163,7 +186,7 @@ def test_a_run_says_which_rate_it_ran_with(capsys):
         (["--num-prompts", "0"], ["--num-prompts", "0 must be a positive integer"]),
         (["--max-num-seqs", "0"], ["--max-num-seqs", "0 must be a positive integer"]),
         (["--random-range-ratio", "1.2"], ["--random-range-ratio 1.2: must be in [0, 1)"]),
-        (["--max-concurrency", "4", "--request-rate", "2"], ["give one"]),
+        (["--max-concurrency", "4", "--request-rate", "2"], ["--max-concurrency 4 and --request-rate 2: arrivals both paced and capped are not modelled"]),
         (["--k-schedule", "[[1,16,4],[17,128,2]]", "--acceptance", "0.7"], ["ends at batch size 128, below --max-num-seqs 256"]),
         (["--profile-dir", "no/such/folder"], ["--profile-dir no/such/folder: not a directory"]),
         (["-k", "3", "--acceptance-per-position", "0.8,0.7"], ["--acceptance-per-position 0.8,0.7: 2 rate(s), but k = 3"]),
@@ -276,3 +299,152 @@ def test_the_sweep_uses_the_speedup_function():
     ]
     assert [r["tpot_speedup"] for r in with_speedups(records)] == [1.0, speedup(records[0], records[1])]
     assert math.isclose(with_speedups(records)[1]["tpot_speedup"], 2.5)
+
+
+# --- issue 26 §3: the command as a vLLM user meets it -----------------------------------------
+
+
+def test_request_rate_inf_is_every_request_at_once_and_with_max_concurrency_the_closed_loop():
+    config, _ = cli.config_from_args(_parse("--request-rate", "inf", "--num-prompts", "12"))
+    assert isinstance(config.workload, ClosedLoopWorkload) and config.workload.concurrency == 12  # all 12 released at t = 0
+    config, _ = cli.config_from_args(_parse("--request-rate", "inf", "--max-concurrency", "4", "--num-prompts", "12"))
+    assert isinstance(config.workload, ClosedLoopWorkload) and config.workload.concurrency == 4
+    assert config == cli.config_from_args(_parse("--max-concurrency", "4", "--num-prompts", "12"))[0]
+
+
+def test_dataset_name_random_is_the_default_dataset():
+    assert cli.config_from_args(_parse("--dataset-name", "random"))[0] == cli.config_from_args(_parse())[0]
+
+
+def test_the_max_concurrency_check_follows_the_gpus_max_num_seqs():
+    config, _ = cli.config_from_args(_parse("--device", "h100", "--max-concurrency", "300"))  # vllm serve runs 1024 there
+    assert config.workload.concurrency == 300 and config.batch_size_cap == 1024
+
+
+@pytest.mark.parametrize(
+    ("argv", "needles"),
+    [
+        (["--max-concurrency", "300", "--max-num-seqs", "256"], ["--max-concurrency 300 exceeds --max-num-seqs 256:", "raise --max-num-seqs to 300 or lower --max-concurrency to 256"]),
+        (["--max-concurrency", "300"], ["--max-concurrency 300 exceeds --max-num-seqs 256 (vllm serve 0.10.1's default on a100)"]),
+        (["--dataset-name", "sharegpt"], ["--dataset-name sharegpt: the simulator draws vllm bench serve's random dataset", "--trace FILE"]),
+        (["--request-rate", "0"], ["--request-rate", "0 must be > 0 requests per second, or inf"]),
+        (["--tensor-parallel-size", "3"], ["--tensor-parallel-size 3: meta-llama/Llama-2-7b-hf cannot be tensor-parallel over 3 GPUs"]),
+        (["--model", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"], ["--model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B: an EAGLE-3 head, a draft network", "--proposer eagle3 and --draft-model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"]),
+        (["--prompt-tokens", "5", "--random-input-len", "6"], ["--prompt-tokens and --random-input-len both set --prompt-tokens"]),
+        (["--seed", "3", "--acceptance-seed", "4"], ["--seed and --acceptance-seed both set --acceptance-seed"]),
+        (["--vllm-version", "0.9.2"], ["--vllm-version 0.9.2: older than vLLM 0.10.1"]),
+        (["--vllm-version", "latest"], ["--vllm-version latest: not a vLLM version"]),
+        (["--device", "tpu9"], ["--device tpu9: unknown; use one of"]),
+    ],
+)
+def test_more_bad_input_exits_2_with_one_line_naming_the_flags(argv, needles, capsys, tmp_path):
+    out = tmp_path / "out.json"
+    code, stdout, stderr = _main(capsys, *argv, "--num-prompts", "4", "--json", str(out))
+    lines = [line for line in stderr.splitlines() if not line.startswith("warning:")]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    for field in ("tensor_parallel_size =", "model =", "proposer =", "draft_model ="):
+        assert field not in lines[0]
+    assert stdout == "" and not out.exists()
+
+
+@pytest.mark.parametrize("rows", ["100,-5\n", "100,20\n7,xyz\n"])
+def test_a_trace_row_error_shows_the_files_values_not_numpys(rows, capsys, tmp_path):
+    trace = tmp_path / "trace.csv"
+    trace.write_text("num_prefill_tokens,num_decode_tokens\n" + rows)
+    code, _, stderr = _main(capsys, "--trace", str(trace), "--num-prompts", "4")
+    bad = rows.strip().splitlines()[-1].split(",")
+    assert code == 2 and f"num_prefill_tokens = {bad[0]}, num_decode_tokens = {bad[1]};" in stderr
+    assert "np." not in stderr and "int64" not in stderr
+
+
+def test_the_seed_alias_says_what_it_seeds(capsys):
+    assert _parse("--seed", "3").acceptance_seed == 3
+    assert "use --acceptance-seed (it seeds the acceptance draws; the workload's seed is --workload-seed)" in capsys.readouterr().err
+
+
+LLAMA31_JSON = ROOT / "simulator" / "models" / "data" / "meta-llama--Llama-3.1-8B-Instruct.json"
+
+
+def _local_model(tmp_path, name_or_path):
+    folder = tmp_path / "my-llama"
+    folder.mkdir()
+    config = json.loads(LLAMA31_JSON.read_text())
+    if name_or_path is None:
+        config.pop("_name_or_path")
+    else:
+        config["_name_or_path"] = name_or_path
+    (folder / "config.json").write_text(json.dumps(config))
+    return str(folder)
+
+
+@pytest.mark.parametrize(("name_or_path", "served", "expected"), [
+    ("acme/Llama-3.1-8B-Finetune", None, "acme/Llama-3.1-8B-Finetune"),  # the config's _name_or_path
+    ("acme/Llama-3.1-8B-Finetune", "my-llama", "my-llama"),  # --served-model-name wins
+    (None, None, "LOCAL"),  # nothing better to name: the path as given
+])
+def test_the_printed_vllm_serve_line_names_the_model_as_vllm_loads_it(name_or_path, served, expected, tmp_path):
+    model = _local_model(tmp_path, name_or_path)
+    argv = ["--model", model, "--device", "h100", "-k", "2", "--acceptance", "0.7"] + (["--served-model-name", served] if served else [])
+    line = cli.serve_command(cli.inputs_from_args(_parse(*argv)))
+    assert line.startswith(f"vllm serve {model if expected == 'LOCAL' else expected} --max-num-seqs 1024 --max-num-batched-tokens 8192 --speculative-config ")
+    assert json.loads(line.split("--speculative-config '", 1)[1].rstrip("'")) == {"method": "ngram", "prompt_lookup_max": 4, "num_speculative_tokens": 2}
+
+
+def _fake_result(config):
+    """A result with made-up numbers, as the cache would hold it: what a run from the cache prints
+    must be these numbers, not a simulation's."""
+    from simulator.results import RunResult, RunSummary
+
+    n = config.workload.num_requests
+    frame = pd.DataFrame({
+        "request_id": range(n), "arrival_s": [0.25 * i for i in range(n)], "prompt_tokens": [64] * n, "output_tokens": [24] * n,
+        "ttft_s": [0.123] * n, "tpot_s": [0.0456] * n, "e2e_s": [1.5] * n, "restarts": [0] * n, "verify_steps": [0] * n,
+        "proposed_tokens": [0] * n, "accepted_tokens": [0] * n,
+    })
+    values = {name: 0.5 for name in RunSummary.__dataclass_fields__}
+    values.update(num_requests=n, total_input_tokens=64 * n, total_output_tokens=24 * n, proposed_tokens=0, accepted_tokens=0, verify_steps=0,
+                  preemptions=0, peak_kv_blocks=3, kv_blocks_total=1000, forward_passes=10, ttft_mean_s=0.123, tpot_p50_s=0.0456,
+                  realized_acceptance_rate=math.nan, mean_acceptance_length=math.nan)
+    provenance = {"profile_source": "made-up", "simulator_source_hash": "0123456789abcdef"}
+    return RunResult(config=config, requests=frame, summary=RunSummary(**values), provenance=provenance)
+
+
+def test_a_single_run_comes_from_the_result_cache(capsys, tmp_path):
+    """The unit tier refuses any simulation: the answer can only come from the cache, keyed by the
+    resolved run (a run with another seed is a miss)."""
+    from simulator import run_cache as cache
+
+    argv = [*SMALL, "--request-rate", "8", "--cache-dir", str(tmp_path / "cache")]
+    config, _ = cli.config_from_args(_parse(*argv))
+    cache.store_result(config, _fake_result(config))
+    code, out, err = _main(capsys, *argv, "--requests-csv", str(tmp_path / "r.csv"))
+    assert code == 0 and "from the result cache" in err
+    assert re.search(r"Mean TTFT \(ms\):\s+123\.00", out) and re.search(r"Median TPOT \(ms\):\s+45\.60", out)
+    assert "profile_source=made-up" in out
+    assert pd.read_csv(tmp_path / "r.csv")["tpot_s"].tolist() == [0.0456] * 6
+    other, _ = cli.config_from_args(_parse(*argv, "--acceptance-seed", "7"))
+    assert cache.load_result(other) is None
+
+
+def test_ctrl_c_exits_130_with_one_line_and_writes_nothing(capsys, tmp_path, monkeypatch):
+    def interrupted(config):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "simulate_cached", interrupted)
+    out = tmp_path / "out.json"
+    code, stdout, stderr = _main(capsys, *SMALL, "--json", str(out), "--requests-csv", str(tmp_path / "r.csv"))
+    assert code == 130 and len(stderr.strip().splitlines()) == 1 and stderr.startswith("interrupted: python -m simulator stopped")
+    assert stdout == "" and not out.exists() and not (tmp_path / "r.csv").exists()
+
+
+@pytest.mark.simulation
+def test_a_repeated_run_is_byte_identical_and_cached(capsys, tmp_path):
+    argv = [*SMALL, "--max-concurrency", "3", "--random-range-ratio", "0.3", "-k", "2", "--acceptance", "0.7", "--cache-dir", str(tmp_path / "cache")]
+    outputs = []
+    for i in (1, 2):
+        code, out, err = _main(capsys, *argv, "--json", str(tmp_path / f"{i}.json"), "--requests-csv", str(tmp_path / f"{i}.csv"))
+        assert code == 0
+        outputs.append((out, (tmp_path / f"{i}.json").read_bytes(), (tmp_path / f"{i}.csv").read_bytes(), "from the result cache" in err))
+    assert outputs[0][:3] == outputs[1][:3] and (outputs[0][3], outputs[1][3]) == (False, True)

@@ -118,8 +118,8 @@ def _trace(tmp_path, text):
         ("num_prefill_tokens,num_decode_tokens\n", "has a header but no rows"),
         ("prompt,output\n10,5\n", r"missing column\(s\) \['num_prefill_tokens', 'num_decode_tokens'\]"),
         ("num_prefill_tokens,num_decode_tokens\n10,5\n4000,200\n", "data row 2 needs 4200 tokens"),
-        ("num_prefill_tokens,num_decode_tokens\n10,0\n", "data row 1 has lengths"),
-        ("num_prefill_tokens,num_decode_tokens\n10,5\ninf,5\n", "data row 2 has lengths"),
+        ("num_prefill_tokens,num_decode_tokens\n10,0\n", "data row 1 has num_prefill_tokens = 10, num_decode_tokens = 0;"),
+        ("num_prefill_tokens,num_decode_tokens\n10,5\ninf,5\n", "data row 2 has num_prefill_tokens = inf, num_decode_tokens = 5;"),
     ],
 )
 def test_bad_traces_are_refused(tmp_path, text, message):
@@ -153,8 +153,8 @@ def test_a_vidur_trace_runs():
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--concurrency", "0"], "--max-concurrency 0: must be a positive"),
-        (["--concurrency", "4", "--rate", "2"], "give one"),
+        (["--concurrency", "0"], "--max-concurrency/--concurrency: 0 must be a positive integer"),
+        (["--concurrency", "4", "--rate", "2"], "--max-concurrency 4 and --request-rate 2: arrivals both paced and capped are not modelled"),
         (["--trace", "/nonexistent/trace.csv"], "file not found"),
         (["-k", "2", "--acceptance", "0.5", "--proposer", "eagle", "--draft-model", "JackFram/llama-68m"], "not an EAGLE head"),
     ],
@@ -169,7 +169,7 @@ def test_one_trace_reader_two_stated_policies(tmp_path):
     """The simulator refuses an unusable row, naming it; the validation workload skips it (a server
     can only replay exact, servable lengths); a file with no usable row is refused under both."""
     path = _trace(tmp_path, "num_prefill_tokens,num_decode_tokens\n10,5\n0,5\n4000,200\nx,3\n20,7\n")
-    with pytest.raises(ConfigError, match="data row 2 has lengths"):
+    with pytest.raises(ConfigError, match="data row 2 has num_prefill_tokens = 0, num_decode_tokens = 5;"):
         read_trace(path, 4096)
     assert read_trace(path, 4096, unusable="skip").tolist() == [[10, 5], [20, 7]]
     assert read_trace(path, None, unusable="skip").tolist() == [[10, 5], [4000, 200], [20, 7]]

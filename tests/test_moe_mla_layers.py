@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from simulator.catalog import model_config, model_shape
-from simulator.config import ClosedLoopWorkload, RunConfig, vllm_serve_scheduler_defaults
+from simulator.config import ClosedLoopWorkload, RunConfig
+from simulator.vllm_serve import scheduler_defaults
 from simulator.engine.resolve import resolve_run, target_run_shape
 from simulator.errors import ConfigError
 from simulator.models import weights
@@ -348,7 +349,7 @@ def test_b200_is_a_device_vidur_knows_and_profiles_say_carried():
     [("b200", "0.10.1", (1024, 8192)), ("b200", "0.28.0", (1024, 16384)), ("h200", "0.28.0", (1024, 8192)), ("a100", "0.28.0", (256, 2048))],
 )
 def test_vllm_scheduler_defaults_on_blackwell(device, version, expected):
-    assert vllm_serve_scheduler_defaults(device, version) == expected
+    assert scheduler_defaults(device, version) == expected
 
 
 # --- bad configs --------------------------------------------------------------------------------------

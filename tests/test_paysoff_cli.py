@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -17,7 +18,10 @@ SMALL = ["--concurrency", "1,8", "--k-range", "1-2", "--prompt-tokens", "128", "
 
 
 def _run(argv, capsys):
-    code = main(argv)
+    try:
+        code = main(argv)
+    except SystemExit as exc:  # argparse's own usage errors
+        code = exc.code
     out, err = capsys.readouterr()
     return code, out, err
 
@@ -27,19 +31,19 @@ def _run(argv, capsys):
     [
         (["--model", "acme/NoSuchModel-7B", "--acceptance", "0.7"], "--model acme/NoSuchModel-7B: unknown model"),
         (["--device", "tpu9", "--acceptance", "0.7"], "--device tpu9: unknown; use one of"),
-        (["--acceptance-length", "4.5", "-k", "3"], "acceptance-length = 4.5 at -k/--at-k = 3 is outside \\[1, 4\\]"),
+        (["--acceptance-length", "4.5", "-k", "3"], "--acceptance-length 4.5 at -k 3 is outside \\[1, 4\\]"),
         (["--acceptance-length", "0.5", "-k", "3"], "is outside \\[1, 4\\]"),
         (["--acceptance-length", "2.0"], "--acceptance-length 2 needs -k K"),
-        (["--acceptance", "0.7", "-k", "3"], "-k/--at-k 3: only goes with --acceptance-length"),
+        (["--acceptance", "0.7", "-k", "3"], "-k 3: only goes with --acceptance-length"),
         ([], "no acceptance given: add --acceptance-length L -k K"),
         (["--acceptance", "0.7", "--acceptance-length", "2", "-k", "2"], "give one acceptance input"),
-        (["--acceptance", "1.7"], "--acceptance = 1.7 must be a probability"),
+        (["--acceptance", "1.7"], "--acceptance 1.7: must be a probability"),
         (["--acceptance", "0.7", "--concurrency", ","], "--concurrency ',': the grid is empty"),
         (["--acceptance", "0.7", "--concurrency", "", "--request-rate", ","], "--request-rate ',': empty"),
-        (["--acceptance", "0.7", "--concurrency", ""], "the grid is empty: give --concurrency"),
+        (["--acceptance", "0.7", "--concurrency", ""], "--concurrency '': the grid has no concurrency"),
         (["--acceptance", "0.7", "--k-range", "3-1"], "--k-range '3-1': not a list of positive integers"),
-        (["--acceptance", "0.7", "--concurrency", "1-512"], "\\[512\\] exceed --max-num-seqs 256.*raise --max-num-seqs to 512"),
-        (["--acceptance", "0.7", "--concurrency", "1-64", "--max-num-seqs", "32"], "\\[64\\] exceed --max-num-seqs 32"),
+        (["--acceptance", "0.7", "--concurrency", "1-512"], "--concurrency 512 exceeds --max-num-seqs 256 \\(vllm serve 0.10.1's default on a100\\).*raise --max-num-seqs to 512"),
+        (["--acceptance", "0.7", "--concurrency", "1-64", "--max-num-seqs", "32"], "--concurrency 64 exceeds --max-num-seqs 32: "),
         (["--acceptance-per-position", "0.9,0.8", "--k-range", "1-4"], "has 2 rates but --k-range goes to 4"),
         (["--proposer", "eagle3", "--acceptance", "0.7"], "--proposer eagle3 needs --draft-model"),
         (["--acceptance", "0.7", "--draft-tensor-parallel-size", "1"], "--draft-tensor-parallel-size 1: must be 1 or --tensor-parallel-size \\(1\\), and only with a draft"),
@@ -89,8 +93,11 @@ def test_one_deployment_answer_from_vllm_s_acceptance_length(capsys, tmp_path):
     assert "k = 1" in out and "k = 2" in out and "best k" in out
     assert "stops paying" in out
     assert "only up to 8 in flight was simulated" in out  # the schedule's rows above the grid are not simulated, and it says so
-    config = json.loads(out.split("--speculative-config '", 1)[1].split("'", 1)[0])
-    assert config["num_speculative_tokens_per_batch_size"] == answer["num_speculative_tokens_per_batch_size"]
+    configs = [json.loads(part.split("'", 1)[0]) for part in out.split("--speculative-config '")[1:]]
+    scheduled = [c for c in configs if "num_speculative_tokens_per_batch_size" in c]
+    assert scheduled and all(c["num_speculative_tokens_per_batch_size"] == answer["num_speculative_tokens_per_batch_size"] for c in scheduled)
+    # the default --vllm-version (0.10.1) has no k schedule: the best fixed k comes first, as its own config
+    assert "num_speculative_tokens_per_batch_size" not in configs[0] and configs[0]["num_speculative_tokens"] == answer["fixed_k_fallback"]["num_speculative_tokens"]
     assert "vllm serve meta-llama/Llama-2-7b-hf --max-num-seqs 256 --max-num-batched-tokens 2048 --speculative-config" in out
     assert "0.24.0" in out and "https://github.com/vllm-project/vllm/pull/32374" in out
     runs = pd.read_csv(csv_path)
@@ -114,4 +121,189 @@ def test_help_names_every_flag_of_the_issue_and_the_conversion():
                  "--acceptance-length", "--at-k", "--acceptance", "--acceptance-per-position", "--trace", "--concurrency", "--request-rate",
                  "--k-range", "--json", "--csv"):
         assert flag in text
-    assert "iid_rate_from_length" in text and "vllm serve 0.10.1" in text
+    assert "iid_rate_from_length" in text and "--vllm-version" in text and "(default: 0.10.1)" in text
+
+
+# --- issue 26 §3 --------------------------------------------------------------------------------
+
+
+def _spec(*argv):
+    from simulator import paysoff
+
+    args = paysoff.build_parser().parse_args(list(argv))
+    return paysoff.spec_from_args(args), args
+
+
+def test_k_means_num_speculative_tokens_and_at_k_is_its_deprecated_name(capsys):
+    spec, _ = _spec("--acceptance-length", "2.2", "-k", "3", *SMALL[:4])
+    assert _spec("--acceptance-length", "2.2", "--num-speculative-tokens", "3", *SMALL[:4])[0] == spec
+    assert _spec("--acceptance-length", "2.2", "--at-k", "3", *SMALL[:4])[0] == spec
+    assert "--at-k is deprecated and will be removed in the next release; use -k" in capsys.readouterr().err
+
+
+def test_seeds_mean_what_they_mean_in_python_m_simulator(capsys):
+    spec, _ = _spec("--acceptance", "0.7", "--acceptance-seed", "5", "--workload-seed", "9", *SMALL[:4])
+    assert (spec.seed, spec.workload_seed) == (5, 9)
+    assert _spec("--acceptance", "0.7", "--seed", "5", "--workload-seed", "9", *SMALL[:4])[0] == spec
+    assert "--seed is deprecated" in capsys.readouterr().err
+
+
+def test_proposal_probability_reaches_every_speculative_run():
+    from simulator.sweep.paysoff import speculation
+
+    spec, _ = _spec("--acceptance", "0.7", "--proposal-probability", "0.6", *SMALL[:4])
+    assert speculation(spec, spec.profiles[0], "kv_once", 2).proposal_probability == 0.6
+    default, _ = _spec("--acceptance", "0.7", *SMALL[:4])
+    assert speculation(default, default.profiles[0], "kv_once", 2).proposal_probability == 1.0
+
+
+def test_the_vllm_version_picks_the_engine_of_every_run():
+    from simulator.sweep.paysoff import fixed_k_jobs
+
+    spec, _ = _spec("--acceptance", "0.7", "--vllm-version", "0.14.0", *SMALL[:4])
+    assert {job.config.engine for job in fixed_k_jobs(spec)} == {"vllm-0.14.0"}
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--acceptance", "1.5"], "--acceptance 1.5: must be a probability"),
+        (["--acceptance", "0.7", "--concurrency", "", "--request-rate", "2,4"], "--concurrency '': the grid has no concurrency.*the --request-rate table is printed beside it"),
+        (["--acceptance", "0.7", "--request-rate", "inf"], "--request-rate inf: inf sends every request at once, which is the closed loop here"),
+        (["--acceptance", "0.7", "--proposal-probability", "1.5"], "--proposal-probability 1.5: must be in \\[0, 1\\]"),
+        (["--acceptance", "0.7", "--tensor-parallel-size", "3"], "--tensor-parallel-size 3: meta-llama/Llama-2-7b-hf cannot be tensor-parallel over 3 GPUs"),
+        (["--acceptance", "0.7", "--dataset-name", "sonnet"], "--dataset-name sonnet: the pays-off grid draws vllm bench serve's random dataset"),
+        (["--acceptance", "0.7", "--vllm-version", "0.9.0"], "--vllm-version 0.9.0: older than vLLM 0.10.1"),
+        (["--acceptance-length", "2", "-k", "2", "--at-k", "3"], "-k and --at-k both set -k"),
+    ],
+)
+def test_more_bad_input_is_one_line_with_one_prefix(argv, message, capsys, tmp_path):
+    code, out, err = _run(SMALL + argv + ["--json", str(tmp_path / "a.json")], capsys)
+    lines = [line for line in err.splitlines() if not line.startswith("warning:")]
+    assert code == 2 and len(lines) == 1 and lines[0].count("python -m simulator.paysoff") == 1, err
+    assert pytest.importorskip("re").search(message, lines[0]), lines[0]
+    assert "tensor_parallel_size =" not in lines[0]
+    assert out == "" and not (tmp_path / "a.json").exists()
+
+
+def test_ctrl_c_exits_130_with_one_line_and_writes_nothing(capsys, tmp_path, monkeypatch):
+    from simulator.sweep import paysoff as sweep
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sweep, "run_paysoff", interrupted)
+    monkeypatch.setattr("simulator.paysoff.check_runs", lambda spec: None)
+    outputs = [tmp_path / "a.json", tmp_path / "a.csv"]
+    code, out, err = _run(["--acceptance", "0.7", *SMALL, "--json", str(outputs[0]), "--csv", str(outputs[1])], capsys)
+    assert code == 130 and len(err.strip().splitlines()) == 1 and err.startswith("interrupted: python -m simulator.paysoff stopped")
+    assert "rerun the same command to resume" in err and out == "" and not any(p.exists() for p in outputs)
+
+
+# A made-up model of the runs, so the table's marks are checked against numbers the test chose:
+# base TPOT 10 ms + 0.5 ms per request in flight (or per req/s); speedups by (concurrency, k); the
+# baseline at 16 req/s has a queue that grows (each request waits 10 ms longer than the one before).
+SPEEDUPS = {(8, 1): 1.3, (8, 2): 1.8, (32, 1): 1.1, (32, 2): 0.9}
+OFF_AT_8 = {(8, 1): 0.97, (8, 2): 0.95, (32, 1): 0.9, (32, 2): 0.8}
+
+
+def _fake_runs(speedups):
+    from simulator.config import ClosedLoopWorkload
+    from simulator.results import RunResult, summarize
+    from simulator.speculative.k_schedule import k_for_batch
+
+    def run(config):
+        w, spec = config.workload, config.speculation
+        closed = isinstance(w, ClosedLoopWorkload)
+        x = w.concurrency if closed else w.arrival_rate
+        k = (k_for_batch(spec.k_schedule, x) if spec.k_schedule else spec.num_speculative_tokens) if spec.enabled else 0
+        speed = 1.0 if k == 0 else speedups[(x, k)] if closed else 1.5
+        n = w.num_requests
+        ttft = [0.01 * (i + 1) if x == 16 and not closed else 0.02 for i in range(n)]
+        tpot = (0.010 + 0.0005 * x) / speed
+        frame = pd.DataFrame({"request_id": range(n), "arrival_s": [0.1 * i for i in range(n)], "prompt_tokens": [128] * n, "output_tokens": [32] * n,
+                              "ttft_s": ttft, "tpot_s": [tpot] * n, "e2e_s": [t + 31 * tpot for t in ttft], "restarts": [0] * n, "verify_steps": [0] * n,
+                              "proposed_tokens": [0] * n, "accepted_tokens": [0] * n})
+        provenance = {"profile_source": "fake", "profile_id": "fake", "vidur_version": "0", "simulator_version": "0", "simulator_source_hash": "0"}
+        return RunResult(config, frame, summarize(frame, 10.0, {}), provenance)
+
+    return run
+
+
+def _answer(speedups, *argv):
+    from simulator import paysoff
+    from simulator.sweep.executors import LocalExecutor
+    from simulator.sweep.paysoff import run_paysoff
+
+    args = paysoff.build_parser().parse_args(["--acceptance", "0.7", "--concurrency", "8,32", "--request-rate", "2,16", "--k-range", "1-2",
+                                              "--max-num-seqs", "64", *argv])
+    spec = paysoff.spec_from_args(args)
+    output = run_paysoff(spec, LocalExecutor(jobs=1, progress=False), run=_fake_runs(speedups))
+    return paysoff.format_answer(spec, output, args.limits, args._speculative_input), output
+
+
+def test_the_table_prints_each_rows_baseline_and_marks_an_overloaded_one():
+    text, _ = _answer(SPEEDUPS)
+    assert "base TPOT" in text and "base TTFT" in text
+    rows = [line for line in text.splitlines() if line.strip().startswith(("8 |", "32 |", "2 |", "16 |"))]
+    by_x = {line.split("|")[0].strip(): line for line in rows}
+    assert "14.0 ms" in by_x["8"] and "26.0 ms" in by_x["32"] and "11.0 ms" in by_x["2"] and "18.0 ms" in by_x["16"]  # 10 + 0.5 x
+    assert by_x["16"].rstrip().endswith("overloaded") and not any(by_x[x].rstrip().endswith("overloaded") for x in ("8", "32", "2"))
+    assert "overloaded: the no-speculation run's queue grew through the run" in text
+
+
+def test_a_grid_from_8_never_claims_from_1_in_flight():
+    text, output = _answer(OFF_AT_8)
+    assert "from 1 in flight" not in text
+    assert "stops speculating: from 8 in flight, the smallest concurrency simulated (below 8 was not simulated)" in text
+    assert output.schedules["schedules"][0]["stops_paying_from"] == 8
+
+
+def test_the_best_fixed_k_for_an_older_vllm_leads_and_the_schedule_follows():
+    # geometric means: k = 1: sqrt(1.3 x 1.1) = 1.196, k = 2: sqrt(1.8 x 0.9) = 1.273 -> k = 2, below 1x at 32
+    text, output = _answer(SPEEDUPS)
+    fallback = output.schedules["schedules"][0]["fixed_k_fallback"]
+    assert fallback["num_speculative_tokens"] == 2 and fallback["geomean_tpot_speedup"] == pytest.approx(math.sqrt(1.8 * 0.9), abs=1e-4)
+    assert fallback["below_1x_at"] == [32] and json.loads(fallback["speculative_config_json"])["num_speculative_tokens"] == 2
+    assert "num_speculative_tokens_per_batch_size" not in fallback["speculative_config_json"]
+    recommendation = text.split("Ties:", 1)[1]
+    assert recommendation.index("Recommended for vLLM 0.10.1") < recommendation.index("On vLLM 0.24.0 or later, the recommended num_speculative_tokens_per_batch_size")
+    assert "the best fixed k = 2, 1.27× geometric-mean TPOT speedup" in text and "below 1× at 32 in flight" in text
+    newer, _ = _answer(SPEEDUPS, "--vllm-version", "0.24.0")
+    recommendation = newer.split("Ties:", 1)[1]
+    assert recommendation.index("Recommended num_speculative_tokens_per_batch_size") < recommendation.index("On vLLM before 0.24.0 (no k schedule)")
+    assert "https://github.com/vllm-project/vllm/blob/v0.24.0/vllm/config/speculative.py" in text and "vllm-metal" not in text
+
+
+def test_no_fixed_k_that_never_pays_is_recommended():
+    text, output = _answer(OFF_AT_8)
+    assert output.schedules["schedules"][0]["fixed_k_fallback"]["num_speculative_tokens"] == 0
+    assert "no fixed k pays on average over the concurrencies simulated: run without --speculative-config" in text
+
+
+@pytest.mark.simulation
+def test_a_real_sigint_exits_130_with_one_line_and_no_traceback(tmp_path):
+    """Over a pipe the command prints progress lines; SIGINT once it simulates: the workers stop,
+    one interrupt line, nothing written; rerunning resumes from what finished."""
+    import os
+    import signal
+    import time
+
+    out = tmp_path / "a.json"
+    env = {**os.environ, "VIDUR_SPECDEC_CACHE": str(tmp_path / "cache")}
+    argv = [sys.executable, "-m", "simulator.paysoff", "--acceptance", "0.7", "--concurrency", "1-64", "--k-range", "1-3", "--jobs", "2", "--json", str(out)]
+    process = subprocess.Popen(argv, cwd=REPO_ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        lines.append(line)
+        if "to simulate" in line:
+            break
+    time.sleep(3)
+    process.send_signal(signal.SIGINT)
+    stdout, rest = process.communicate(timeout=60)
+    err = "".join(lines) + rest
+    assert process.returncode == 130, err
+    assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("interrupted: python -m simulator.paysoff stopped")
+    assert stdout == "" and not out.exists()

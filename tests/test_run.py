@@ -199,7 +199,7 @@ def test_cli_bad_input_exits_nonzero_and_writes_nothing(tmp_path):
         [sys.executable, "-m", "simulator", "--request-rate", "0", "--json", str(out)], capture_output=True, text=True, cwd=tmp_path
     )
     assert result.returncode == 2
-    assert "--request-rate 0: must be a positive number" in result.stderr
+    assert "--request-rate/--rate: 0 must be > 0 requests per second, or inf" in result.stderr
     assert list(tmp_path.iterdir()) == []
 
 

@@ -9,7 +9,8 @@ import pytest
 from repo import DATA_DIR
 from simulator import versions
 from simulator.config import PoissonWorkload, RunConfig, SpeculationConfig
-from simulator.sweep import cache, runner
+from simulator import run_cache as cache
+from simulator.sweep import runner
 from simulator.sweep.executors import LocalExecutor
 from simulator.sweep.runner import SWEEP_COLUMNS, run_sweep, to_csv_text
 from simulator.sweep.spec import parse_spec
@@ -42,7 +43,7 @@ arrival_rate = [4.0]
 def counted(monkeypatch, tmp_path):
     """Runs simulated (not loaded from the cache), in a fresh cache dir."""
     # a fresh result cache; the predictor's (expensive) forest stays in the session's cache dir
-    monkeypatch.setattr(cache, "cache_root", lambda config: tmp_path / "runs")
+    monkeypatch.setattr(cache, "cache_root", lambda config, kind="runs": tmp_path / kind)
     monkeypatch.delenv(cache.DISABLE_ENV, raising=False)
     simulated = []
     real = runner.simulate

@@ -177,12 +177,12 @@ DRAFT = ["-k", "4", "--acceptance", "0.7", "--proposer", "draft", "--draft-model
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--tensor-parallel-size", "3"], "tensor_parallel_size = 3: meta-llama/Llama-2-7b-hf cannot be tensor-parallel over 3 GPUs"),
+        (["--tensor-parallel-size", "3"], "--tensor-parallel-size 3: meta-llama/Llama-2-7b-hf cannot be tensor-parallel over 3 GPUs"),
         (["--model", L70, "--tensor-parallel-size", "16"], "larger than the 8 GPUs per node"),
-        (["--tensor-parallel-size", "4", "--network-profile-dir", "{net2}"], "no network profile for .* at tensor_parallel_size = 4"),
+        (["--tensor-parallel-size", "4", "--network-profile-dir", "{net2}"], "no network profile for .* at --tensor-parallel-size 4"),
         (["--tensor-parallel-size", "4", "--profile-dir", "{tp12}"], "larger than the device count this profile covers"),
-        (["--tensor-parallel-size", "4", *DRAFT, "--draft-tensor-parallel-size", "2"], "draft_tensor_parallel_size = 2: must be 1 or the target's"),
-        (["--tensor-parallel-size", "8", *DRAFT], "draft_tensor_parallel_size = 8: JackFram/llama-68m cannot be tensor-parallel over 8"),
+        (["--tensor-parallel-size", "4", *DRAFT, "--draft-tensor-parallel-size", "2"], "--draft-tensor-parallel-size 2: must be 1 or the target's"),
+        (["--tensor-parallel-size", "8", *DRAFT], "--draft-tensor-parallel-size 8: JackFram/llama-68m cannot be tensor-parallel over 8"),
     ],
 )
 def test_bad_tp_input_exits_2_and_writes_nothing(tmp_path, args, message):

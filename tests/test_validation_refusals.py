@@ -101,9 +101,9 @@ def test_generate_refuses_flags_it_would_ignore_and_unbounded_lengths(tmp_path, 
 @pytest.mark.parametrize(
     "rows, message",
     [
-        ("100,20\n100,-5\n", "data row 2 has lengths [100, -5]; lengths must be integers >= 1"),
-        ("100,20\n100,20.5\n300,4\n", "data row 2 has lengths"),
-        ("100,20\n,7\n", "data row 2 has lengths"),
+        ("100,20\n100,-5\n", "data row 2 has num_prefill_tokens = 100, num_decode_tokens = -5; lengths must be integers >= 1"),
+        ("100,20\n100,20.5\n300,4\n", "data row 2 has num_prefill_tokens = 100, num_decode_tokens = 20.5;"),
+        ("100,20\n,7\n", "data row 2 has num_prefill_tokens = (empty), num_decode_tokens = 7;"),
     ],
     ids=["negative", "fraction", "missing"],
 )

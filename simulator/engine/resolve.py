@@ -85,6 +85,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     spec = config.speculation
     kind = spec.kind
     target_facts = model_facts(config.model, target_config)
+    _check_not_a_drafter(config.model, target_facts)
     draft_name, draft_config = _draft_network(config, target_facts) if spec.uses_draft_network else (None, None)  # an unknown name fails here
     draft_facts = model_facts(draft_name, draft_config) if draft_config is not None else None
     settings = SpecSettings(k=spec.num_speculative_tokens, options=spec.option_values, ngram_overhead_ms=spec.ngram_overhead_ms, draft=draft_facts, target=target_facts)
@@ -174,6 +175,22 @@ def target_run_shape(config: RunConfig, shape: ModelShape, device: DeviceSpec) -
         )
     return shape.with_precision(precision).with_moe(
         expert_parallel=config.expert_parallel, routing_skew=float(config.moe_routing_skew), data_parallel=config.data_parallel_size
+    )
+
+
+def _check_not_a_drafter(name: str, facts: ModelFacts) -> None:
+    """A draft network (an EAGLE head, a DFlash drafter) is no model to serve: simulated as the
+    target it would be a one-layer (or few-layer) "model" with its targets' context."""
+    if facts.drafter is None:
+        return
+    from simulator.speculative import proposers
+
+    kind = proposers.kind(facts.drafter)
+    article = "an" if kind.label[0] in "AEIOU" else "a"
+    target = f"its target ({', '.join(facts.targets)})" if facts.targets else "the model it drafts for"
+    raise ConfigError(
+        f"model = '{name}': {article} {kind.label}, a draft network, not a model vLLM serves; simulate {target} with "
+        f"proposer = '{kind.name}' and draft_model = '{name}'"
     )
 
 

@@ -154,12 +154,11 @@ def engine_for_version(version: str, path: Path = ENGINES_FILE) -> EngineSpec:
     return at_or_below[-1] if at_or_below else engines[0]
 
 
-def _version_key(version: str) -> tuple[int, ...]:
-    parts = []
-    for part in version.split("."):
-        digits = "".join(ch for ch in part if ch.isdigit())
-        parts.append(int(digits) if digits else 0)
-    return tuple(parts)
+def _version_key(version: str):
+    """A release as PEP 440 orders it (vLLM's own versions are PEP 440)."""
+    from packaging.version import Version
+
+    return Version(version)
 
 
 def get_engine(name: str = DEFAULT_ENGINE, path: Path = ENGINES_FILE) -> EngineSpec:

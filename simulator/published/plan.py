@@ -18,7 +18,7 @@ The mapping, the same for every row (no per-row tuning):
   arrivals are Poisson unless the source's generator sent them evenly spaced (``arrivals``).
 * settings: device constants and documented defaults only (``RunConfig`` defaults: 1.2 ms
   engine overhead per step, LM head costed, KV-once verify attention; the scheduler limits the row
-  states, else what ``vllm serve`` 0.10.1 picks on its GPU, with ``max_num_seqs`` = B for an
+  states, else what ``vllm serve`` of its engine profile picks on its GPU (:mod:`simulator.vllm_serve`), with ``max_num_seqs`` = B for an
   offline batch of B); a draft
   model's tensor parallelism is the row's ``draft_tp``, else vLLM's default (the target's).
 * proposer: the row's kind (:mod:`simulator.speculative.proposers`); a ``drafting = "tree"`` row
@@ -34,10 +34,10 @@ from dataclasses import dataclass
 from typing import Optional
 
 from simulator.catalog import model_config
-from simulator.config import DEFAULT_ENGINE, ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig, vllm_serve_scheduler_defaults
+from simulator.config import DEFAULT_ENGINE, ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.errors import ConfigError
 from simulator.results import speedup
-from simulator.profiles.engines import engine_for_version
+from simulator.profiles.engines import engine_for_version, get_engine
 from simulator.profiles.hardware import load_devices
 from simulator.published.spec import NO_SPECULATION, TREE_FIELDS, Assumptions, Measurement
 from simulator.speculative import proposers
@@ -188,15 +188,17 @@ def plan(m: Measurement, assumptions: Assumptions, rows: dict, devices=None) -> 
 def _runs(
     m: Measurement, acceptance: Optional[Acceptance], workload, gpu: Optional[str] = None, tp: Optional[int] = None
 ) -> tuple[RunConfig, Optional[RunConfig]]:
-    device = gpu or m.gpu
-    seqs, tokens = vllm_serve_scheduler_defaults(device)
+    from simulator.vllm_serve import scheduler_defaults
+
+    device, engine = gpu or m.gpu, engine_of(m)
+    seqs, tokens = scheduler_defaults(device, get_engine(engine).version)
     base = dict(
         workload=workload, model=m.model, device=device, tensor_parallel_size=tp or m.tp, seed=SEED,
-        # the source's limits, else what `vllm serve` 0.10.1 picks on the GPU; an offline batch of B
-        # runs with max_num_seqs = B
+        # the source's limits, else what `vllm serve` of the row's engine profile picks on the GPU;
+        # an offline batch of B runs with max_num_seqs = B
         batch_size_cap=m.max_num_seqs or m.batch_size or seqs,
         chunk_size=m.max_num_batched_tokens or tokens,
-        engine=engine_of(m),
+        engine=engine,
     )
     run = RunConfig(speculation=_speculation(m, acceptance), **base)
     return run, (RunConfig(**base) if m.metric == "speedup" else None)

@@ -9,6 +9,10 @@ arrival rate (Poisson); its speedup is the baseline's median TPOT over its own a
   "none in range", and whether speculation paid everywhere or nowhere.
 * Best k at an x: the k with the highest speedup, k = 0 (no speculation) when none beats 1.
   Ties within ``TIE`` go to the smaller k: it risks less when acceptance is lower than assumed.
+* Best fixed k (for a vLLM without a k schedule): the k whose closed-loop speedup has the highest
+  geometric mean over the simulated concurrencies (each counted once), ties within ``TIE`` to
+  the smaller k, none (k = 0) when no k's mean beats 1; the concurrencies where it is below 1
+  are listed with it, since one k cannot fit every load.
 * Recommended schedule: the best k per concurrency as vLLM's ``num_speculative_tokens_per_batch_size``
   (:func:`simulator.speculative.k_schedule.from_best_k`): in a closed loop the running batch
   is the concurrency.  k never grows with the batch: a verify step's extra tokens cost more
@@ -104,6 +108,21 @@ def best_k(rows: Iterable[dict]) -> dict[tuple, tuple[int, float]]:
             k, s = next((k, s) for k, s in options if s >= top * (1 - TIE))
             out[key + (x,)] = (k, s)
     return out
+
+
+def best_fixed_k(rows: Iterable[dict], acceptance: str, attention: str) -> tuple[int, float, list]:
+    """(k, its geometric-mean speedup, the concurrencies where it is below 1) over the closed-loop
+    fixed-k runs of one acceptance profile and verify setting; (0, 1.0, []) when none pays."""
+    by_k: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    for r in rows:
+        if r["mode"] == "closed_loop" and r["acceptance"] == acceptance and r["attention"] == attention and not r["k_schedule"] and r["num_speculative_tokens"] > 0:
+            by_k[r["num_speculative_tokens"]].append((x_of(r), r["tpot_speedup"]))
+    means = {k: math.exp(sum(math.log(s) for _, s in points) / len(points)) for k, points in sorted(by_k.items()) if points and all(s > 0 for _, s in points)}
+    if not means or max(means.values()) <= 1:
+        return 0, 1.0, []
+    top = max(means.values())
+    k = next(k for k, m in sorted(means.items()) if m >= top * (1 - TIE))
+    return k, means[k], sorted(x for x, s in by_k[k] if s < 1)
 
 
 def recommended_schedule(best: dict[tuple, tuple[int, float]], acceptance: str, attention: str, up_to: int) -> Schedule:

@@ -2,13 +2,21 @@
 
 An executor has one method, ``map(fn, items) -> list``, returning results in input order, so
 the rows a sweep writes cannot depend on which executor ran it or on completion order.
+
+Ctrl-C: the local pool's workers ignore SIGINT (the terminal sends it to the whole process
+group), so only the parent sees it; it then terminates the workers at once instead of waiting for
+their runs, and re-raises, so a command prints its one interrupt line and no worker prints a
+traceback.  Each run the sweep simulates is stored in the result cache by the worker as it
+finishes (:func:`simulator.sweep.runner.simulate_all`), so an interrupted sweep resumes.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor, as_completed
+import signal
+from contextlib import closing
 from typing import Callable, Optional, Sequence
 
 from simulator import progress as progress_policy
@@ -28,27 +36,32 @@ class LocalExecutor:
 
     def map(self, fn: Callable, items: Sequence, desc: str = "simulating") -> list:
         items = list(items)
-        bar = progress_policy.bar(len(items), desc, enabled=self.progress)
-        try:
-            if self.jobs == 1 or len(items) <= 1:
+        if self.jobs == 1 or len(items) <= 1:
+            with closing(progress_policy.bar(len(items), desc, enabled=self.progress)) as bar:
                 results = []
                 for item in items:
                     results.append(fn(item))
                     bar.update()
                 return results
-            results: list = [None] * len(items)
-            with ProcessPoolExecutor(max_workers=min(self.jobs, len(items))) as pool:
-                futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
-                try:
-                    for future in as_completed(futures):
-                        results[futures[future]] = future.result()
-                        bar.update()
-                except BaseException:
-                    pool.shutdown(cancel_futures=True)
-                    raise
-            return results
-        finally:
-            bar.close()
+        results: list = [None] * len(items)
+        # the workers are forked when the pool starts, before the progress thread does (a fork never copies a held lock);
+        # leaving the block (done, an error, Ctrl-C) terminates them: none outlives the map
+        with multiprocessing.get_context().Pool(processes=min(self.jobs, len(items)), initializer=_ignore_interrupts) as pool:
+            with closing(progress_policy.bar(len(items), desc, enabled=self.progress)) as bar:
+                for i, result in pool.imap_unordered(_indexed, [(fn, i, item) for i, item in enumerate(items)]):
+                    results[i] = result
+                    bar.update()
+        return results
+
+
+def _ignore_interrupts() -> None:
+    """A pool worker leaves Ctrl-C to the parent, which terminates it."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _indexed(job: tuple) -> tuple:
+    fn, i, item = job
+    return i, fn(item)
 
 
 class RayExecutor:

@@ -31,16 +31,23 @@ import numpy as np
 from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.results import speedup
 from simulator.speculative.k_schedule import Schedule, max_k, to_vllm
-from simulator.sweep.crossover import TIE, best_k, crossover_rows, recommended_schedule, x_of
+from simulator.sweep.crossover import TIE, best_fixed_k, best_k, crossover_rows, recommended_schedule, x_of
+from simulator.vllm_serve import DYNAMIC_SD_VERSION
 from simulator.sweep.paysoff_spec import AcceptanceProfile, PaysoffSpec, kind_settings, profile_length, verify_settings
 from simulator.sweep.runner import simulate_all, to_csv_text
 
-# The vLLM release whose speculative_config accepts num_speculative_tokens_per_batch_size.
+# The vLLM release whose speculative_config accepts num_speculative_tokens_per_batch_size
+# (simulator.vllm_serve.DYNAMIC_SD_VERSION), with vLLM's own sources; older releases get the
+# best fixed k instead (each schedule's fixed_k_fallback).
 VLLM_DYNAMIC_SD = {
-    "version": "0.24.0",
-    "text": "vLLM 0.24.0 or later: num_speculative_tokens_per_batch_size came with vLLM PR #32374 ('[V1][Spec Decode] Add Dynamic SD', "
-    "merged June 2026); vllm-metal's bump to vLLM 0.24.0 (#463, 2026-06-30) adapts to the per-step k it introduced. Older versions reject the key.",
-    "sources": ["https://github.com/vllm-project/vllm/pull/32374", "https://github.com/vllm-project/vllm-metal/pull/463"],
+    "version": DYNAMIC_SD_VERSION,
+    "text": f"vLLM {DYNAMIC_SD_VERSION} or later: its SpeculativeConfig declares num_speculative_tokens_per_batch_size (vllm/config/speculative.py "
+    f"at v{DYNAMIC_SD_VERSION}; v0.23.0's has no such field), added by vLLM PR #32374 ('[V1][Spec Decode] Add Dynamic SD'). Older versions "
+    "reject the key: run the best fixed k (its --speculative-config is given with each schedule).",
+    "sources": [
+        f"https://github.com/vllm-project/vllm/blob/v{DYNAMIC_SD_VERSION}/vllm/config/speculative.py",
+        "https://github.com/vllm-project/vllm/pull/32374",
+    ],
 }
 
 PAYSOFF_COLUMNS = (
@@ -163,6 +170,7 @@ def speculation(spec: PaysoffSpec, profile: AcceptanceProfile, attention: str, k
         draft_tensor_parallel_size=profile.draft_tensor_parallel_size,
         attention=attention,
         interpolation=spec.interpolation,
+        proposal_probability=profile.proposal_probability,
     )
 
 
@@ -181,6 +189,7 @@ def run_config(spec: PaysoffSpec, system: tuple[str, str, int], workload, specul
         chunk_size=spec.chunk_size,
         quantization=spec.quantization,
         kv_cache_dtype=spec.kv_cache_dtype,
+        engine=spec.engine,
     )
 
 
@@ -309,30 +318,60 @@ def run_paysoff(spec: PaysoffSpec, executor, profile_dir: Optional[str] = None, 
     return PaysoffOutput(all_rows, crossover_rows(rows), schedule_document(spec, schedules, best, all_rows))
 
 
-def speculative_config(profile: AcceptanceProfile, schedule: Schedule) -> Optional[dict]:
-    """vLLM's ``--speculative-config`` for the schedule (None: do not speculate)."""
-    k_max = max_k(schedule)
+def speculative_config(profile: AcceptanceProfile, schedule: Optional[Schedule], k: Optional[int] = None) -> Optional[dict]:
+    """vLLM's ``--speculative-config`` for the schedule, or at one fixed ``k`` (None: do not speculate)."""
+    k_max = max_k(schedule) if schedule is not None else k
     if not k_max:
         return None
-    config = profile.kind.speculative_config(kind_settings(profile, k_max), profile.draft_model, profile.draft_tensor_parallel_size)
-    config["num_speculative_tokens_per_batch_size"] = to_vllm(schedule)
+    from simulator.vllm_serve import served_model_name
+
+    draft = served_model_name(profile.draft_model) if profile.draft_model else None
+    config = profile.kind.speculative_config(kind_settings(profile, k_max), draft, profile.draft_tensor_parallel_size)
+    if schedule is not None:
+        config["num_speculative_tokens_per_batch_size"] = to_vllm(schedule)
     return config
 
 
 def serve_command(spec: PaysoffSpec, profile: AcceptanceProfile, config: Optional[dict]) -> str:
+    """The ``vllm serve`` line, naming the model as vLLM loads it (not a local config.json path)."""
+    from simulator.vllm_serve import served_model_name
+
     flags = [f"--tensor-parallel-size {profile.tensor_parallel_size}"] if profile.tensor_parallel_size > 1 else []
     flags.append(f"--max-num-seqs {spec.batch_size_cap} --max-num-batched-tokens {spec.chunk_size}")
     if spec.quantization:
         flags.append(f"--quantization {spec.quantization}")
     if spec.kv_cache_dtype != "auto":
         flags.append(f"--kv-cache-dtype {spec.kv_cache_dtype}")
-    return profile.kind.serve_command(profile.model, flags, config)
+    return profile.kind.serve_command(served_model_name(profile.model, profile.served_model_name), flags, config)
 
 
 def stops_paying(best: dict, profile: AcceptanceProfile, attention: str, up_to: int) -> Optional[int]:
-    """The smallest concurrency from which the (monotone) recommended schedule runs k = 0; None: pays throughout."""
+    """The smallest simulated concurrency from which the (monotone) recommended schedule runs k = 0;
+    None: pays throughout.  The schedule's first row starts at batch size 1 whatever was simulated,
+    so a schedule that is off from its first row stops paying "from" the smallest concurrency
+    simulated, never from an unsimulated 1."""
     schedule = recommended_schedule(best, profile.name, attention, up_to)
-    return next((start for start, _, k in schedule if k == 0), None)
+    start = next((start for start, _, k in schedule if k == 0), None)
+    if start is None:
+        return None
+    simulated = [int(x) for (mode, acc, att, x) in best if mode == "closed_loop" and acc == profile.name and att == attention]
+    return max(start, min(simulated)) if simulated else start
+
+
+def fixed_k_fallback(spec: PaysoffSpec, profile: AcceptanceProfile, rows: Sequence[dict]) -> dict:
+    """The best fixed k for a vLLM without ``num_speculative_tokens_per_batch_size``
+    (:func:`simulator.sweep.crossover.best_fixed_k`), its ``--speculative-config`` and serve line."""
+    k, mean, losing = best_fixed_k(rows, profile.name, spec.attention)
+    config = speculative_config(profile, None, k)
+    return {
+        "num_speculative_tokens": k,
+        "geomean_tpot_speedup": round(mean, 4),
+        "below_1x_at": losing,
+        "for_vllm": f"before {DYNAMIC_SD_VERSION}",
+        "speculative_config": config,
+        "speculative_config_json": json.dumps(config, separators=(",", ":")) if config else None,
+        "serve_command": serve_command(spec, profile, config),
+    }
 
 
 def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequence[dict]) -> dict:
@@ -397,6 +436,7 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
                 "stops_paying_from": off[spec.attention],
                 "stops_paying_band": {b: off[b] for b in bounds},
                 "comparison": compared,
+                "fixed_k_fallback": fixed_k_fallback(spec, profile, rows),
             }
         )
     return {

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from simulator.config import SpeculationConfig
+from simulator.config import DEFAULT_ENGINE, SpeculationConfig
 from simulator.errors import ConfigError
 from simulator.speculative import proposers
 from simulator.inputs import (
@@ -109,6 +109,9 @@ class AcceptanceProfile:
     poisson: bool = True  # also run the open-loop (Poisson) grid
     options: tuple = ()  # the proposer kind's options, (name, value) pairs
     given: str = ""  # which acceptance input it came from: "rate", "per_position", "length" or "lengths"
+    # P(the proposer drafts at a decode step): below 1 for n-gram misses (SpeculationConfig.proposal_probability)
+    proposal_probability: float = 1.0
+    served_model_name: Optional[str] = None  # the name a printed vllm serve line gives the model (None: its own)
 
     @property
     def kind(self):
@@ -144,6 +147,7 @@ class PaysoffSpec:
     speculative_tokens: tuple[int, ...]
     profiles: tuple[AcceptanceProfile, ...]
     trace: Optional[str] = None  # draw request lengths from this Vidur trace instead of the means
+    engine: str = DEFAULT_ENGINE  # the engine profile every run uses (RunConfig.engine: the vLLM version it stands for)
     attention: str = dataclasses.field(default_factory=lambda: SpeculationConfig().attention)
     interpolation: float = dataclasses.field(default_factory=lambda: SpeculationConfig().interpolation)
     # vLLM's --quantization and --kv-cache-dtype for every run (None / "auto": the model's own)
@@ -177,35 +181,42 @@ def acceptance_profile(name: str, label: str, source: str, *, rate=None, per_pos
 
     Exactly one of ``rate``, ``per_position``, ``length`` (with ``at_k``) or ``lengths`` (with
     ``from_k``).  ``flags`` maps the argument names to how the user spelled them (CLI flags or
-    spec keys), so a refusal names the input the user gave.
+    spec keys), so a refusal names the input the user gave: with flags a value reads ``--acceptance
+    1.5``, as typed, and an empty ``where`` adds no prefix (the command adds its own once).
     """
     spell = {"rate": "rate", "per_position": "per_position", "length": "acceptance_length", "at_k": "at_k", "lengths": "acceptance_lengths", "from_k": "from_k"}
     spell.update(flags or {})
+    typed = flags is not None
+
+    def said(key: str, value) -> str:
+        return f"{spell[key]} {value:g}" if typed and isinstance(value, (int, float)) and not isinstance(value, bool) else f"{spell[key]} = {value!r}"
+
+    where = f"{where}: " if where else ""
     given = [key for key, value in (("rate", rate), ("per_position", per_position), ("length", length), ("lengths", lengths)) if value is not None]
     if len(given) != 1:
         names = " / ".join(spell[k] for k in ("rate", "per_position", "length", "lengths"))
-        raise ConfigError(f"{where}: give exactly one of {names} (got {', '.join(spell[k] for k in given) or 'none'})")
+        raise ConfigError(f"{where}give exactly one of {names} (got {', '.join(spell[k] for k in given) or 'none'})")
     if rate is not None:
         if not probability(rate):
-            raise ConfigError(f"{where}: {spell['rate']} = {rate!r} must be a probability in [0, 1] (accepted / proposed tokens)")
+            raise ConfigError(f"{where}{said('rate', rate)}{':' if typed else ''} must be a probability in [0, 1] (accepted / proposed tokens)")
         return AcceptanceProfile(name, label, rate=float(rate), source=source, derivation=f"i.i.d. acceptance rate {rate:g} per proposed token, as given", given="rate", **deployment)
     if per_position is not None:
         values = list(per_position)
         if not values:
-            raise ConfigError(f"{where}: {spell['per_position']} is empty; give P(position i accepted | earlier accepted) for i = 1..k")
+            raise ConfigError(f"{where}{spell['per_position']} is empty; give P(position i accepted | earlier accepted) for i = 1..k")
         for j, p in enumerate(values):
             if not probability(p):
-                raise ConfigError(f"{where}: {spell['per_position']}[{j}] = {p!r} must be a probability in [0, 1]")
+                raise ConfigError(f"{where}{spell['per_position']}[{j}] = {p!r} must be a probability in [0, 1]")
         return AcceptanceProfile(
             name, label, per_position=tuple(float(p) for p in values), source=source,
             derivation="per-position conditional rates P(position i accepted | earlier accepted), as given", given="per_position", **deployment,
         )
     if length is not None:
         if at_k is None or not positive_int(at_k):
-            raise ConfigError(f"{where}: {spell['length']} = {length!r} needs {spell['at_k']}, the k it was measured at (a positive integer), got {at_k!r}")
+            raise ConfigError(f"{where}{said('length', length)} needs {spell['at_k']}, the k it was measured at (a positive integer), got {at_k!r}")
         if not isinstance(length, (int, float)) or isinstance(length, bool) or not 1 <= length <= at_k + 1:
             raise ConfigError(
-                f"{where}: {spell['length']} = {length!r} at {spell['at_k']} = {at_k} is outside [1, {at_k + 1}]; vLLM's mean acceptance "
+                f"{where}{said('length', length)} at {said('at_k', at_k)} is outside [1, {at_k + 1}]; vLLM's mean acceptance "
                 f"length counts the bonus token, so it lies between 1 and k + 1: check the value or the k it was measured at"
             )
         alpha = iid_rate_from_length(float(length), at_k)
@@ -216,15 +227,15 @@ def acceptance_profile(name: str, label: str, source: str, *, rate=None, per_pos
             given="length", **deployment,
         )
     if from_k is None or not positive_int(from_k):
-        raise ConfigError(f"{where}: {spell['lengths']} needs {spell['from_k']}, the k of its first value (a positive integer), got {from_k!r}")
+        raise ConfigError(f"{where}{spell['lengths']} needs {spell['from_k']}, the k of its first value (a positive integer), got {from_k!r}")
     by_k = {}
     for j, value in enumerate(lengths):
         k = from_k + j
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not 1 <= value <= k + 1:
-            raise ConfigError(f"{where}: {spell['lengths']}[{j}] = {value!r} (k = {k}) is outside [1, {k + 1}]")
+            raise ConfigError(f"{where}{spell['lengths']}[{j}] = {value!r} (k = {k}) is outside [1, {k + 1}]")
         by_k[k] = float(value)
     if not by_k:
-        raise ConfigError(f"{where}: {spell['lengths']} is empty")
+        raise ConfigError(f"{where}{spell['lengths']} is empty")
     rates = conditional_from_lengths(by_k)
     return AcceptanceProfile(
         name, label, per_position=rates, source=source,
@@ -399,7 +410,7 @@ def parse_paysoff_spec(text: str, source: str = "<spec>") -> PaysoffSpec:
 def single_deployment(profile: AcceptanceProfile, *, ks: Sequence[int], concurrency: Sequence[int], arrival_rates: Sequence[float] = (),
                       max_num_seqs: int, max_num_batched_tokens: int, prompt_tokens: int, output_tokens: int, length_spread: float,
                       requests_per_slot: int = 2, min_requests: int = 8, poisson_requests: int = 64, seed: int = 0, workload_seed: int = 42,
-                      trace: Optional[str] = None, where: str = "pays-off", quantization: Optional[str] = None,
+                      trace: Optional[str] = None, engine: str = DEFAULT_ENGINE, where: str = "pays-off", quantization: Optional[str] = None,
                       kv_cache_dtype: str = "auto") -> PaysoffSpec:
     """The spec of one deployment, as ``python -m simulator.paysoff`` builds it from its flags."""
     ks = tuple(sorted(set(ks)))
@@ -407,6 +418,6 @@ def single_deployment(profile: AcceptanceProfile, *, ks: Sequence[int], concurre
         seed=seed, batch_size_cap=max_num_seqs, chunk_size=max_num_batched_tokens, prompt_tokens=prompt_tokens, output_tokens=output_tokens,
         length_spread=length_spread, workload_seed=workload_seed, concurrency=tuple(sorted(set(concurrency))), requests_per_slot=requests_per_slot,
         min_requests=min_requests, arrival_rates=tuple(sorted(set(arrival_rates))), poisson_requests=poisson_requests, poisson_k=ks if arrival_rates else (),
-        speculative_tokens=ks, profiles=(profile,), trace=trace, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
+        speculative_tokens=ks, profiles=(profile,), trace=trace, engine=engine, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
     )
     return check_spec(spec, where)

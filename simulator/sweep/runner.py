@@ -7,6 +7,7 @@ format, so the same spec and seeds give a byte-identical CSV whatever executor r
 
 from __future__ import annotations
 
+from contextlib import closing
 from dataclasses import dataclass
 from typing import Callable, Optional, Sequence
 
@@ -137,9 +138,10 @@ def run_sweep(spec: SweepSpec, executor, run: Optional[RunFn] = None, profile_di
 
 def simulate_all(configs: Sequence[RunConfig], executor, run: Optional[RunFn] = None, label: str = "simulating") -> list[dict]:
     """One record per config, in order.  Real runs (``run`` None) go through the result cache
-    (:mod:`simulator.sweep.cache`): only the misses are simulated, so a warm rebuild runs none.
+    (:mod:`simulator.run_cache`): only the misses are simulated, so a warm rebuild runs none.
     ``label`` names the stage in the progress lines and bar."""
-    from simulator.sweep import cache
+    from simulator import run_cache as cache
+    from simulator.sweep.executors import LocalExecutor
 
     configs = list(configs)
     shown = getattr(executor, "progress", None)
@@ -152,26 +154,48 @@ def simulate_all(configs: Sequence[RunConfig], executor, run: Optional[RunFn] = 
     missing = [i for i, found in enumerate(records) if found is None]
     say(f"{label}: {len(configs)} runs, {len(configs) - len(missing)} from the result cache, {len(missing)} to simulate", shown)
     if missing:
-        warm_predictors([configs[i] for i in missing], shown)
-        for i, fresh in zip(missing, executor.map(simulate, [(None, configs[i]) for i in missing], desc=label)):
+        warm_predictors([configs[i] for i in missing], shown, label)
+        # each worker stores its run as it finishes, so an interrupted sweep keeps what it simulated; the
+        # parent stores them too, for workers whose cache is another machine's (Ray)
+        for i, fresh in zip(missing, executor.map(simulate_and_store, [(configs[i], keys[i]) for i in missing], desc=label)):
             records[i] = fresh
-            cache.store(configs[i], fresh, keys[i])
+            if not isinstance(executor, LocalExecutor):
+                cache.store(configs[i], fresh, keys[i])
     return records
 
 
-def warm_predictors(configs: Sequence[RunConfig], progress: Optional[bool] = None) -> None:
+def simulate_and_store(job: tuple[RunConfig, str]) -> dict:
+    """Worker entry point of a cached sweep: simulate one config and keep its record in the cache."""
+    from simulator import run_cache as cache
+
+    config, key = job
+    fresh = simulate((None, config))
+    cache.store(config, fresh, key)
+    return fresh
+
+
+def warm_predictors(configs: Sequence[RunConfig], progress: Optional[bool] = None, label: str = "simulating") -> None:
     """Every distinct target predictor the runs need, trained here before any worker starts:
-    workers forked while one of them trains (with joblib's own pool) wait on its lock forever."""
-    seen = set()
+    workers forked while one of them trains (with joblib's own pool) wait on its lock forever.
+    Off a terminal it reports at least every few seconds (:mod:`simulator.progress`): a cold
+    profile can take minutes to build."""
+    from simulator.progress import bar
+
+    todo = {}
     for config in configs:
         spec = config.speculation
         draft = (spec.draft_model, spec.draft_profile_dir, config.draft_tensor_parallel_size) if spec.uses_draft_network else None
         identity = (config.model, config.device, config.profile_dir, config.tensor_parallel_size, config.network_profile_dir, config.block_size, draft)
-        if identity not in seen:
-            seen.add(identity)
-            drafting = f" with {spec.draft_model} at TP {config.draft_tensor_parallel_size}" if draft else ""
+        todo.setdefault(identity, config)
+    if not todo:
+        return
+    with closing(bar(len(todo), f"{label}: preparing predictors", unit="model", enabled=progress)) as shown:
+        for config in todo.values():
+            spec = config.speculation
+            drafting = f" with {spec.draft_model} at TP {config.draft_tensor_parallel_size}" if spec.uses_draft_network else ""
             say(f"preparing {config.model} on {config.device} at TP {config.tensor_parallel_size}{drafting}", progress)
             warm_predictor(config)
+            shown.update()
 
 
 def warm_predictor(config: RunConfig) -> None:

@@ -25,23 +25,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
-from simulator.argtypes import positive_int, speculative_tokens
+from simulator.argtypes import positive_int, request_rate, speculative_tokens
 from simulator.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
 from simulator.errors import ConfigError
 
 DEFAULT_PERCENTILE_METRICS = "ttft,tpot,itl"  # vllm bench serve's default for generative models
 WORK_PREFIX = "vidur-bench-"
-
-
-def _rate(text: str) -> float:
-    """--request-rate: requests per second, or inf (every request at once), as vLLM's float()."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of requests per second (or inf)") from None
-    if math.isnan(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be > 0 requests per second, or inf")
-    return value
 
 
 def _burstiness(text: str) -> float:
@@ -119,7 +108,7 @@ def add_bench_parser(steps, epilog: str) -> None:
     b.add_argument("--random-range-ratio", type=_ratio, default=0.0, help="lengths uniform in [L(1-r), L(1+r)] (default: 0.0)")
     b.add_argument("--random-prefix-len", type=_non_negative, default=0, help="a random prefix shared by every prompt (default: 0)")
     b.add_argument("--num-prompts", type=positive_int, default=1000, help="requests (default: 1000)")
-    b.add_argument("--request-rate", type=_rate, default=math.inf, help="requests per second, or inf: every request at once (default: inf)")
+    b.add_argument("--request-rate", type=request_rate, default=math.inf, help="requests per second, or inf: every request at once (default: inf)")
     b.add_argument("--burstiness", type=_burstiness, default=1.0, help="gamma shape of the arrival gaps: 1 Poisson, below 1 burstier (default: 1.0)")
     b.add_argument("--max-concurrency", type=positive_int, help="requests in flight at most (default: no limit)")
     b.add_argument("--seed", type=_non_negative, default=0, help="seeds lengths, prompts and arrivals (default: 0)")

@@ -306,13 +306,18 @@ class ProposerKind:
     def from_speculative_config(self, config: dict) -> tuple[SpecSettings, Optional[str], Optional[int]]:
         """The inverse of :meth:`speculative_config`: (settings, draft model, draft TP) from a
         ``--speculative-config`` object in vLLM's key names."""
-        by_key = {o.vllm_key: o.name for o in self.options if o.vllm_key}
-        options = {by_key[key]: value for key, value in config.items() if key in by_key}
         return (
-            SpecSettings(k=int(config["num_speculative_tokens"]), options=self.resolve_options(options)),
+            SpecSettings(k=int(config["num_speculative_tokens"]), options=self.resolve_options(self.options_from_speculative_config(config))),
             config.get("model") if self.needs_draft_model else None,
             config.get("draft_tensor_parallel_size"),
         )
+
+    def options_from_speculative_config(self, config: dict) -> dict:
+        """The kind's options a ``--speculative-config`` object sets, by the simulator's names (not
+        checked): its option keys, as vLLM reads them (a kind whose absent keys vLLM fills in its
+        own way says so here)."""
+        by_key = {o.vllm_key: o.name for o in self.options if o.vllm_key}
+        return {by_key[key]: value for key, value in config.items() if key in by_key}
 
     def serve_command(self, target: str, flags: Sequence[str], config: Optional[dict]) -> str:
         """The engine's launch command for ``target`` with ``flags`` and the config."""

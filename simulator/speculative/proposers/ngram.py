@@ -7,6 +7,7 @@ set it from your own server); vLLM V1 runs the lookup on the CPU (numba), betwee
 
 from __future__ import annotations
 
+from simulator.errors import ConfigError
 from simulator.speculative.proposers.base import Option, ProposerKind, SpecSettings, StepWork
 from simulator.speculative.step import StepPlan
 
@@ -17,6 +18,30 @@ PROMPT_LOOKUP_MAX = Option(
     always_in_config=True,
     source="vLLM's docs' n-gram example: {\"method\": \"ngram\", \"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4}",
 )
+PROMPT_LOOKUP_MIN = Option(
+    "prompt_lookup_min", int, None, "the shortest n-gram the lookup matches (vLLM's prompt_lookup_min; unset: prompt_lookup_max, as vLLM copies it)",
+    vllm_key="prompt_lookup_min", minimum=1,
+)
+# vLLM's n-gram lookup when a --speculative-config leaves a bound out (SpeculativeConfig.__post_init__,
+# the same in v0.10.1, v0.14.0 and v0.24.0): neither -> both 5; one -> the other copies it
+VLLM_UNSET_LOOKUP = 5
+
+
+def lookup_window(settings: SpecSettings) -> tuple[int, int]:
+    """(prompt_lookup_min, prompt_lookup_max) a run uses, the minimum copying the maximum when unset."""
+    high = settings.options["prompt_lookup_max"]
+    low = settings.options.get("prompt_lookup_min") or high
+    if low > high:
+        raise ConfigError(f"prompt_lookup_min = {low}: above prompt_lookup_max = {high} (vLLM refuses it)")
+    return low, high
+
+
+def lookup_options_from_config(config: dict) -> dict:
+    """The lookup bounds as vLLM reads a --speculative-config (:data:`VLLM_UNSET_LOOKUP`)."""
+    low, high = config.get("prompt_lookup_min"), config.get("prompt_lookup_max")
+    if low is None and high is None:
+        return {"prompt_lookup_max": VLLM_UNSET_LOOKUP}
+    return {"prompt_lookup_max": high if high is not None else low, **({"prompt_lookup_min": low} if low is not None else {})}
 
 
 class NgramKind(ProposerKind):
@@ -24,8 +49,14 @@ class NgramKind(ProposerKind):
     label = "n-gram (prompt lookup)"
     vllm_method = "ngram"
     vllm_version = "vLLM V1 from its first release (0.9.2 and earlier; docs/sources/proposers.md §1.1)"
-    options = (PROMPT_LOOKUP_MAX,)
+    options = (PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN)
     rank = 10
+
+    def check(self, settings: SpecSettings, target, draft_tp: int, tp: int) -> None:
+        lookup_window(settings)
+
+    def options_from_speculative_config(self, config: dict) -> dict:
+        return {**super().options_from_speculative_config(config), **lookup_options_from_config(config)}
 
     def step_cost(self, settings: SpecSettings):
         return _HostLookup(settings.ngram_overhead_ms * 1e-3)

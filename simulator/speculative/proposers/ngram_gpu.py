@@ -11,16 +11,11 @@ this is the physical model's estimate, not a fitted figure.  No host lookup time
 
 from __future__ import annotations
 
-from simulator.errors import ConfigError
-from simulator.speculative.proposers.base import Option, ProposerKind, SpecSettings, StepWork, TokenScan
-from simulator.speculative.proposers.ngram import PROMPT_LOOKUP_MAX
+from simulator.speculative.proposers.base import ProposerKind, SpecSettings, StepWork, TokenScan
+from simulator.speculative.proposers.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN, lookup_options_from_config, lookup_window
 from simulator.speculative.step import StepPlan
 
 TOKEN_ID_BYTES = 4  # int32 token ids
-PROMPT_LOOKUP_MIN = Option(
-    "prompt_lookup_min", int, None, "the shortest n-gram the lookup matches (vLLM's prompt_lookup_min; unset: prompt_lookup_max, as vLLM copies it)",
-    vllm_key="prompt_lookup_min", minimum=1,
-)
 
 
 class NgramGpuKind(ProposerKind):
@@ -32,14 +27,13 @@ class NgramGpuKind(ProposerKind):
 
     @staticmethod
     def window(settings: SpecSettings) -> tuple[int, int]:
-        high = settings.options["prompt_lookup_max"]
-        low = settings.options.get("prompt_lookup_min") or high
-        return low, high
+        return lookup_window(settings)
 
     def check(self, settings: SpecSettings, target, draft_tp: int, tp: int) -> None:
-        low, high = self.window(settings)
-        if low > high:
-            raise ConfigError(f"prompt_lookup_min = {low}: above prompt_lookup_max = {high} (vLLM refuses it)")
+        lookup_window(settings)
+
+    def options_from_speculative_config(self, config: dict) -> dict:
+        return {**super().options_from_speculative_config(config), **lookup_options_from_config(config)}
 
     def step_cost(self, settings: SpecSettings):
         return _GpuScan(*self.window(settings))

@@ -1,4 +1,5 @@
-"""A content-addressed cache of sweep results: a rebuild re-simulates only what changed.
+"""A content-addressed cache of run results: a rebuild, a repeated pays-off question or a repeated
+``python -m simulator`` re-simulates only what changed.
 
 A run's key is the SHA-256 of everything that determines its numbers: the full RunConfig
 (less ``cache_dir``, which only says where caches live), the model hash
@@ -6,7 +7,9 @@ A run's key is the SHA-256 of everything that determines its numbers: the full R
 content of every profile directory the run names, and the Vidur version.  The value is the
 flat record the sweep writes into its CSV, stored as JSON (floats round-trip exactly, so a
 cached CSV is byte-identical to a fresh one) under ``<cache dir>/runs/``, written with
-:mod:`simulator.textio`.  An unreadable entry is a miss, never an error.
+:mod:`simulator.textio`.  A single run of ``python -m simulator`` keeps the whole result it
+prints and writes (summary, per-request rows, provenance) under ``<cache dir>/results/``, with the
+same key.  An unreadable entry is a miss, never an error.
 """
 
 from __future__ import annotations
@@ -69,12 +72,12 @@ def run_key(config: RunConfig) -> str:
     return json_digest(payload)
 
 
-def cache_root(config: RunConfig) -> Path:
-    return (Path(config.cache_dir) if config.cache_dir else default_cache_dir()) / "runs"
+def cache_root(config: RunConfig, kind: str = "runs") -> Path:
+    return (Path(config.cache_dir) if config.cache_dir else default_cache_dir()) / kind
 
 
-def _path(config: RunConfig, key: str) -> Path:
-    return cache_root(config) / key[:2] / f"{key}.json"
+def _path(config: RunConfig, key: str, kind: str = "runs") -> Path:
+    return cache_root(config, kind) / key[:2] / f"{key}.json"
 
 
 def load(config: RunConfig, key: Optional[str] = None) -> Optional[dict]:
@@ -95,4 +98,40 @@ def store(config: RunConfig, record: dict, key: Optional[str] = None) -> None:
     try:
         atomic_write_text(_path(config, key), json.dumps({"key": key, "record": record}, sort_keys=True) + "\n")
     except OSError:
+        pass
+
+
+def load_result(config: RunConfig):
+    """The whole cached result of one ``python -m simulator`` run of ``config`` (a RunResult
+    without the per-step logs, which nothing printed or written reads), or None."""
+    import pandas as pd
+
+    from simulator.results import REQUEST_COLUMNS, RunResult, RunSummary
+
+    key = run_key(config)
+    try:
+        stored = json.loads(_path(config, key, "results").read_text(encoding="utf-8"))
+        if stored.get("key") != key:
+            return None
+        body = stored["result"]
+        requests = pd.DataFrame(body["requests"], columns=list(REQUEST_COLUMNS))
+        return RunResult(config=config, requests=requests, summary=RunSummary(**body["summary"]), provenance=dict(body["provenance"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def store_result(config: RunConfig, result) -> None:
+    """Keep a run's result for :func:`load_result`; a cache that cannot be written is skipped."""
+    from simulator.results import REQUEST_COLUMNS
+
+    key = run_key(config)
+    body = {
+        "summary": result.summary.as_dict(),
+        "requests": {column: result.requests[column].tolist() for column in REQUEST_COLUMNS},
+        "provenance": result.provenance,
+    }
+    try:
+        # key order kept: the provenance prints in its own order
+        atomic_write_text(_path(config, key, "results"), json.dumps({"key": key, "result": body}) + "\n")
+    except (OSError, TypeError, ValueError):
         pass
