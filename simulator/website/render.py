@@ -36,7 +36,7 @@ from simulator.website.pages import PAGES, SITE_PAGES
 from simulator.publication import Publication
 from simulator.website.recorded import Recorded, load_progress, load_recorded
 
-TEMPLATES = ("base.html", "_setup.html", "_selection.html") + tuple(PAGES)
+TEMPLATES = ("base.html", "_setup.html", "_selection.html", "_paysoff_checks.html") + tuple(PAGES)
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_FILES = ("site.css", "site.js")
 PLOTLY_JS = "plotly.min.js"
@@ -145,7 +145,7 @@ def render_into(sources: SiteSources, directory: Path) -> None:
         "calibration_doc": calibration_path,
         "calibration_url": site_markdown.source_link(calibration_path, sources.source_url),
         "source_url": sources.source_url,
-        "paysoff": paysoff_page.context(paysoff_data),
+        "paysoff": paysoff_page.context(paysoff_data, published_frame),
         "published": published_page.context(sources.published_csv, page_provenance.published_line(published_frame)) if sources.published_csv else None,
         "verify": verify,
     }
