@@ -708,7 +708,7 @@ def test_published_check_and_calibration_rows_are_apart_in_table_chart_and_headl
     summary = page.locator("#summary").inner_text()
     assert "Check rows (3;" in summary and "1 of 1" in summary  # the calibration row's speedup miss is not counted
     page.goto(published_site.as_uri() + "/index.html")
-    assert "3 check rows" in page.locator("main").inner_text() and "1 calibration rows shown apart" in page.locator("main").inner_text()
+    assert "3 check rows" in page.locator("main").inner_text() and "1 calibration row shown apart" in page.locator("main").inner_text()
 
 
 def test_published_table_reads_on_a_phone(page: Page, published_site):
@@ -940,5 +940,35 @@ def test_paysoff_chart_keeps_its_plot_on_a_phone(page: Page, recorded_site):
     texts = page.locator("#paysoff-closed .legendtext").all_text_contents()
     widths = page.evaluate("() => Array.from(document.querySelectorAll('#paysoff-closed .legend .traces')).map(t => t.getBoundingClientRect().right)")
     assert max(widths) <= page.locator("#paysoff-closed .main-svg").first.bounding_box()["width"] + 16, texts
+
+
+def test_published_tables_fit_their_box_on_a_desktop_and_keep_the_error_on_a_phone(page: Page, recorded_site):
+    """Issue 26: the tables were 1,065 px in a 1,056 px box ("Source" cut to "Sourc"); at 390 px the
+    Error column's "%" was clipped."""
+    open_recorded(page, recorded_site, "published.html", 1280)
+    for wrap in page.locator(".table-wrap").all():
+        assert wrap.evaluate("w => w.scrollWidth <= w.clientWidth"), "a published table is wider than its box at 1280 px"
+    clipped = page.evaluate("() => Array.from(document.querySelectorAll('main th, main td')).filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.innerText)")
+    assert clipped == []
+    page.set_viewport_size({"width": 390, "height": 844})
+    for table in ("published-table", "calibration-table"):
+        cells = page.locator(f"#{table} tbody td:nth-child(4)")
+        assert cells.count() > 0
+        cut = cells.evaluate_all("cs => cs.filter(c => c.scrollWidth > c.clientWidth + 1).map(c => c.innerText)")
+        assert cut == [], f"{table}: error cells clipped at 390 px: {cut[:3]}"
+
+
+def _tick_value(text: str) -> float:
+    return float(text.replace(",", "").replace("k", "e3").replace("\u2212", "-"))
+
+
+def test_published_scatter_labels_every_tick_with_its_value(page: Page, recorded_site):
+    """Issue 26: the log axes' minor ticks printed as bare digits ("2", "5" between 10 and 100)."""
+    open_recorded(page, recorded_site, "published.html", 1280)
+    page.wait_for_selector("#published-chart .main-svg")
+    for axis in ("xtick", "ytick"):
+        labels = [t for t in page.locator(f"#published-chart .{axis} text").all_text_contents() if t.strip()]
+        values = [_tick_value(t) for t in labels]
+        assert len(values) >= 3 and values == sorted(set(values)), f"{axis}: {labels}"
 
 

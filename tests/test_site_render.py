@@ -524,7 +524,48 @@ def test_paysoff_chart_y_range_fits_its_data(recorded_site, schedules):
         assert 10 ** y[0] >= 0.9 * low and 10 ** y[1] <= 1.12 * high, (entry["acceptance"], [10 ** v for v in y], (low, high))
 
 
+# --- issue 26: the published page leads with its misses; the home page; the modeling page -------------
+def _published_checks() -> pd.DataFrame:
+    frame = pd.read_csv(REPO_ROOT / "data" / "published.csv", keep_default_na=False, na_values=[""])
+    return frame[(frame["role"] == "check") & (frame["status"] == "simulated")]
+
+
 def _text(html: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", html))
+
+
+def test_published_page_says_first_how_many_rows_miss_and_what_the_targets_mean(recorded_site):
+    """Issue 26: the headline errors came after about 1,370 px of method."""
+    checks = _published_checks()
+    misses = int((checks["error_pct"].abs() > 15).sum())
+    text = _text((recorded_site / "published.html").read_text().split("<main", 1)[1])
+    lead = f"{misses} of {len(checks)} check rows miss by more than 15 %"
+    assert lead in text
+    assert text.index(lead) < text.index("How each row is simulated") < text.index("Simulated against published")
+    targets = text[text.index("What the targets mean"):][:600]
+    assert "10 %" in targets and "80 %" in targets and "not tuned away" in targets
+    absolute = checks[checks["metric"] != "speedup"]["error_pct"].abs()
+    assert f"median |error| is {absolute.median():.1f} % (target ≤ 10 %: {'met' if absolute.median() <= 10 else 'missed'})" in text
+
+
+def test_published_rows_link_to_their_own_line(recorded_site):
+    html = (recorded_site / "published.html").read_text()
+    for row_id in _published_checks()["id"]:
+        assert f'<tr id="row-{row_id}">' in html, row_id
+
+
+def test_home_page_headline_limits_and_published_summary(recorded_site):
+    """Issue 26: the seed's headline was gone, the limits said "tensor parallelism 1" against the
+    README's TP 1-8, and the published summary was one five-line sentence."""
+    html = (recorded_site / "index.html").read_text()
+    assert re.search(r"<h1>(.*?)</h1>", html).group(1) == "Speculative decoding, under the microscope."
+    limits = _text(html[html.index("Read the bounds with the assumptions"):])
+    assert "tensor parallelism 1, 2, 4 or 8" in limits and "pipeline and tensor parallelism 1" not in limits
+    assert "Tensor parallelism 1, 2, 4, 8" in (REPO_ROOT / "README.md").read_text()
+    summary = re.search(r'<ul class="published-summary" id="published-summary">(.*?)</ul>', html, re.S).group(1)
+    items = [_text(i).strip() for i in re.findall(r"<li>(.*?)</li>", summary, re.S)]
+    assert len(items) >= 3 and all(len(i.split()) <= 25 for i in items), items
+    checks = _published_checks()
+    assert items[0] == f"{len(checks)} check rows; {int((checks['error_pct'].abs() > 15).sum())} miss by more than 15 %."
 
 
