@@ -972,3 +972,26 @@ def test_published_scatter_labels_every_tick_with_its_value(page: Page, recorded
         assert len(values) >= 3 and values == sorted(set(values)), f"{axis}: {labels}"
 
 
+def test_math_font_loads_braces_stretch_and_primes_read(page: Page, built_site):
+    """Issue 26: without a math font the brace of min{…} did not stretch and the prime of k′ was tiny."""
+    watch = open_recorded(page, built_site, "modeling.html", 1280)
+    measured = page.evaluate(
+        """async () => {
+          await document.fonts.ready;
+          const faces = [...document.fonts].filter(f => f.family.replace(/"/g, '') === 'Noto Sans Math').map(f => f.status);
+          const block = [...document.querySelectorAll('math[display="block"]')].find(m => m.textContent.includes('min'));
+          const mo = t => [...block.querySelectorAll('mo')].find(o => o.textContent === t).getBoundingClientRect().height;
+          const inline = [...document.querySelectorAll('math')].find(m => m.textContent.replace(/\\s/g, '') === 'k\\u2032');
+          const box = el => el.getBoundingClientRect();
+          const letters = [...inline.querySelectorAll('mi')];
+          return {faces, brace: mo('{'), equals: mo('='), k: box(letters[0]).height, prime: box(letters[1]).height,
+                  primeTop: box(letters[1]).top, kTop: box(letters[0]).top};
+        }"""
+    )
+    assert measured["faces"] == ["loaded"], measured
+    assert measured["brace"] > 4 * measured["equals"], measured
+    assert measured["prime"] >= 0.3 * measured["k"], measured
+    assert abs(measured["primeTop"] - measured["kTop"]) <= 0.25 * measured["k"], measured
+    watch.assert_clean(built_site.as_uri())
+
+

@@ -250,7 +250,7 @@ def test_a_json_that_is_not_a_validation_report_is_refused(site_sources_copy, tm
 
 def test_calibration_tables_are_formatted_and_their_source_stated(built_site):
     html = (built_site / "modeling.html").read_text()
-    calibration = html[html.index('<div class="calibration">') : html.index("</section>", html.index('<div class="calibration">'))]
+    calibration = html[html.index('<div class="calibration" id="calibration-a100">') : html.index("</section>", html.index('<div class="calibration"'))]
     for raw in ("median_ape", "held_out_mape", "fit_rows", "730.0", "input_layernorm"):
         assert raw not in calibration, f"raw calibration text {raw!r} on the page"
     # "%" is joined to its number by a no-break space: a phone never wraps it onto a line of its own
@@ -259,7 +259,7 @@ def test_calibration_tables_are_formatted_and_their_source_stated(built_site):
     assert not re.search(r"<td[^>]*>[0-9.]+ %</td>", calibration), "a breakable space before %"
     footer = (built_site / "modeling.html").read_text().split('<footer class="site-footer">')[1]
     assert "Every number on this site comes from" not in footer
-    assert "calibration report (docs/calibration-a100.md)" in footer
+    assert "calibration reports (docs/calibration-a100.md, docs/calibration-h100.md, docs/calibration-h200.md)" in footer
 
 
 def test_the_site_does_not_import_the_validation_harness():
@@ -569,3 +569,47 @@ def test_home_page_headline_limits_and_published_summary(recorded_site):
     assert items[0] == f"{len(checks)} check rows; {int((checks['error_pct'].abs() > 15).sum())} miss by more than 15 %."
 
 
+MATH_FONT = "noto-sans-math.woff2"
+
+
+def test_the_site_ships_a_math_font_with_its_licence_and_uses_it(built_site):
+    """Issue 26: MathML rendered without a math font, so min{…}'s brace did not stretch."""
+    font = built_site / MATH_FONT
+    assert font.read_bytes()[:4] == b"wOF2"
+    assert 20_000 < font.stat().st_size < 120_000
+    licence = (built_site / "LICENSE-noto-sans-math.txt").read_text()
+    assert "SIL Open Font License" in licence and "Reserved Font Name" not in licence.split("PREAMBLE")[0]
+    css = (built_site / "site.css").read_text()
+    assert re.search(r'@font-face\s*\{[^}]*font-family:\s*"Noto Sans Math";[^}]*url\("noto-sans-math\.woff2"\)', css)
+    assert re.search(r'(?m)^math\s*\{\s*font-family:\s*"Noto Sans Math"', css)
+    html = (built_site / "modeling.html").read_text()
+    braces = re.search(r'<math[^>]*display="block">(?:(?!</math>).)*min(?:(?!</math>).)*</math>', html, re.S).group(0)
+    assert braces.count('stretchy="true"') == 2, "the braces of min{…} must be stretchy"
+    assert "<msup><mi>k</mi><mi>&#x02032;</mi></msup>" not in html, "k′ as a superscript prime shrinks to a dot"
+
+
+def test_every_equation_character_is_in_the_shipped_math_font(built_site):
+    from simulator.website.fonts import covers
+
+    chars = set()
+    for page in PAGES:
+        for math in re.findall(r"<math .*?</math>", (built_site / page).read_text(), re.S):
+            text = re.sub(r"<[^>]+>", "", math)
+            text = re.sub(r"&#x([0-9A-Fa-f]+);", lambda m: chr(int(m.group(1), 16)), text)
+            chars |= set(text) - {"\n"}
+    assert chars and not [c for c in chars if not covers(c)], sorted(c for c in chars if not covers(c))
+
+
+def test_modeling_page_names_the_analytic_profile_and_every_gpus_calibration(built_site):
+    """Issue 26: it said "Vidur's random-forest predictor" for the built-in profile and showed the
+    A100's calibration only."""
+    html = (built_site / "modeling.html").read_text()
+    section = _text(html[html.index('<section id="calibration">'):html.index("</article>")])
+    assert "random-forest execution-time predictor, trained on a profile" not in section
+    assert "analytic step-time model" in section
+    devices = sorted(p.stem.removeprefix("calibration-") for p in (REPO_ROOT / "docs").glob("calibration-*.md"))
+    assert {"a100", "h100", "h200"} <= set(devices)
+    for device in devices:
+        block = html[html.index(f'<div class="calibration" id="calibration-{device}">'):]
+        block = block[:block.index("</div>\n  <p class=\"note\">")]
+        assert f"Calibration of <code>{device}</code>" in block and "<table" in block, device
