@@ -374,7 +374,7 @@ def test_code_is_readable_and_commands_fit_and_copy(browser, site_server):
     expect(first.get_by_role("button")).to_have_text("Copied")
     copied = page.evaluate("navigator.clipboard.readText()")
     assert copied == first.locator("code").inner_text().rstrip("\n")
-    assert copied.startswith("python -m simulator.validation generate")
+    assert copied.startswith("python -m simulator.validation bench")
     context.close()
 
 
@@ -879,6 +879,8 @@ def test_paysoff_axe_finds_no_serious_or_critical_violations(page: Page, paysoff
     results = page.evaluate("axe.run(document, {resultTypes: ['violations']})")
     bad = [f"{v['id']} ({v['impact']}): {v['help']} — {[n['target'] for n in v['nodes']][:3]}" for v in results["violations"] if v["impact"] in ("serious", "critical")]
     assert bad == []
+
+
 # --- issue 26: the pays-off answer first, usable on a phone; published tables; math; copy ---------------
 # These read the committed results (recorded_site, tests/conftest.py): the defects were seen there.
 def open_recorded(page: Page, site: Path, name: str, width: int, height: int = 800) -> Watch:
@@ -995,3 +997,15 @@ def test_math_font_loads_braces_stretch_and_primes_read(page: Page, built_site):
     watch.assert_clean(built_site.as_uri())
 
 
+def test_the_vllm_serve_command_has_a_copy_button(browser, site_server):
+    """Issue 26: the validation page's `vllm serve` command had no Copy button."""
+    context = browser.new_context(viewport={"width": 1280, "height": 800}, permissions=["clipboard-read", "clipboard-write"])
+    page = context.new_page()
+    page.goto(site_server + "validation.html")
+    block = page.locator("pre", has_text="vllm serve")
+    expect(block).to_have_count(1)
+    block.get_by_role("button", name="Copy command").click()
+    expect(block.get_by_role("button")).to_have_text("Copied")
+    copied = page.evaluate("navigator.clipboard.readText()")
+    assert copied.startswith("vllm serve ") and "--speculative-config" in copied and copied == block.locator("code").inner_text().rstrip("\n")
+    context.close()

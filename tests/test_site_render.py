@@ -385,6 +385,8 @@ def test_the_pays_off_footer_names_its_deployments_loads_and_seeds():
     # a file recorded before deployments existed names one model and GPU at its top level
     old = {"model": "meta-llama/Llama-2-7b-hf", "device": "a100", "workload": schedules["workload"], "schedules": [{"label": "i.i.d. 0.5"}]}
     assert paysoff_line(rows, old).startswith("Setup: Llama-2-7B, A100 ·")
+
+
 # --- issue 26: the pays-off page says one thing, and links its published checks ----------------------
 class Blocks(HTMLParser):
     """The text and links inside every element carrying ``attr``, keyed by that attribute's value."""
