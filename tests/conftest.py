@@ -153,6 +153,22 @@ def built_site(tmp_path_factory, committed_csvs) -> Path:
 
 
 @pytest.fixture(scope="session")
+def recorded_site(tmp_path_factory, committed_csvs) -> Path:
+    """The site rendered from every committed result (what `python build.py --skip-sweep`
+    publishes): the seed sweep, the progress check, the pays-off sweep and the published rows."""
+    out = tmp_path_factory.mktemp("recorded") / "site"
+    render_site(
+        SiteSources(
+            sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1], paysoff_csv=DATA_DIR / "paysoff.csv",
+            paysoff_crossovers_csv=DATA_DIR / "paysoff_crossovers.csv", schedules_json=DATA_DIR / "recommended_schedules.json",
+            published_csv=DATA_DIR / "published.csv", **site_dirs(),
+        ),
+        out,
+    )
+    return out
+
+
+@pytest.fixture(scope="session")
 def site_server(built_site):
     """The built site over HTTP on a free local port; yields its base URL."""
 

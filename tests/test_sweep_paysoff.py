@@ -262,7 +262,8 @@ def test_rows_speedups_and_the_recommended_schedules(small_run):
         key = "concurrency" if r["mode"] == "closed_loop" else "arrival_rate"
         base = baselines[(baselines["mode"] == r["mode"]) & (baselines[key] == r[key]) & (baselines["model"] == r["model"])]
         assert len(base) == 1
-        assert r["tpot_speedup"] == pytest.approx(base.iloc[0]["tpot_p50_s"] / r["tpot_p50_s"], rel=1e-5)
+        # the CSV keeps 6 significant digits of each of the three numbers: up to 1.5e-5 apart
+        assert r["tpot_speedup"] == pytest.approx(base.iloc[0]["tpot_p50_s"] / r["tpot_p50_s"], rel=2e-5)
     # each deployment's proposer is what ran
     assert set(fixed[fixed["acceptance"] == "decaying"]["proposer"]) == {"eagle3"}
     assert set(fixed[fixed["acceptance"] == "draft-len"]["draft_model"]) == {"meta-llama/Llama-3.2-1B-Instruct"}
@@ -273,7 +274,7 @@ def test_rows_speedups_and_the_recommended_schedules(small_run):
     entries = {e["acceptance"]: e for e in document["schedules"]}
     assert set(entries) == {"iid-0.3", "iid-0.8", "decaying", "draft-len"}
     assert document["verify_cost"]["attention"] == "kv_once" or document["verify_cost"]["attention"] in document["verify_cost"]["why"]
-    assert "0.24.0" in document["vllm"]["text"] and document["vllm"]["sources"][0].startswith("https://github.com/vllm-project/vllm/pull/")
+    assert "0.24.0" in document["vllm"]["text"] and all(src.startswith("https://github.com/vllm-project/vllm/") for src in document["vllm"]["sources"])
     for entry in entries.values():
         schedule = check_schedule(entry["num_speculative_tokens_per_batch_size"])
         assert schedule[-1][1] == 16

@@ -2,7 +2,9 @@
 links to the project's source that work wherever the site is published.
 
 * ``$...$`` and ``$$...$$`` become MathML (latex2mathml): the browser draws it natively, no
-  script runs.
+  script runs, in the math font the site ships (:mod:`simulator.website.fonts`).  A prime is
+  written after its letter, not as its superscript: the font's prime glyph is already raised,
+  and scripted it shrank to a dot (issue 26).
 * ``[text](source:simulator/x.py)`` links to ``{source_url}/simulator/x.py`` when the build is
   given a repository URL (``build.py --source-url``); without one, the path is shown as code and
   nothing links outside the site.
@@ -26,9 +28,13 @@ from simulator.errors import ConfigError
 SOURCE_SCHEME = "source:"
 
 
+# latex2mathml writes k' as <msup><mi>k</mi><mi>′</mi></msup>
+SCRIPTED_PRIME = re.compile(r"<msup>(<mi>[^<]*</mi>)<mi>(&#x0203[2-4];)</mi></msup>")
+
+
 def _math(latex: str, options: dict) -> str:
     display = options.get("display_mode", False)
-    mathml = latex_to_mathml(latex, display="block" if display else "inline")
+    mathml = SCRIPTED_PRIME.sub(r"<mrow>\1<mi>\2</mi></mrow>", latex_to_mathml(latex, display="block" if display else "inline"))
     return f'<div class="math-wrap">{mathml}</div>' if display else mathml
 
 

@@ -10,29 +10,27 @@ says so and shows how to record them.
 
 from __future__ import annotations
 
-import math
+import re
 import shutil
 from pathlib import Path
 from typing import Optional
 
 import pandas as pd
-import plotly.graph_objects as go
 
 from simulator.errors import ConfigError
 from simulator.inputs import read_json
-from simulator.website import units
-from simulator.website.charts import PLOT_CONFIG, REFERENCE_COLOR, SPEEDUP_TICKS, export_layout, figure_json
+from simulator.website import crosscheck, units
+from simulator.website.charts import PLOT_CONFIG, export_layout, figure_json
+from simulator.website.paysoff_answer import answer, setting_label
+from simulator.website.paysoff_charts import NARROW_LAYOUT, NARROW_NAMES, NARROW_PX, describe, speedup_vs_x
 
 CSV_NAME = "paysoff.csv"
 CROSSOVERS_NAME = "paysoff_crossovers.csv"
 SCHEDULES_NAME = "recommended_schedules.json"
 SCRIPT = Path(__file__).resolve().parent / "static" / "paysoff.js"
-K_COLORS = ("#1f5fa8", "#0e7490", "#4d7c0f", "#a16207", "#c2410c", "#b91c1c", "#86198f", "#4b5563")
-K_DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot", "solid", "dash")
-SCHEDULE_COLOR = "#111827"
-BAND_COLOR = "rgba(107, 114, 128, 0.25)"
-FONT = "system-ui, -apple-system, Segoe UI, Roboto, sans-serif"
-BOUND_LABEL = {"kv_once": "KV read once (lower bound)", "per_token": "per token (upper bound)", "interpolated": "interpolated"}
+# dotted Python paths in recorded derivation texts ("...; simulator.speculative.acceptance_convert.f)"):
+# the page says how, in words, not which function did it
+CODE_PATH = re.compile(r"\s*\(simulator(?:\.\w+)+[^)]*\)|(?:;\s*|,?\s*solved by\s+)?\bsimulator(?:\.\w+)+")
 # the page opens on the first deployment of this proposer (a learned drafter most readers compare against)
 DEFAULT_PROPOSER = "eagle3"
 REQUIRED = ("mode", "acceptance", "tpot_speedup", "num_speculative_tokens", "k_schedule", "attention", "model", "device", "tensor_parallel_size", "mean_decode_batch")
@@ -71,119 +69,6 @@ def load(paysoff_csv: Optional[Path], crossovers_csv: Optional[Path], schedules_
     return rows, crossovers, schedules
 
 
-def _axis(title: str, log: bool = False) -> dict:
-    axis = {"title": {"text": title, "standoff": 8}, "gridcolor": "#e5e7eb", "zeroline": False, "automargin": True}
-    if log:
-        axis.update(type="log", dtick=math.log10(2), tickformat="d")
-    return axis
-
-
-def y_ticks(y_range) -> list[float]:
-    """The speedup ticks inside the (log10) range, so the top curve is never above the last label."""
-    lo, hi = 10 ** y_range[0], 10 ** y_range[1]
-    return [t for t in SPEEDUP_TICKS if lo <= t <= hi]
-
-
-def _layout(fig: go.Figure, x_title: str, log_x: bool, y_range) -> go.Figure:
-    ticks = y_ticks(y_range)
-    fig.update_layout(
-        template="none",
-        font={"family": FONT, "size": 14, "color": "#111827"},
-        margin={"l": 56, "r": 12, "t": 8, "b": 8},
-        height=460,
-        xaxis=_axis(x_title, log_x),
-        yaxis={**_axis("median TPOT speedup (×, log scale)"), "type": "log", "range": y_range, "tickvals": ticks, "ticktext": [f"{t:g}×" for t in ticks]},
-        # the legend sits above the plot: below it, it collided with the x-axis title
-        legend={"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom", "traceorder": "normal"},
-        hovermode="closest",
-    )
-    return fig
-
-
-def _unit(mode: str) -> tuple[str, str]:
-    return ("concurrency", " in flight") if mode == "closed_loop" else ("arrival_rate", " req/s")
-
-
-def speedup_vs_x(rows: pd.DataFrame, crossovers: pd.DataFrame, mode: str, entry: dict, bounds: list[str], y_range) -> go.Figure:
-    """Fixed-k speedups and the recommended schedule under the primary setting, the schedule's band under
-    the bounds, 1× and the crossovers, against concurrency or load."""
-    x_name, unit = _unit(mode)
-    acceptance, primary = entry["acceptance"], entry["attention"]
-    mine = rows[(rows["mode"] == mode) & (rows["acceptance"] == acceptance)]
-    fig = go.Figure()
-    xs = sorted(rows[(rows["mode"] == mode) & (rows["model"] == entry["model"])][x_name].dropna().unique())
-    fig.add_trace(go.Scatter(x=[xs[0], xs[-1]], y=[1, 1], mode="lines", line={"color": REFERENCE_COLOR, "dash": "dash", "width": 1.5}, name="1× = no speculation", hoverinfo="skip"))
-    scheduled = mine[mine["k_schedule"] != ""]
-    band = scheduled[scheduled["attention"].isin(bounds)]
-    if len(band):
-        by_x = band.groupby(x_name)["tpot_speedup"]
-        lo, hi = by_x.min(), by_x.max()
-        main = scheduled[scheduled["attention"] == primary].set_index(x_name)["tpot_speedup"]
-        lo, hi = pd.concat([lo, main], axis=1).min(axis=1), pd.concat([hi, main], axis=1).max(axis=1)
-        fig.add_trace(go.Scatter(x=[float(v) for v in hi.index], y=hi.round(4).tolist(), mode="lines", line={"width": 0}, showlegend=False, hoverinfo="skip"))
-        fig.add_trace(
-            go.Scatter(
-                x=[float(v) for v in lo.index], y=lo.round(4).tolist(), mode="lines", line={"width": 0}, fill="tonexty", fillcolor=BAND_COLOR,
-                name="schedule's band (verify-cost bounds)", hoverinfo="skip",
-            )
-        )
-    fixed = mine[(mine["k_schedule"] == "") & (mine["attention"] == primary)]
-    for k, group in fixed.groupby("num_speculative_tokens", sort=True):
-        group = group.sort_values(x_name)
-        i = (int(k) - 1) % len(K_COLORS)
-        fig.add_trace(
-            go.Scatter(
-                x=group[x_name].tolist(), y=group["tpot_speedup"].round(4).tolist(), mode="lines+markers", name=f"k = {k}",
-                line={"color": K_COLORS[i], "width": 1.5, "dash": K_DASHES[i]}, marker={"size": 6},
-                hovertemplate=f"k = {k}, %{{x}}{unit}: %{{y:.2f}}× median TPOT speedup<extra></extra>",
-            )
-        )
-    main = scheduled[scheduled["attention"] == primary].sort_values(x_name)
-    if len(main):
-        fig.add_trace(
-            go.Scatter(
-                x=main[x_name].tolist(), y=main["tpot_speedup"].round(4).tolist(), mode="lines+markers", name="recommended schedule",
-                line={"color": SCHEDULE_COLOR, "width": 4}, marker={"size": 9, "symbol": "diamond"}, customdata=main["mean_scheduled_k"].round(2).tolist(),
-                hovertemplate=f"schedule (mean k %{{customdata}}), %{{x}}{unit}: %{{y:.2f}}× median TPOT speedup<extra></extra>",
-            )
-        )
-    crossed = crossovers[(crossovers["mode"] == mode) & (crossovers["acceptance"] == acceptance) & (crossovers["attention"] == primary)]
-    crossed = crossed[crossed["crossover_x"].notna()]
-    if len(crossed):
-        fig.add_trace(
-            go.Scatter(
-                x=crossed["crossover_x"].round(3).tolist(), y=[1] * len(crossed), mode="markers", name="k crosses 1×",
-                marker={"symbol": "x-thin", "size": 14, "line": {"width": 3, "color": "#b91c1c"}, "color": "#b91c1c"},
-                customdata=crossed["num_speculative_tokens"].tolist(), hovertemplate=f"k = %{{customdata}} crosses 1× at %{{x:.3g}}{unit}<extra></extra>",
-            )
-        )
-    title = "requests in flight (log scale)" if mode == "closed_loop" else "Poisson arrival rate (req/s)"
-    return _layout(fig, title, mode == "closed_loop", y_range)
-
-
-def describe(entry: dict, mode: str, bounds: list[str], ks: list[int]) -> str:
-    """The chart's text description: what it shows and what it says, for screen readers and no-JS readers."""
-    compared = [c for c in entry["comparison"] if c["mode"] == mode]
-    if not compared:
-        return ""
-    _, unit = _unit(mode)
-    first, last = compared[0], compared[-1]
-    what = "requests in flight" if mode == "closed_loop" else "Poisson load"
-    text = (
-        f"Median TPOT speedup over no speculation against {what}, one line per fixed k ({', '.join(map(str, ks))}), "
-        f"verify cost {entry['attention']}. "
-    )
-    if entry["speculative_config"]:
-        text += (
-            f"The recommended schedule gives {first['schedule_tpot_speedup']:.2f}× at {units.number(first['x'])}{unit} "
-            f"(band {first['band_low']:.2f}–{first['band_high']:.2f}×) and {last['schedule_tpot_speedup']:.2f}× at {units.number(last['x'])}{unit} "
-            f"(band {last['band_low']:.2f}–{last['band_high']:.2f}×)."
-        )
-    else:
-        text += "No k beats running without speculation anywhere in this range."
-    return text
-
-
 def best_k_table(entries: list[dict], bounds: list[str]) -> dict:
     """Best k per deployment and concurrency (closed loop, primary setting), with the bounds' best k beside it
     and, where the measured best k rises again at a larger batch, by how much it beats the schedule's k."""
@@ -214,22 +99,61 @@ def _schedule_k(schedule, batch: int) -> int:
     return next((k for start, end, k in schedule if start <= batch <= end), 0)
 
 
-def _y_range(rows: pd.DataFrame) -> list[float]:
-    speculative = rows[rows["num_speculative_tokens"] > 0]["tpot_speedup"]
-    low, high = min(float(speculative.min()), 1.0), max(float(speculative.max()), 1.0)
-    pad = 0.05 * (math.log10(high) - math.log10(low)) + 0.02
-    return [math.log10(low) - pad, math.log10(high) + pad]
+def plain_words(text: str) -> str:
+    """A recorded derivation as a reader reads it: no dotted Python paths, arrows and powers typeset."""
+    text = CODE_PATH.sub("", text or "")
+    return re.sub(r"\^([a-z0-9])", lambda m: SUPERSCRIPT.get(m.group(1), "^" + m.group(1)), text.replace(" -> ", " → "))
 
 
-def context(data) -> dict:
-    """What templates/paysoff.html renders; ``None`` data: not recorded yet."""
+SUPERSCRIPT = dict(zip("0123456789ik", "⁰¹²³⁴⁵⁶⁷⁸⁹ⁱᵏ"))
+
+
+def acceptance_summary(entry: dict) -> str:
+    """The acceptance a deployment's runs used, in words, from the recorded numbers."""
+    lengths = ", ".join(f"{v:.2f} at k = {k}" for k, v in entry.get("acceptance_length_at_k", {}).items())
+    if entry.get("acceptance_per_position"):
+        rates = ", ".join(f"{p:.2f}" for p in entry["acceptance_per_position"])
+        text = f"Per-position acceptance rates {rates} (position 1 first, each given the earlier ones were accepted)"
+    elif entry.get("acceptance_rate") is not None:
+        text = f"An acceptance rate of {entry['acceptance_rate']:.3g} for every proposed token, independently"
+    else:
+        text = "Acceptance as recorded"
+    return text + (f"; mean acceptance length {lengths}" if lengths else "")
+
+
+def crossover_table(crossovers: pd.DataFrame, key: str, modes: list[str], settings: list[str]) -> dict:
+    """Where each fixed k crosses 1x, under the primary verify cost and under each bound: one column
+    per (mode, setting), one row per k (issue 26: the bounds' crossovers were only in the CSV)."""
+    mine = crossovers[crossovers["acceptance"] == key]
+    columns = [{"mode": m, "setting": s, "label": setting_label(s), "unit": "in flight" if m == "closed_loop" else "req/s"}
+               for m in modes for s in settings if len(mine[(mine["mode"] == m) & (mine["attention"] == s)])]
+    table = []
+    for k in sorted(int(k) for k in mine["num_speculative_tokens"].unique()):
+        cells = []
+        for c in columns:
+            found = mine[(mine["mode"] == c["mode"]) & (mine["attention"] == c["setting"]) & (mine["num_speculative_tokens"] == k)]
+            if found.empty:
+                cells.append({"text": "not run", "pays": None})
+                continue
+            r = found.iloc[0]
+            if pd.isna(r["crossover_x"]):
+                cells.append({"text": "pays throughout", "pays": True})
+            else:
+                several = ";" in str(r["crossings"])
+                cells.append({"text": f"{r['crossover']}" + (f" ({r['crossings']})" if several else ""), "pays": False})
+        table.append({"k": k, "cells": cells})
+    return {"columns": columns, "rows": table}
+
+
+def context(data, published: Optional[pd.DataFrame] = None) -> dict:
+    """What templates/paysoff.html renders; ``None`` data: not recorded yet.  ``published``: the
+    published comparison (published.csv), whose closest check rows each card links to."""
     if data is None:
         return {"recorded": False}
     rows, crossovers, schedules = data
     entries = schedules["schedules"]
     verify = schedules["verify_cost"]
     bounds = list(verify.get("bounds", []))
-    y_range = _y_range(rows)
     figures, selections = {}, []
     provenance = f"Simulated with Vidur {schedules.get('vidur_version')} + vidur-specdec (model hash {schedules.get('simulator_source_hash')}); source: {CSV_NAME}."
     for entry in entries:
@@ -244,11 +168,12 @@ def context(data) -> dict:
             name = "closed" if mode == "closed_loop" else "open"
             title = f"Median TPOT speedup vs {'requests in flight (closed loop)' if mode == 'closed_loop' else 'Poisson load (open loop)'}: {entry['deployment_label']}"
             figures[f"{name}|{key}"] = {
-                "figure": figure_json(speedup_vs_x(rows, crossovers, mode, entry, bounds, y_range)),
+                "figure": figure_json(speedup_vs_x(rows, crossovers, mode, entry, bounds)),
+                "narrow": {"below_px": NARROW_PX, "layout": NARROW_LAYOUT, "names": NARROW_NAMES},
                 "export": export_layout(title, [card, provenance, "Dashed: 1× = no speculation; ×: where a fixed k crosses 1×; black diamonds: the recommended schedule; grey: its band under the verify-cost bounds."]),
                 "filename": f"paysoff-{name}-{key}",
             }
-        cross = crossovers[(crossovers["acceptance"] == key) & (crossovers["attention"] == entry["attention"])]
+        settings = [entry["attention"]] + [b for b in bounds if b != entry["attention"]]
         poisson = rows[(rows["mode"] == "poisson") & (rows["acceptance"] == key) & (rows["k_schedule"] == "") & (rows["attention"] == entry["attention"])]
         baselines = rows[(rows["mode"] == "poisson") & (rows["num_speculative_tokens"] == 0) & (rows["model"] == entry["model"])].set_index("arrival_rate")
         little = [
@@ -272,7 +197,10 @@ def context(data) -> dict:
                 "entry": entry,
                 "modes": modes,
                 "descriptions": {m: describe(entry, m, bounds, _ks(rows, key, m)) for m in modes},
-                "crossovers": cross.sort_values(["mode", "num_speculative_tokens"]).to_dict("records"),
+                "crossovers": crossover_table(crossovers, key, modes, settings),
+                "answer": answer(entry, bounds),
+                "checks": crosscheck.closest(published, entry),
+                "acceptance": {"summary": acceptance_summary(entry), "how": plain_words(entry.get("acceptance_derivation", ""))},
                 "little": little,
                 "poisson_k": sorted({int(r["k"]) for r in little}),
                 "batches": _batches(closed_batches),
@@ -288,7 +216,7 @@ def context(data) -> dict:
         "default": default["key"],
         "selections": selections,
         "data": {"figures": figures, "config": PLOT_CONFIG, "default": default["key"], "keys": [s["key"] for s in selections]},
-        "verify": verify,
+        "verify": {**verify, "why": plain_words(verify.get("why", ""))},
         "bounds": bounds,
         "tie_rule": schedules.get("tie_rule", ""),
         "vllm": schedules.get("vllm", {}),

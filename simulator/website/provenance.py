@@ -100,7 +100,7 @@ def footers(
     *,
     files: dict,
     progress: pd.DataFrame,
-    calibration_doc: str,
+    calibration_docs: tuple[str, ...],
     paysoff: Optional[tuple],
     published: Optional[pd.DataFrame],
     published_file: str,
@@ -110,7 +110,10 @@ def footers(
 ) -> dict[str, Footer]:
     """Page file -> its footer."""
     sweep, progress_csv = files["sweep"], files["progress"]
-    calibration = f"the profile's calibration error comes from the repository's calibration report ({calibration_doc})"
+    calibration = (
+        f"the built-in profile's calibration error comes from the repository's calibration reports ({', '.join(calibration_docs)})"
+        if calibration_docs else "no calibration report is recorded"
+    )
     published_files = (published_file,) if published is not None else ()
     return {
         "index.html": Footer(

@@ -21,13 +21,14 @@ from simulator.errors import ConfigError
 from simulator.schemas import VALIDATION_REPORT_SCHEMA
 from simulator.sweep.metrics import OVERLOAD_TTFT_GROWTH
 from simulator.website import data_page
+from simulator.website import fonts
 from simulator.website import markdown as site_markdown
 from simulator.website import paysoff as paysoff_page
 from simulator.website import provenance as page_provenance
 from simulator.website import published as published_page
 from simulator.website import verify as verify_section
 from simulator.website import units
-from simulator.website.calibration import format_tables
+from simulator.website import calibration as calibration_reports
 from simulator.website.charts import (
     ATTENTION_STYLE, OVERLOAD_NAME, OVERLOAD_STYLE, PLOT_CONFIG, REFERENCE_COLOR, SPAN_COLOR,
     export_layout, figure_json, progress_figure, speedup_figure, speedup_range,
@@ -36,7 +37,7 @@ from simulator.website.pages import PAGES, SITE_PAGES
 from simulator.publication import Publication
 from simulator.website.recorded import Recorded, load_progress, load_recorded
 
-TEMPLATES = ("base.html", "_setup.html", "_selection.html") + tuple(PAGES)
+TEMPLATES = ("base.html", "_setup.html", "_selection.html", "_paysoff_checks.html") + tuple(PAGES)
 STATIC_DIR = Path(__file__).resolve().parent / "static"
 STATIC_FILES = ("site.css", "site.js")
 PLOTLY_JS = "plotly.min.js"
@@ -112,8 +113,7 @@ def render_into(sources: SiteSources, directory: Path) -> None:
     env = _environment(sources.templates_dir)
     copy = _copy(markdown, sources)
     setup = recorded.setup
-    calibration_doc = sources.docs_dir / f"calibration-{setup['device']}.md"
-    calibration_path = f"docs/{calibration_doc.name}"
+    calibration = calibration_reports.reports(markdown, sources.docs_dir, str(setup["device"]), sources.source_url)
     context = {
         "copy": copy,
         "setup": setup,
@@ -139,13 +139,9 @@ def render_into(sources: SiteSources, directory: Path) -> None:
         },
         "overload_threshold": OVERLOAD_TTFT_GROWTH,
         "validation": _validation(sources.validation_report),
-        "calibration": (
-            site_markdown.render(markdown, calibration_doc, shift_headings=2, table_cells=format_tables) if calibration_doc.is_file() else None
-        ),
-        "calibration_doc": calibration_path,
-        "calibration_url": site_markdown.source_link(calibration_path, sources.source_url),
+        "calibration": calibration,
         "source_url": sources.source_url,
-        "paysoff": paysoff_page.context(paysoff_data),
+        "paysoff": paysoff_page.context(paysoff_data, published_frame),
         "published": published_page.context(sources.published_csv, page_provenance.published_line(published_frame)) if sources.published_csv else None,
         "verify": verify,
     }
@@ -164,7 +160,7 @@ def render_into(sources: SiteSources, directory: Path) -> None:
     footers = page_provenance.footers(
         files=context["files"],
         progress=progress,
-        calibration_doc=calibration_path,
+        calibration_docs=tuple(report["doc"] for report in calibration),
         paysoff=paysoff_data,
         published=published_frame,
         published_file=published_page.CSV_NAME,
@@ -178,6 +174,7 @@ def render_into(sources: SiteSources, directory: Path) -> None:
     for name in STATIC_FILES:
         shutil.copyfile(STATIC_DIR / name, directory / name)
     shutil.copyfile(PLOTLY_BASIC_BUNDLE, directory / PLOTLY_JS)
+    fonts.copy_into(directory)
     shutil.copyfile(sources.sweep_csv, directory / SWEEP_CSV_NAME)
     shutil.copyfile(sources.progress_csv, directory / PROGRESS_CSV_NAME)
     paysoff_page.copy_files(sources.paysoff_csv, sources.paysoff_crossovers_csv, sources.schedules_json, directory)

@@ -27,11 +27,11 @@
     var div = document.getElementById(id);
     var loading = div.querySelector(".chart-loading");
     if (loading) loading.remove();
-    Plotly.react(div, payload.figure.data, payload.figure.layout, configFor(payload));
+    Plotly.react(div, window.siteCharts.dataFor(div, payload), window.siteCharts.layoutFor(div, payload), configFor(payload));
   }
 
   function description(key, mode) {
-    var card = document.querySelector('[data-paysoff-key="' + key + '"]');
+    var card = document.querySelector('.pay-selection[data-paysoff-key="' + key + '"]');
     return card ? card.getAttribute("data-desc-" + mode) || "" : "";
   }
 
@@ -48,6 +48,9 @@
     }
     document.querySelectorAll("[data-paysoff-key]").forEach(function (el) {
       el.hidden = el.getAttribute("data-paysoff-key") !== k;
+    });
+    document.querySelectorAll("[data-answer-key]").forEach(function (el) {
+      el.hidden = el.getAttribute("data-answer-key") !== k;
     });
   }
 
@@ -70,6 +73,13 @@
     history.replaceState(null, "", "#deployment=" + encodeURIComponent(select.value));
     show();
   }
+
+  // Crossing the phone-width threshold redraws with the other layout.
+  var narrow = null;
+  window.addEventListener("resize", function () {
+    var now = document.getElementById("paysoff-closed").clientWidth < (data.figures["closed|" + select.value].narrow || {}).below_px;
+    if (now !== narrow) { narrow = now; show(); }
+  });
 
   select.addEventListener("change", onChange);
   window.addEventListener("hashchange", function () { fromUrl(); show(); });

@@ -44,14 +44,42 @@
     return config;
   }
 
+  // A payload may carry a phone-width layout ({below_px, layout}, from the page's Python module):
+  // merged over the figure's own layout when the chart is narrower than below_px.
+  function merge(base, over) {
+    var out = Object.assign({}, base);
+    Object.keys(over).forEach(function (key) {
+      var value = over[key];
+      out[key] = value && typeof value === "object" && !Array.isArray(value) && base[key] && typeof base[key] === "object" ? merge(base[key], value) : value;
+    });
+    return out;
+  }
+
+  function isNarrow(div, payload) {
+    return !!payload.narrow && div.clientWidth < payload.narrow.below_px;
+  }
+
+  function layoutFor(div, payload) {
+    return isNarrow(div, payload) ? merge(payload.figure.layout, payload.narrow.layout) : payload.figure.layout;
+  }
+
+  // ... and shorter legend names ({long: short}) there.
+  function dataFor(div, payload) {
+    if (!isNarrow(div, payload) || !payload.narrow.names) return payload.figure.data;
+    return payload.figure.data.map(function (trace) {
+      var short = payload.narrow.names[trace.name];
+      return short ? Object.assign({}, trace, { name: short }) : trace;
+    });
+  }
+
   function draw(div, payload, baseConfig) {
     var loading = div.querySelector(".chart-loading");
     if (loading) loading.remove();
-    return Plotly.react(div, payload.figure.data, payload.figure.layout, configFor(payload, baseConfig));
+    return Plotly.react(div, dataFor(div, payload), layoutFor(div, payload), configFor(payload, baseConfig));
   }
 
   // For tests and for readers who script the page: what the PNG download contains.
-  window.siteCharts = { exportLayout: exportLayout, downloadPng: downloadPng };
+  window.siteCharts = { exportLayout: exportLayout, downloadPng: downloadPng, layoutFor: layoutFor, dataFor: dataFor };
 
   document.querySelectorAll("[data-figure]").forEach(function (div) {
     var payload = readJson(div.dataset.figure);
@@ -59,6 +87,7 @@
   });
 
   addCopyButtons();
+  markWideTables();
 
   var explorer = document.getElementById("explorer-data");
   if (!explorer) return;
@@ -177,6 +206,17 @@
   }
   show();
   if (shared) section.scrollIntoView();
+
+  // A table wider than its box scrolls inside it; the box says so (site.css draws the cue from
+  // data-overflows), re-checked whenever the box changes size or is shown.
+  function markWideTables() {
+    var boxes = document.querySelectorAll(".table-scroll, .table-wrap");
+    function mark(box) { box.toggleAttribute("data-overflows", box.scrollWidth > box.clientWidth + 1); }
+    boxes.forEach(mark);
+    if (typeof ResizeObserver === "undefined") return;
+    var observer = new ResizeObserver(function (entries) { entries.forEach(function (e) { mark(e.target); }); });
+    boxes.forEach(function (box) { observer.observe(box); });
+  }
 
   function addCopyButtons() {
     document.querySelectorAll("pre > code").forEach(function (code) {

@@ -1,0 +1,111 @@
+"""The pays-off page's answer for one deployment, in words: what the recommended schedule gives
+and where it stops paying.
+
+A module of its own because the answer a reader deploys is the *schedule*, simulated under the
+primary verify cost and under each bound (the grey band on the chart).  The recorded
+``stops_paying_from`` / ``stops_paying_band`` fields answer a different question (from which
+batch size no *fixed* k pays any more); a card built from them said "pays throughout" beside a
+band that fell to 0.92× (issue 26).  Everything here reads the schedule's own simulated speedups
+in the entry's ``comparison`` rows, so the words and the band agree by construction.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from simulator.website import units
+
+SETTING_LABEL = {"kv_once": "KV read once", "per_token": "per-token cost", "interpolated": "interpolated"}
+BOUND_ROLE = {"kv_once": "lower bound", "per_token": "upper bound"}
+
+
+def setting_label(attention: str) -> str:
+    """A verify-cost setting in words: "per-token cost (upper bound)"."""
+    label = SETTING_LABEL.get(attention, attention)
+    return f"{label} ({BOUND_ROLE[attention]})" if attention in BOUND_ROLE else label
+
+
+def closed_points(entry: dict) -> list[dict]:
+    """The schedule's closed-loop speedups in load order: {"x", "speedups": {setting: speedup}}."""
+    points = []
+    for c in sorted((c for c in entry["comparison"] if c["mode"] == "closed_loop"), key=lambda c: c["x"]):
+        speedups = {entry["attention"]: c["schedule_tpot_speedup"], **c.get("band", {})}
+        points.append({"x": c["x"], "speedups": speedups})
+    return points
+
+
+def stops_paying(points: list[dict], setting: str) -> Optional[dict]:
+    """The first simulated concurrency at which the schedule under ``setting`` is below 1×, with
+    the last one before it (None: it pays at every concurrency simulated)."""
+    before = None
+    for p in points:
+        value = p["speedups"].get(setting)
+        if value is None:
+            continue
+        if value < 1:
+            return {"x": p["x"], "speedup": value, "before": before}
+        before = {"x": p["x"], "speedup": value}
+    return None
+
+
+def schedule_words(schedule) -> str:
+    """vLLM's num_speculative_tokens_per_batch_size rows in words: "k = 4 up to 31 in flight, 3 from 32"."""
+    rows = [list(r) for r in schedule or []]
+    if not rows:
+        return "no speculation"
+    if len(rows) == 1:
+        k = rows[0][2]
+        return f"k = {k} at every batch size" if k else "speculation off at every batch size"
+    start, end, k = rows[0]
+    parts = [f"k = {k} up to {end} in flight" if k else f"off up to {end} in flight"]
+    parts += [f"{k} from {start}" if k else f"off from {start}" for start, _, k in rows[1:]]
+    return ", ".join(parts)
+
+
+def _in_flight(x) -> str:
+    return f"{int(x)} in flight"
+
+
+def setting_verdict(points: list[dict], setting: str) -> str:
+    """What the schedule does under one setting, with its numbers."""
+    stop = stops_paying(points, setting)
+    if stop is None:
+        last = points[-1]
+        return f"pays at every concurrency simulated ({units.speedup(last['speedups'][setting])} at {_in_flight(last['x'])})"
+    text = f"below 1× from {_in_flight(stop['x'])} ({units.speedup(stop['speedup'])}"
+    if stop["before"] is not None:
+        text += f"; {units.speedup(stop['before']['speedup'])} at {_in_flight(stop['before']['x'])}"
+    return text + ")"
+
+
+def answer(entry: dict, bounds: list[str]) -> dict:
+    """The card's lead sentence and its "stops paying" facts, from the schedule's simulated speedups."""
+    points = closed_points(entry)
+    primary = entry["attention"]
+    if not points:
+        return {"lead": entry.get("note", ""), "verdicts": [], "speculates": False, "stops": {}}
+    schedule = entry.get("num_speculative_tokens_per_batch_size") or []
+    speculates = any(k for _, _, k in schedule)
+    first, last = points[0], points[-1]
+    settings = [primary] + [b for b in bounds if b != primary]
+    verdicts = [{"setting": s, "label": setting_label(s), "text": setting_verdict(points, s), "primary": s == primary} for s in settings]
+    stops = {s: stops_paying(points, s) for s in settings}
+    if not speculates:
+        lead = f"Do not speculate here: no k beats running without it at any concurrency from {_in_flight(first['x'])} to {_in_flight(last['x'])}."
+    else:
+        lead = (
+            f"{units.speedup(first['speedups'][primary])} at {_in_flight(first['x'])}, "
+            f"{units.speedup(last['speedups'][primary])} at {_in_flight(last['x'])} "
+            f"with the recommended schedule ({schedule_words(schedule)})"
+        )
+        under = []
+        for b in settings[1:]:
+            stop = stops[b]
+            if stop is None:
+                under.append(f"under the {setting_label(b)} it still pays at {_in_flight(last['x'])} ({units.speedup(last['speedups'][b])})")
+            else:
+                under.append(f"under the {setting_label(b)} it falls below 1× from {_in_flight(stop['x'])} ({units.speedup(stop['speedup'])})")
+        if stops[primary] is not None:
+            lead += f"; under {setting_label(primary)} it falls below 1× from {_in_flight(stops[primary]['x'])}"
+        lead += ("; " + "; ".join(under) if under else "") + "."
+    return {"lead": lead, "verdicts": verdicts, "speculates": speculates, "stops": stops}
