@@ -21,8 +21,9 @@ DecodeLookup = Callable[[int, float], float]
 
 
 def _mean_kv(rows: Sequence[tuple[int, int]], weighted: bool) -> float:
-    weights = [q if weighted else 1 for q, _ in rows]
-    return sum(w * kv for w, (_, kv) in zip(weights, rows)) / sum(weights)
+    if weighted:
+        return sum(q * kv for q, kv in rows) / sum(q for q, _ in rows)
+    return sum(kv for _, kv in rows) / len(rows)
 
 
 def kv_once_ms(rows: Sequence[tuple[int, int]], decode_ms: DecodeLookup) -> float:
