@@ -60,26 +60,29 @@ class StepTime:
 
 
 def batch_rows(batch) -> tuple[AttentionRows, int, int, bool]:
-    """(attention rows, computed tokens, logits rows, uniform decode) of a Vidur batch.
+    """(attention rows, computed tokens, logits rows, uniform decode) of a batch: a Vidur batch, a
+    :class:`SpecBatch` or a draft pass's :class:`DraftBatch`.
 
     A decode or verify row attends over its cache and the step's own tokens; a prefill chunk
     over the prompt cached before it.  Logits come from every decode/verify token and from the
     last token of a prompt that completes in the step.  The batch is a uniform decode when every
-    row is a decode/verify row with the same query count (vLLM's full-graph condition)."""
-    decode_flags = batch.decode_rows if isinstance(batch, SpecBatch) else None
-    decode, prefill, logits = [], [], 0
-    for i, (request, q, kv) in enumerate(zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens)):
-        is_decode = decode_flags[i] if decode_flags is not None else request.is_prefill_complete
-        if is_decode:
-            decode.append((q, kv + q))
-            logits += q
-        else:
-            prefill.append((q, kv))
-            if request.num_processed_tokens + q >= request.num_prefill_tokens:
-                logits += 1
+    row is a decode/verify row with the same query count (vLLM's full-graph condition).  Which
+    rows decode: the batch's ``decode_rows`` where it has them, else Vidur's rule (the request's
+    prefill is complete)."""
+    requests, q_tokens, kv_tokens = batch.requests, batch.num_q_tokens, batch.num_kv_tokens
+    flags = getattr(batch, "decode_rows", None)
+    if flags is None:
+        flags = [request.is_prefill_complete for request in requests]
+    decode = tuple((q, kv + q) for q, kv, is_decode in zip(q_tokens, kv_tokens, flags) if is_decode)
+    logits = sum(q for q, _ in decode)
+    if len(decode) == len(flags):
+        prefill = ()
+    else:
+        chunks = [(request, q, kv) for request, q, kv, is_decode in zip(requests, q_tokens, kv_tokens, flags) if not is_decode]
+        prefill = tuple((q, kv) for _, q, kv in chunks)
+        logits += sum(1 for request, q, _ in chunks if request.num_processed_tokens + q >= request.num_prefill_tokens)
     uniform = not prefill and len({q for q, _ in decode}) == 1
-    tokens = sum(batch.num_q_tokens)
-    return AttentionRows(tuple(decode), tuple(prefill)), tokens, logits, uniform
+    return AttentionRows(decode, prefill), sum(q_tokens), logits, uniform
 
 
 class AnalyticPredictor(WholeStepPredictorSeam):

@@ -23,7 +23,7 @@ from vidur.config import RandomForrestExecutionTimePredictorConfig
 from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
 from vidur.execution_time_predictor.sklearn_execution_time_predictor import ModelType
 
-from simulator.engine.batch import SpecBatch
+from simulator.engine.batch import DraftBatch, SpecBatch
 from simulator.hashing import json_digest
 from simulator.progress import say
 from simulator.profiles.logits import LogitsTable
@@ -192,10 +192,10 @@ class ProfilePredictor(ForestPredictorSeam):
         logits = self.predictor_config.logits
         return logits.step_ms(tokens) if logits else 0.0
 
-    def pass_seconds(self, batch, logits_rows: int) -> float:
+    def pass_seconds(self, batch: DraftBatch, logits_rows: int) -> float:
         """One forward pass of this model over ``batch`` that scores ``logits_rows`` tokens: what a
         proposer's draft pass costs (no engine overhead: it runs inside the target's step)."""
-        base = super().get_execution_time(batch, 0)
+        base = super().get_execution_time(batch.vidur_batch(), 0)
         return base.total_time + 1e-3 * self.logits_ms(logits_rows)
 
     def get_execution_time(self, batch, pipeline_stage: int):
