@@ -17,6 +17,7 @@ backend costs it under the run's verify assumption (``kv_once`` by default).
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Optional
 
@@ -73,16 +74,15 @@ def batch_rows(batch) -> tuple[AttentionRows, int, int, bool]:
     flags = getattr(batch, "decode_rows", None)
     if flags is None:
         flags = [request.is_prefill_complete for request in requests]
+    tokens = sum(q_tokens)
+    if all(flags):  # every row decodes (most steps): the same rows, read column-wise
+        decode = tuple(zip(q_tokens, map(operator.add, kv_tokens, q_tokens)))
+        return AttentionRows(decode, ()), tokens, tokens, len(set(q_tokens)) == 1
     decode = tuple((q, kv + q) for q, kv, is_decode in zip(q_tokens, kv_tokens, flags) if is_decode)
-    logits = sum(q for q, _ in decode)
-    if len(decode) == len(flags):
-        prefill = ()
-    else:
-        chunks = [(request, q, kv) for request, q, kv, is_decode in zip(requests, q_tokens, kv_tokens, flags) if not is_decode]
-        prefill = tuple((q, kv) for _, q, kv in chunks)
-        logits += sum(1 for request, q, _ in chunks if request.num_processed_tokens + q >= request.num_prefill_tokens)
-    uniform = not prefill and len({q for q, _ in decode}) == 1
-    return AttentionRows(decode, prefill), sum(q_tokens), logits, uniform
+    chunks = [(request, q, kv) for request, q, kv, is_decode in zip(requests, q_tokens, kv_tokens, flags) if not is_decode]
+    prefill = tuple((q, kv) for _, q, kv in chunks)
+    logits = sum(q for q, _ in decode) + sum(1 for request, q, _ in chunks if request.num_processed_tokens + q >= request.num_prefill_tokens)
+    return AttentionRows(decode, prefill), tokens, logits, False
 
 
 class AnalyticPredictor(WholeStepPredictorSeam):

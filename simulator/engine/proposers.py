@@ -78,7 +78,7 @@ class ProposerCost:
         GEMM and the context K/V projections (the terms that are not zero)."""
         rows = draft_pass.rows
         requests, q, kv, multi_query = zip(*rows) if rows else ((), (), (), ())
-        decode_rows = None if all(m is None for m in multi_query) else [bool(m) for m in multi_query]
+        decode_rows = None if multi_query.count(None) == len(rows) else [bool(m) for m in multi_query]
         batch = DraftBatch(replica_id, requests, q, kv, decode_rows)
         terms = [self._predictor.pass_seconds(batch, draft_pass.logits_rows) + self._pass_fixed_s]
         if draft_pass.fc_inputs and draft_pass.fc_tokens:

@@ -49,8 +49,7 @@ queries, what ``pack_gqa`` does; the default), ``per_token`` (every query pays a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -68,10 +67,10 @@ CTA_BACKENDS = ("flash_attn_3", "flashinfer")
 GDN_FLOPS_PER_STATE_ELEMENT = 6
 
 
-@dataclass(frozen=True)
-class AttentionRows:
+class AttentionRows(NamedTuple):
     """A step's attention work: decode/verify rows as (queries, cached tokens including the step's
-    own), prefill chunks as (chunk, tokens cached before it)."""
+    own), prefill chunks as (chunk, tokens cached before it).  A NamedTuple: one is built per step
+    and draft pass."""
 
     decode: tuple[tuple[int, int], ...] = ()
     prefill: tuple[tuple[int, int], ...] = ()

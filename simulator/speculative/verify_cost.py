@@ -15,15 +15,17 @@ sequences it is charged for: per row for ``kv_once``, per query for ``per_token`
 
 from __future__ import annotations
 
+import operator
 from typing import Callable, Sequence
 
 DecodeLookup = Callable[[int, float], float]
 
 
 def _mean_kv(rows: Sequence[tuple[int, int]], weighted: bool) -> float:
+    queries, kv = zip(*rows)
     if weighted:
-        return sum(q * kv for q, kv in rows) / sum(q for q, _ in rows)
-    return sum(kv for _, kv in rows) / len(rows)
+        return sum(map(operator.mul, queries, kv)) / sum(queries)
+    return sum(kv) / len(rows)
 
 
 def kv_once_ms(rows: Sequence[tuple[int, int]], decode_ms: DecodeLookup) -> float:
