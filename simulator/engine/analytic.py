@@ -18,35 +18,16 @@ backend costs it under the run's verify assumption (``kv_once`` by default).
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
 from typing import Optional
 
-from vidur.config import BaseExecutionTimePredictorConfig
 from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
 
 from simulator.engine.batch import SpecBatch
+from simulator.engine.predictor_config import AnalyticPredictorConfig  # noqa: F401  (its configuration, importable from here)
 from simulator.engine.types import ExtensionType
 from simulator.engine.vidur_seam import WholeStepPredictorSeam
 from simulator.profiles.attention import AttentionRows
 from simulator.profiles.step import StepCost, StepModel
-
-
-@dataclass
-class AnalyticPredictorConfig(BaseExecutionTimePredictorConfig):
-    step_model: Optional[StepModel] = None
-    # the engine's CPU time per step outside the forward (a draft's passes run inside the
-    # target's step and pay none)
-    engine_overhead_ms: float = 0.0
-    # what proposing costs, added to speculative steps (simulator.engine.proposers); None: nothing
-    proposer: Optional[object] = None
-    # the engine overlaps its per-step host time with the GPU (vLLM's async scheduling): a step
-    # takes max(GPU, host) + async_step_gap_ms instead of GPU + host
-    async_scheduling: bool = False
-    async_step_gap_ms: float = 0.0
-
-    @staticmethod
-    def get_type():
-        return ExtensionType.ANALYTIC
 
 
 class StepTime:
