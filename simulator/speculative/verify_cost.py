@@ -21,11 +21,13 @@ from typing import Callable, Sequence
 DecodeLookup = Callable[[int, float], float]
 
 
+_KV = operator.itemgetter(1)
+
+
 def _mean_kv(rows: Sequence[tuple[int, int]], weighted: bool) -> float:
-    queries, kv = zip(*rows)
     if weighted:
-        return sum(map(operator.mul, queries, kv)) / sum(queries)
-    return sum(kv) / len(rows)
+        return sum(q * kv for q, kv in rows) / sum(q for q, _ in rows)
+    return sum(map(_KV, rows)) / len(rows)
 
 
 def kv_once_ms(rows: Sequence[tuple[int, int]], decode_ms: DecodeLookup) -> float:
