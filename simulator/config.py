@@ -7,7 +7,7 @@ offending value, so a CLI can print it and exit non-zero before anything is writ
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Optional, Union
 
@@ -410,6 +410,26 @@ class RunConfig:
         return self.tensor_parallel_size if draft_tp is None else draft_tp
 
     def to_dict(self) -> dict:
-        data = asdict(self)
+        data = _as_dict(self)
         data["workload"]["kind"] = type(self.workload).__name__
         return data
+
+
+_SCALARS = (int, float, str, bool, type(None))
+
+
+def _as_dict(value):
+    """What ``dataclasses.asdict`` gives for a config (frozen dataclasses, tuples, scalars), without
+    its deep copy of every element: a closed loop's lengths are hundreds of numbers, and a sweep
+    keys every run by its config.  Immutable tuples of scalars are returned as they are."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _as_dict(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, tuple):
+        if hasattr(value, "_fields"):  # a named tuple, rebuilt as asdict rebuilds it
+            return type(value)(*[_as_dict(v) for v in value])
+        return value if all(type(v) in _SCALARS for v in value) else tuple(_as_dict(v) for v in value)
+    if isinstance(value, list):
+        return [_as_dict(v) for v in value]
+    if isinstance(value, dict):
+        return {_as_dict(k): _as_dict(v) for k, v in value.items()}
+    return value

@@ -40,10 +40,14 @@ MODEL_SOURCES = (
 MODEL_DATA = ("profiles/*.toml", "models/data/*.json")  # a pattern stands for its files, sorted
 
 
+# An installed package's version does not change under a running process; reading it parses its
+# metadata, and a sweep asks once per run (provenance, cache keys).
+@lru_cache(maxsize=1)
 def vidur_version() -> str:
     return metadata.version("vidur")
 
 
+@lru_cache(maxsize=1)
 def simulator_version() -> str:
     try:
         return metadata.version("vidur-specdec")

@@ -17,35 +17,17 @@ backend costs it under the run's verify assumption (``kv_once`` by default).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import operator
 from typing import Optional
 
-from vidur.config import BaseExecutionTimePredictorConfig
 from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
 
 from simulator.engine.batch import SpecBatch
+from simulator.engine.predictor_config import AnalyticPredictorConfig  # noqa: F401  (its configuration, importable from here)
 from simulator.engine.types import ExtensionType
 from simulator.engine.vidur_seam import WholeStepPredictorSeam
 from simulator.profiles.attention import AttentionRows
 from simulator.profiles.step import StepCost, StepModel
-
-
-@dataclass
-class AnalyticPredictorConfig(BaseExecutionTimePredictorConfig):
-    step_model: Optional[StepModel] = None
-    # the engine's CPU time per step outside the forward (a draft's passes run inside the
-    # target's step and pay none)
-    engine_overhead_ms: float = 0.0
-    # what proposing costs, added to speculative steps (simulator.engine.proposers); None: nothing
-    proposer: Optional[object] = None
-    # the engine overlaps its per-step host time with the GPU (vLLM's async scheduling): a step
-    # takes max(GPU, host) + async_step_gap_ms instead of GPU + host
-    async_scheduling: bool = False
-    async_step_gap_ms: float = 0.0
-
-    @staticmethod
-    def get_type():
-        return ExtensionType.ANALYTIC
 
 
 class StepTime:
@@ -60,26 +42,28 @@ class StepTime:
 
 
 def batch_rows(batch) -> tuple[AttentionRows, int, int, bool]:
-    """(attention rows, computed tokens, logits rows, uniform decode) of a Vidur batch.
+    """(attention rows, computed tokens, logits rows, uniform decode) of a batch: a Vidur batch, a
+    :class:`SpecBatch` or a draft pass's :class:`DraftBatch`.
 
     A decode or verify row attends over its cache and the step's own tokens; a prefill chunk
     over the prompt cached before it.  Logits come from every decode/verify token and from the
     last token of a prompt that completes in the step.  The batch is a uniform decode when every
-    row is a decode/verify row with the same query count (vLLM's full-graph condition)."""
-    decode_flags = batch.decode_rows if isinstance(batch, SpecBatch) else None
-    decode, prefill, logits = [], [], 0
-    for i, (request, q, kv) in enumerate(zip(batch.requests, batch.num_q_tokens, batch.num_kv_tokens)):
-        is_decode = decode_flags[i] if decode_flags is not None else request.is_prefill_complete
-        if is_decode:
-            decode.append((q, kv + q))
-            logits += q
-        else:
-            prefill.append((q, kv))
-            if request.num_processed_tokens + q >= request.num_prefill_tokens:
-                logits += 1
-    uniform = not prefill and len({q for q, _ in decode}) == 1
-    tokens = sum(batch.num_q_tokens)
-    return AttentionRows(tuple(decode), tuple(prefill)), tokens, logits, uniform
+    row is a decode/verify row with the same query count (vLLM's full-graph condition).  Which
+    rows decode: the batch's ``decode_rows`` where it has them, else Vidur's rule (the request's
+    prefill is complete)."""
+    requests, q_tokens, kv_tokens = batch.requests, batch.num_q_tokens, batch.num_kv_tokens
+    flags = getattr(batch, "decode_rows", None)
+    if flags is None:
+        flags = [request.is_prefill_complete for request in requests]
+    tokens = sum(q_tokens)
+    if all(flags):  # every row decodes (most steps): the same rows, read column-wise
+        decode = tuple(zip(q_tokens, map(operator.add, kv_tokens, q_tokens)))
+        return AttentionRows(decode, ()), tokens, tokens, len(set(q_tokens)) == 1
+    decode = tuple((q, kv + q) for q, kv, is_decode in zip(q_tokens, kv_tokens, flags) if is_decode)
+    chunks = [(request, q, kv) for request, q, kv, is_decode in zip(requests, q_tokens, kv_tokens, flags) if not is_decode]
+    prefill = tuple((q, kv) for _, q, kv in chunks)
+    logits = sum(q for q, _ in decode) + sum(1 for request, q, _ in chunks if request.num_processed_tokens + q >= request.num_prefill_tokens)
+    return AttentionRows(decode, prefill), tokens, logits, False
 
 
 class AnalyticPredictor(WholeStepPredictorSeam):

@@ -9,7 +9,7 @@ costs, and the requests receive the plan's progress.  Nothing here recomputes th
 
 from __future__ import annotations
 
-from typing import List
+from typing import List, NamedTuple, Optional, Sequence
 
 from vidur.entities import Batch, BatchStage
 
@@ -67,3 +67,25 @@ class SpecBatch(Batch):
     def to_batch_stage(self, stage_id, execution_time) -> SpecBatchStage:
         return SpecBatchStage(**batch_stage_kwargs(self, stage_id, execution_time), progress_tokens=self.plan.progress)
 
+
+
+class DraftBatch(NamedTuple):
+    """One draft pass's rows, read by a predictor as it reads a batch (``requests``,
+    ``num_q_tokens``, ``num_kv_tokens``, ``decode_rows``), without building a Vidur Batch: Vidur
+    numbers every Batch from a process-wide counter and sums its tokens on construction, work a
+    pass costed by the built-in step model never reads.  ``decode_rows`` None: Vidur's rule (a row
+    is a decode row once its request's prefill is complete)."""
+
+    replica_id: int
+    requests: Sequence
+    num_q_tokens: Sequence[int]
+    num_kv_tokens: Sequence[int]
+    decode_rows: Optional[Sequence[bool]] = None
+
+    def vidur_batch(self) -> Batch:
+        """The pass as a Vidur batch, for a predictor that sums Vidur's per-op times (a profile
+        directory's): a SpecBatch when the rows say how their attention runs, else a plain Batch."""
+        requests, q, kv = list(self.requests), list(self.num_q_tokens), list(self.num_kv_tokens)
+        if self.decode_rows is None:
+            return Batch(self.replica_id, requests, q, kv)
+        return SpecBatch(self.replica_id, requests, q, kv, list(self.decode_rows))

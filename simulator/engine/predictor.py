@@ -14,19 +14,16 @@ steps from the step-time model.)  Changes against the stock forest, each for a r
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import List, Optional
 
 from sklearn.ensemble import RandomForestRegressor
-from vidur.config import RandomForrestExecutionTimePredictorConfig
 from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
 from vidur.execution_time_predictor.sklearn_execution_time_predictor import ModelType
 
-from simulator.engine.batch import SpecBatch
+from simulator.engine.batch import DraftBatch, SpecBatch
+from simulator.engine.predictor_config import ProfilePredictorConfig  # noqa: F401  (its configuration, importable from here)
 from simulator.hashing import json_digest
 from simulator.progress import say
-from simulator.profiles.logits import LogitsTable
 from simulator.profiles.vidur_format import PREDICTED_MLP_OPS as PREDICTED_OPS
 from simulator.engine.types import ExtensionType
 from simulator.engine.vidur_seam import ForestPredictorSeam
@@ -36,35 +33,6 @@ from simulator.versions import vidur_version
 FOREST_SEED = 0
 # Prediction tables already loaded in this process, by cache key: a sweep loads them once.
 _TABLES: dict[str, dict] = {}
-
-
-@dataclass
-class ProfilePredictorConfig(RandomForrestExecutionTimePredictorConfig):
-    """Forest fitted on local CSVs.  Fast fit settings by default (one combination, 3-fold)."""
-
-    mlp_csv: str = ""
-    attention_csv: str = ""
-    all_reduce_csv: str = ""  # Vidur-format all_reduce.csv; read only at tensor parallelism > 1
-    profile_sha256: str = ""
-    max_profiled_decode_batch: int = 128
-    num_estimators: List[int] = field(default_factory=lambda: [100])
-    max_depth: List[int] = field(default_factory=lambda: [32])
-    min_samples_split: List[int] = field(default_factory=lambda: [2])
-    k_fold_cv_splits: int = 3
-    prediction_max_tokens_per_request: int = 4096
-    # verify costing (ignored for plain decode batches)
-    attention_mode: str = "kv_once"
-    interpolation: float = 0.5
-    # time outside Vidur's op set, added to every step: LM head + sampler per logits token
-    # (an empty table: not costed, as stock Vidur) and the engine's fixed per-step overhead
-    logits: Optional[LogitsTable] = None
-    engine_overhead_ms: float = 0.0
-    # what proposing costs, added to speculative steps (simulator.engine.proposers); None: nothing
-    proposer: Optional[object] = None
-
-    @staticmethod
-    def get_type():
-        return ExtensionType.PROFILE_FOREST
 
 
 def logits_tokens(batch) -> int:
@@ -192,10 +160,10 @@ class ProfilePredictor(ForestPredictorSeam):
         logits = self.predictor_config.logits
         return logits.step_ms(tokens) if logits else 0.0
 
-    def pass_seconds(self, batch, logits_rows: int) -> float:
+    def pass_seconds(self, batch: DraftBatch, logits_rows: int) -> float:
         """One forward pass of this model over ``batch`` that scores ``logits_rows`` tokens: what a
         proposer's draft pass costs (no engine overhead: it runs inside the target's step)."""
-        base = super().get_execution_time(batch, 0)
+        base = super().get_execution_time(batch.vidur_batch(), 0)
         return base.total_time + 1e-3 * self.logits_ms(logits_rows)
 
     def get_execution_time(self, batch, pipeline_stage: int):

@@ -6,8 +6,8 @@ step's plan, as a :class:`~simulator.speculative.proposers.base.StepWork`: host 
 suffix lookup), GPU kernels over token ids (the GPU n-gram matcher) and forwards of the draft
 network.  This module prices each and adds them; a step's cost is exactly that sum:
 
-* a draft pass: one forward of the draft network over a Vidur batch of the pass's rows through the
-  draft side's predictor (profile or built-in tables, LM head on the pass's logits rows; no engine
+* a draft pass: one forward of the draft network over the pass's rows (a
+  :class:`~simulator.engine.batch.DraftBatch`) through the draft side's predictor (profile or built-in tables, LM head on the pass's logits rows; no engine
   overhead, it runs inside the target's step), plus the fixed time of a pass
   (:func:`passes_fixed_seconds`: vLLM's draft loop updates positions, sequence lengths and the slot
   mapping with a handful of tiny kernels between passes, launches the head's piecewise CUDA graph
@@ -21,10 +21,8 @@ network.  This module prices each and adds them; a step's cost is exactly that s
 
 from __future__ import annotations
 
-from vidur.entities import Batch
-
 from simulator.config import DEFAULT_DRAFT_PASS_OVERHEAD_MS
-from simulator.engine.batch import SpecBatch
+from simulator.engine.batch import DraftBatch, SpecBatch
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec
 from simulator.shapes import ModelShape
@@ -55,6 +53,8 @@ class ProposerCost:
         self._layers = layers
         self._gpu = device
         self._pass_overhead_ms = pass_overhead_ms
+        self._pass_fixed_s = passes_fixed_seconds(1, pass_overhead_ms)
+        self._memo: dict = {}
 
     def step_seconds(self, batch: SpecBatch) -> float:
         return self.work_seconds(self.model.work(batch.plan), batch.replica_id)
@@ -77,20 +77,32 @@ class ProposerCost:
         """One draft pass: the forward with its LM head and the fixed per-pass time, then the fc
         GEMM and the context K/V projections (the terms that are not zero)."""
         rows = draft_pass.rows
-        requests, q, kv = [r.request for r in rows], [r.q for r in rows], [r.kv for r in rows]
-        if any(r.multi_query is not None for r in rows):
-            batch = SpecBatch(replica_id, requests, q, kv, [bool(r.multi_query) for r in rows])
-        else:
-            batch = Batch(replica_id, requests, q, kv)
-        terms = [self._predictor.pass_seconds(batch, draft_pass.logits_rows) + passes_fixed_seconds(1, self._pass_overhead_ms)]
+        requests, q, kv, multi_query = zip(*rows) if rows else ((), (), (), ())
+        decode_rows = None if multi_query.count(None) == len(rows) else [bool(m) for m in multi_query]
+        batch = DraftBatch(replica_id, requests, q, kv, decode_rows)
+        terms = [self._predictor.pass_seconds(batch, draft_pass.logits_rows) + self._pass_fixed_s]
         if draft_pass.fc_inputs and draft_pass.fc_tokens:
-            h = self._shape.embedding_dim
-            terms.append(1e-3 * float(roofline.gemm_ms(draft_pass.fc_tokens, h, draft_pass.fc_inputs * h, self._gpu)))
+            terms.append(self._fc_seconds(draft_pass.fc_tokens, draft_pass.fc_inputs))
         if draft_pass.context_kv_tokens:
+            terms.append(self._context_kv_seconds(draft_pass.context_kv_tokens))
+        return terms
+
+    # the two GEMMs of the built-in physical model, memoised per token count: a run asks for the
+    # same few hundred counts thousands of times, and each is a NumPy call on one number
+    def _fc_seconds(self, tokens: int, inputs: int) -> float:
+        key = ("fc", tokens, inputs)
+        if key not in self._memo:
+            h = self._shape.embedding_dim
+            self._memo[key] = 1e-3 * float(roofline.gemm_ms(tokens, h, inputs * h, self._gpu))
+        return self._memo[key]
+
+    def _context_kv_seconds(self, tokens: int) -> float:
+        key = ("context_kv", tokens)
+        if key not in self._memo:
             shape = self._shape
             kv_width = 2 * shape.kv_heads_per_worker * shape.head_dim
-            terms.append(self._layers * 1e-3 * float(roofline.gemm_ms(draft_pass.context_kv_tokens, kv_width, shape.embedding_dim, self._gpu)))
-        return terms
+            self._memo[key] = self._layers * 1e-3 * float(roofline.gemm_ms(tokens, kv_width, shape.embedding_dim, self._gpu))
+        return self._memo[key]
 
     def scan_seconds(self, scan: TokenScan) -> float:
         return 1e-3 * float(roofline.streaming_ms(scan.bytes, self._gpu.constants.add_eff, self._gpu))

@@ -22,9 +22,8 @@ from vidur.config.model_config import BaseModelConfig
 
 from simulator.catalog import mtp_layer_model, model_config, model_facts, shape_of
 from simulator.config import RunConfig
-from simulator.engine.analytic import AnalyticPredictorConfig
 from simulator.engine.memory_plan import ModelMemory, model_memory, network_memory, plan_kv_blocks
-from simulator.engine.predictor import ProfilePredictorConfig
+from simulator.engine.predictor_config import AnalyticPredictorConfig, ProfilePredictorConfig
 from simulator.errors import ConfigError
 from simulator.models.context import table_tokens
 from simulator.models.precision import precision_problem, run_precision

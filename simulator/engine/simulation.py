@@ -17,6 +17,7 @@ from simulator.config import ClosedLoopWorkload
 from simulator.engine.closed_loop import ClosedLoopSimulator
 from simulator.engine.generator import WorkloadRequestGeneratorConfig
 from simulator.engine.vidur_seam import reset_entity_ids
+from simulator.engine import predictor  # noqa: F401  (registers a profile directory's predictor with Vidur's registry)
 from simulator.engine.analytic import AnalyticPredictorConfig
 from simulator.engine.proposers import ProposerCost
 from simulator.engine.resolve import ModelSide, ResolvedRun

@@ -49,14 +49,14 @@ queries, what ``pack_gqa`` does; the default), ``per_token`` (every query pays a
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from typing import NamedTuple, Optional
 
 import numpy as np
 
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec
 from simulator.shapes import DENSE_LAYER, LayerKind, ModelShape
-from simulator.speculative.verify_cost import verify_attention_ms
+from simulator.speculative.verify_cost import DecodeLookup, verify_attention_ms
 
 KV_BLOCK = 128  # keys per tile (FlashAttention-3, head dim <= 128)
 QUERY_TILE = 128  # queries per prefill tile
@@ -67,10 +67,10 @@ CTA_BACKENDS = ("flash_attn_3", "flashinfer")
 GDN_FLOPS_PER_STATE_ELEMENT = 6
 
 
-@dataclass(frozen=True)
-class AttentionRows:
+class AttentionRows(NamedTuple):
     """A step's attention work: decode/verify rows as (queries, cached tokens including the step's
-    own), prefill chunks as (chunk, tokens cached before it)."""
+    own), prefill chunks as (chunk, tokens cached before it).  A NamedTuple: one is built per step
+    and draft pass."""
 
     decode: tuple[tuple[int, int], ...] = ()
     prefill: tuple[tuple[int, int], ...] = ()
@@ -186,10 +186,21 @@ def _mla_rows_ms(rows, shape: ModelShape, dev: DeviceSpec, mode: str, interpolat
     return each if mode == "per_token" else (1 - interpolation) * once + interpolation * each
 
 
+def decode_lookup(shape: ModelShape, dev: DeviceSpec) -> DecodeLookup:
+    """The device backend's decode kernel for ``shape``: (sequences, mean cached tokens) -> ms,
+    without the call's fixed time (what :func:`verify_attention_ms` charges decode rows with)."""
+    if dev.attention.backend in CTA_BACKENDS:
+        return lambda b, kv: fa3_decode_ms(b, kv, shape, dev)
+    return lambda b, kv: float(roofline.decode_attention_ms(b, kv, shape, dev))
+
+
 def attention_ms(
-    rows: AttentionRows, shape: ModelShape, dev: DeviceSpec, mode: str = "kv_once", interpolation: float = 0.0, kind: LayerKind = DENSE_LAYER
+    rows: AttentionRows, shape: ModelShape, dev: DeviceSpec, mode: str = "kv_once", interpolation: float = 0.0, kind: LayerKind = DENSE_LAYER,
+    decode_ms: Optional[DecodeLookup] = None,
 ) -> float:
-    """The step's attention on one worker, for one layer of ``kind``, by the device's backend."""
+    """The step's attention on one worker, for one layer of ``kind``, by the device's backend.
+    ``decode_ms``: :func:`decode_lookup` of ``shape`` and ``dev``, when the caller keeps one (a
+    step model memoises it)."""
     backend = dev.attention.backend
     if backend not in BACKENDS:
         raise ValueError(f"device '{dev.name}': unknown attention backend {backend!r}; expected one of {BACKENDS}")
@@ -205,11 +216,10 @@ def attention_ms(
         decode = _mla_rows_ms(decode_rows, shape, dev, mode, interpolation)
         prefill = sum(mla_prefill_ms(chunk, cached, shape, dev) for chunk, cached in rows.prefill)
         return dev.attention.kernel_us * 1e-3 + decode + prefill
+    decode = verify_attention_ms(decode_rows, decode_ms or decode_lookup(shape, dev), mode, interpolation)
     if backend in CTA_BACKENDS:
-        decode = verify_attention_ms(decode_rows, lambda b, kv: fa3_decode_ms(b, kv, shape, dev), mode, interpolation)
         prefill = sum(fa3_prefill_ms(chunk, cached, shape, dev, window) for chunk, cached in rows.prefill)
         return dev.attention.kernel_us * 1e-3 + decode + prefill
-    decode = verify_attention_ms(decode_rows, lambda b, kv: float(roofline.decode_attention_ms(b, kv, shape, dev)), mode, interpolation)
     # FlashAttention-2's fitted prefill kernel has no window: a windowed chunk is costed over the
     # window's share of its prefix
     return decode + sum(float(roofline.prefill_attention_ms(chunk, min(cached, window) if window else cached, shape, dev)) for chunk, cached in rows.prefill)

@@ -264,14 +264,18 @@ def _devices_at(path: str, mtime_ns: int, size: int) -> dict[str, DeviceSpec]:
     return load_devices(Path(path))
 
 
-def get_device(name: str, path: Path = DEVICES_FILE) -> DeviceSpec:
-    # parsed once per file version: a run asks several times, a sweep hundreds of times
+def known_devices(path: Path = DEVICES_FILE) -> dict[str, DeviceSpec]:
+    """Every device of ``path``, parsed once per file version (a run asks several times, a sweep
+    or the published rows' plans hundreds of times); the dict is shared: read it, do not change it."""
     try:
         stat = Path(path).stat()
     except OSError:
-        devices = load_devices(path)  # reports the missing file as a ConfigError
-    else:
-        devices = _devices_at(str(path), stat.st_mtime_ns, stat.st_size)
+        return load_devices(path)  # reports the missing file as a ConfigError
+    return _devices_at(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+def get_device(name: str, path: Path = DEVICES_FILE) -> DeviceSpec:
+    devices = known_devices(path)
     if name not in devices:
         raise ConfigError(f"unknown device '{name}'; known devices: {', '.join(sorted(devices))}")
     return devices[name]

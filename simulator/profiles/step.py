@@ -47,13 +47,13 @@ input preparation, output processing) is the caller's (:mod:`simulator.engine.an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Optional
+from functools import cached_property, lru_cache
+from typing import NamedTuple, Optional
 
 import numpy as np
 
 from simulator.profiles import collectives, roofline
-from simulator.profiles.attention import AttentionRows, attention_ms
+from simulator.profiles.attention import AttentionRows, attention_ms, decode_lookup
 from simulator.profiles.engines import EngineSpec
 from simulator.profiles.hardware import DeviceSpec, NetworkSpec
 from simulator.profiles.layers import layer_linear_ms
@@ -82,9 +82,9 @@ class LayerCost:
         return self.linear_ms + self.attention_ms + self.all_reduce_ms + self.gaps_ms + self.cpu_bound_ms
 
 
-@dataclass(frozen=True)
-class StepCost:
-    """A forward's milliseconds, by term (each already multiplied by the layers where it repeats)."""
+class StepCost(NamedTuple):
+    """A forward's milliseconds, by term (each already multiplied by the layers where it repeats).
+    A NamedTuple: one is built per step and per draft pass."""
 
     mode: str  # "full", "piecewise" or "eager" (simulator.profiles.engines.EngineSpec.mode)
     padded_tokens: int
@@ -121,7 +121,8 @@ class StepModel:
     interpolation: float = 0.0
     lm_head: bool = True
     max_tokens: int = 8192
-    _memo: dict = field(default_factory=dict, compare=False, hash=False, repr=False)
+    # memoised pure terms; not an init field, so dataclasses.replace gives the copy a memo of its own
+    _memo: dict = field(default_factory=dict, init=False, compare=False, hash=False, repr=False)
 
     # --- per-token tables: everything in a layer that depends only on the step's token count ----
     @cached_property
@@ -214,39 +215,74 @@ class StepModel:
         mode = self.engine.mode(tokens, uniform_decode)
         return mode, tokens if mode == "eager" else self.engine.padded(tokens)
 
-    def layer_cost(self, kind: LayerKind, rows: AttentionRows, padded: int, mode: str) -> LayerCost:
-        """One layer of ``kind`` in a forward issued in ``mode`` at ``padded`` tokens (from
-        :meth:`mode_and_padding`): its kernels, its attention over ``rows``, its all-reduces, the
-        GPU's gaps between its kernels and what it waits on the CPU."""
+    @cached_property
+    def decode_ms(self):
+        """The attention backend's decode kernel, (batch, mean KV) -> ms, memoised: a pure function
+        of its two numbers for this shape and device, asked once per layer kind per step."""
+        return lru_cache(maxsize=None)(decode_lookup(self.shape, self.device))
+
+    def attention_ms(self, rows: AttentionRows, kind: LayerKind) -> float:
+        """One layer of ``kind``'s attention over ``rows`` under the run's verify assumption."""
+        return attention_ms(rows, self.shape, self.device, self.attention_mode, self.interpolation, kind, self.decode_ms)
+
+    def _fixed_terms(self, kind: LayerKind, padded: int, mode: str) -> tuple[float, float, float, float]:
+        """What one layer of ``kind`` costs whatever the step's attention rows: (linear, all-reduce,
+        gaps, CPU time) at ``padded`` tokens issued in ``mode``."""
         engine = self.engine
         linear = self._per_token(kind, padded)
-        attention = attention_ms(rows, self.shape, self.device, self.attention_mode, self.interpolation, kind)
         all_reduce, reduces = self.collectives_ms(kind, padded)
         layer_kernels = self.layer_kernels(kind)
         gap_us = engine.stream_kernel_gap_us if mode == "eager" else engine.graph_kernel_gap_us
         gaps = (layer_kernels + ATTENTION_KERNELS + reduces) * gap_us * 1e-3
-        gpu = linear + attention + all_reduce + gaps
         if mode == "full":
             cpu = 0.0
         elif mode == "piecewise":
             cpu = (engine.cpu_graph_launch_us + engine.cpu_attention_call_us) * 1e-3
         else:
             cpu = ((layer_kernels + reduces) * engine.cpu_kernel_launch_us + engine.cpu_attention_call_us) * 1e-3
-        return LayerCost(linear, attention, all_reduce, gaps, max(0.0, cpu - gpu))
+        return linear, all_reduce, gaps, cpu
+
+    def _step_shape(self, tokens: int, uniform_decode: bool) -> tuple:
+        """Everything of a forward that its token count and graph condition fix, memoised (a run
+        asks for a few thousand distinct ones, each many times): (mode, padded tokens, outside
+        the layers, and per layer group (kind, count, its fixed terms))."""
+        key = ("step", tokens, uniform_decode)
+        found = self._memo.get(key)
+        if found is None:
+            mode, padded = self.mode_and_padding(tokens, uniform_decode)
+            groups = tuple((kind, count, self._fixed_terms(kind, padded, mode)) for kind, count in self.groups)
+            found = self._memo[key] = (mode, padded, self._per_token("outside", padded), groups)
+        return found
+
+    @staticmethod
+    def _layer_terms(fixed: tuple[float, float, float, float], attention: float) -> tuple[float, float, float, float, float]:
+        """A layer's (linear, attention, all-reduce, gaps, CPU-bound) ms: it takes the longer of its
+        GPU time and the CPU time that feeds it."""
+        linear, all_reduce, gaps, cpu = fixed
+        gpu = linear + attention + all_reduce + gaps
+        return linear, attention, all_reduce, gaps, max(0.0, cpu - gpu)
+
+    def layer_cost(self, kind: LayerKind, rows: AttentionRows, padded: int, mode: str) -> LayerCost:
+        """One layer of ``kind`` in a forward issued in ``mode`` at ``padded`` tokens (from
+        :meth:`mode_and_padding`): its kernels, its attention over ``rows``, its all-reduces, the
+        GPU's gaps between its kernels and what it waits on the CPU."""
+        return LayerCost(*self._layer_terms(self._fixed_terms(kind, padded, mode), self.attention_ms(rows, kind)))
 
     def forward(self, rows: AttentionRows, tokens: int, logits_tokens: int, uniform_decode: bool) -> StepCost:
         """The forward over ``rows`` (``tokens`` computed tokens in all), then logits for
-        ``logits_tokens`` rows: each group of layers costs its count times one of its layers."""
-        mode, padded = self.mode_and_padding(tokens, uniform_decode)
-        terms = dict.fromkeys(("linear_ms", "attention_ms", "all_reduce_ms", "gaps_ms", "cpu_bound_ms"), 0.0)
-        for kind, count in self.groups:
-            layer = self.layer_cost(kind, rows, padded, mode)
-            for name in terms:
-                terms[name] += count * getattr(layer, name)
-        return StepCost(
-            mode=mode,
-            padded_tokens=padded,
-            outside_layers_ms=self._per_token("outside", padded),
-            logits_ms=self.logits_ms(logits_tokens),
-            **terms,
-        )
+        ``logits_tokens`` rows: each group of layers costs its count times one of its layers
+        (:meth:`layer_cost`; groups that attend alike share one attention cost)."""
+        mode, padded, outside, groups = self._step_shape(tokens, uniform_decode)
+        linear = attention = all_reduce = gaps = cpu_bound = 0.0
+        attention_by_kind = {}
+        for kind, count, fixed in groups:
+            seen = (kind.attention, kind.window)
+            if seen not in attention_by_kind:
+                attention_by_kind[seen] = self.attention_ms(rows, kind)
+            layer = self._layer_terms(fixed, attention_by_kind[seen])
+            linear += count * layer[0]
+            attention += count * layer[1]
+            all_reduce += count * layer[2]
+            gaps += count * layer[3]
+            cpu_bound += count * layer[4]
+        return StepCost(mode, padded, linear, attention, all_reduce, gaps, cpu_bound, outside, self.logits_ms(logits_tokens))

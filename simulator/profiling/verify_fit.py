@@ -20,7 +20,6 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
-from scipy.interpolate import RegularGridInterpolator
 
 from simulator.speculative.verify_cost import extrapolate_batch
 
@@ -115,6 +114,8 @@ def decode_lookup(decode: pd.DataFrame) -> Callable[[int, float], float]:
     """decode(batch, kv) in ms from a decode profile's rows (batch_size, kv_cache_size, ms):
     linear in batch and KV inside the grid (and in KV just beyond it); batches beyond the largest
     profiled one run as further full batches (``verify_cost.extrapolate_batch``)."""
+    from scipy.interpolate import RegularGridInterpolator  # here: the site imports this module, and SciPy costs ~1 s to import
+
     table = decode.pivot_table(index="batch_size", columns="kv_cache_size", values="ms", aggfunc="mean").sort_index().sort_index(axis=1)
     table = table.interpolate(axis=1, limit_direction="both")
     batches, kvs = table.index.to_numpy(dtype=float), table.columns.to_numpy(dtype=float)

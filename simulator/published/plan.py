@@ -38,7 +38,7 @@ from simulator.config import DEFAULT_ENGINE, ClosedLoopWorkload, ExplicitWorkloa
 from simulator.errors import ConfigError
 from simulator.results import speedup
 from simulator.profiles.engines import engine_for_version, get_engine
-from simulator.profiles.hardware import load_devices
+from simulator.profiles.hardware import known_devices
 from simulator.published.spec import NO_SPECULATION, TREE_FIELDS, Assumptions, Measurement
 from simulator.speculative import proposers
 from simulator.speculative.acceptance_convert import conditional_from_unconditional, iid_rate_from_length
@@ -166,7 +166,7 @@ def _speculation(m: Measurement, acceptance: Optional[Acceptance]) -> Speculatio
 
 
 def plan(m: Measurement, assumptions: Assumptions, rows: dict, devices=None) -> Plan:
-    devices = load_devices() if devices is None else devices
+    devices = known_devices() if devices is None else devices
     reason = _unreproducible(m, devices, assumptions)
     if reason:
         return Plan(m, reason=reason)

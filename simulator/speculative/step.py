@@ -69,20 +69,16 @@ def plan_row(
     """Steps 1-4 for one decode row, or None when the step has no budget left for it."""
     if budget_left <= 0:
         return None
+    lead, length = draw
     if tree is None:
-        proposals = max(0, min(k, draw.length, remaining_output - 1, budget_left - 1))
+        proposals = max(0, min(k, length, remaining_output - 1, budget_left - 1))
         reach = proposals
     else:  # a tree pruned to the budget; a path accepts no deeper than the tree or the request allows
-        proposals = max(0, min(tree.nodes, budget_left - 1)) if draw.length else 0
+        proposals = max(0, min(tree.nodes, budget_left - 1)) if length else 0
         reach = max(0, min(tree.depth, proposals, remaining_output - 1))
-    accepted = min(draw.lead, reach)
-    return RowPlan(
-        proposals=proposals,
-        computed=proposals + 1,
-        kv_slots=processed_tokens + proposals + lookahead,
-        accepted=accepted,
-        progress=accepted + 1,
-    )
+    accepted = min(lead, reach)
+    # RowPlan(proposals, computed, kv_slots, accepted, progress), by position: one per row per step
+    return RowPlan(proposals, proposals + 1, processed_tokens + proposals + lookahead, accepted, accepted + 1)
 
 
 @dataclass
@@ -125,19 +121,11 @@ def step_plan(requests: Sequence, computed: Sequence[int], kv_tokens: Sequence[i
     """The step's plan from the batch the scheduler formed and the decode rows it planned
     (``rows``: request id -> :class:`RowPlan`).  A row without a plan is a prefill chunk, or a
     decode row of a k = 0 step: it computes and advances by its scheduled tokens."""
-    decode, proposals, accepted, progress = [], [], [], []
-    for request, q in zip(requests, computed):
-        is_decode = request.is_prefill_complete
-        plan = rows.get(request.id) if is_decode else None
-        decode.append(is_decode)
-        if plan is None:
-            proposals.append(0)
-            accepted.append(0)
-            progress.append(q)
-        else:
-            proposals.append(plan.proposals)
-            accepted.append(plan.accepted)
-            progress.append(plan.progress)
+    decode = [request.is_prefill_complete for request in requests]
+    plans = [rows.get(request.id) if is_decode else None for request, is_decode in zip(requests, decode)]
+    proposals = [0 if plan is None else plan.proposals for plan in plans]
+    accepted = [0 if plan is None else plan.accepted for plan in plans]
+    progress = [q if plan is None else plan.progress for plan, q in zip(plans, computed)]
     return StepPlan(list(requests), list(computed), list(kv_tokens), decode, proposals, accepted, progress)
 
 
@@ -179,6 +167,7 @@ class StepPlanner:
         """Plan one decode row of this step (None: no budget left; it waits).  ``request`` needs
         ``id``, ``num_processed_tokens``, ``prompt_tokens``, ``total_tokens`` and ``output_tokens``."""
         processed = request.num_processed_tokens
+        request_id = request.id
         position = processed - request.prompt_tokens - 1  # output tokens already emitted, less the first
         plan = plan_row(
             k=self.step_k,
@@ -186,11 +175,11 @@ class StepPlanner:
             remaining_output=request.total_tokens - processed,
             budget_left=self._budget - num_batch_tokens,
             lookahead=self._lookahead,
-            draw=self._sampler.draw(request.id, position, request.output_tokens),
+            draw=self._sampler.draw(request_id, position, request.output_tokens),
             tree=self._tree,
         )
         if plan is not None:
-            self._rows[request.id] = plan
+            self._rows[request_id] = plan
         return plan
 
     def drop(self, request_id: int) -> None:

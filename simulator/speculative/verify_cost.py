@@ -15,14 +15,19 @@ sequences it is charged for: per row for ``kv_once``, per query for ``per_token`
 
 from __future__ import annotations
 
+import operator
 from typing import Callable, Sequence
 
 DecodeLookup = Callable[[int, float], float]
 
 
+_KV = operator.itemgetter(1)
+
+
 def _mean_kv(rows: Sequence[tuple[int, int]], weighted: bool) -> float:
-    weights = [q if weighted else 1 for q, _ in rows]
-    return sum(w * kv for w, (_, kv) in zip(weights, rows)) / sum(weights)
+    if weighted:
+        return sum(q * kv for q, kv in rows) / sum(q for q, _ in rows)
+    return sum(map(_KV, rows)) / len(rows)
 
 
 def kv_once_ms(rows: Sequence[tuple[int, int]], decode_ms: DecodeLookup) -> float:

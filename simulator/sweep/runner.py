@@ -155,6 +155,7 @@ def simulate_all(configs: Sequence[RunConfig], executor, run: Optional[RunFn] = 
     say(f"{label}: {len(configs)} runs, {len(configs) - len(missing)} from the result cache, {len(missing)} to simulate", shown)
     if missing:
         warm_predictors([configs[i] for i in missing], shown, label)
+        missing.sort(key=lambda i: -expected_work(configs[i]))  # the longest first: no long run left for the end
         # each worker stores its run as it finishes, so an interrupted sweep keeps what it simulated; the
         # parent stores them too, for workers whose cache is another machine's (Ray)
         for i, fresh in zip(missing, executor.map(simulate_and_store, [(configs[i], keys[i]) for i in missing], desc=label)):
@@ -174,11 +175,27 @@ def simulate_and_store(job: tuple[RunConfig, str]) -> dict:
     return fresh
 
 
+def expected_work(config: RunConfig) -> float:
+    """A rough size of a run, to start the longest runs of a pool first (a pool that picks up a
+    20 s run last finishes on one core).  A run costs per step and per row: about its output
+    tokens over its running batch (the steps), plus a sixteenth of them (the rows).  The batch is
+    a closed loop's concurrency; an open loop's arrival rate stands in for it (more steps per token
+    at a lighter load).  Only the order of the runs depends on it, never a number."""
+    workload = config.workload
+    if isinstance(workload, PoissonWorkload):
+        tokens, batch = workload.num_requests * workload.output_tokens, workload.arrival_rate
+    else:
+        tokens, batch = sum(workload.output_tokens), getattr(workload, "concurrency", 1)
+    return tokens / max(batch, 1e-9) + tokens / 16
+
+
 def warm_predictors(configs: Sequence[RunConfig], progress: Optional[bool] = None, label: str = "simulating") -> None:
     """Every distinct target predictor the runs need, trained here before any worker starts:
     workers forked while one of them trains (with joblib's own pool) wait on its lock forever.
     Off a terminal it reports at least every few seconds (:mod:`simulator.progress`): a cold
-    profile can take minutes to build."""
+    profile can take minutes to build.  Vidur's simulation machinery is imported here too, once:
+    forked workers inherit it instead of each importing it (about 2 s of CPU per worker and pool)."""
+    import simulator.engine.simulation  # noqa: F401
     from simulator.progress import bar
 
     todo = {}
@@ -199,13 +216,19 @@ def warm_predictors(configs: Sequence[RunConfig], progress: Optional[bool] = Non
 
 
 def warm_predictor(config: RunConfig) -> None:
-    """Train or load the run's execution-time predictors (target, and draft or EAGLE head) once,
-    here: a cold cache is then filled by one process instead of by every worker at once, and
-    forked workers inherit the tables."""
+    """Check the run (it is resolved), then train or load its profile directories' predictors
+    (target, and draft or EAGLE head) once, here: a cold cache is then filled by one process
+    instead of by every worker at once, and forked workers inherit the tables.  The built-in
+    step model has nothing to prepare (each run builds its own tables), so a run without a
+    profile directory never loads Vidur's predictors here."""
     from simulator.engine.resolve import resolve_run
+
+    run = resolve_run(config)
+    if all(side.profile.builtin is not None for side in (run.target, run.draft) if side is not None):
+        return
     from simulator.engine.simulation import warm_predictors as warm_all
 
-    warm_all(resolve_run(config))
+    warm_all(run)
 
 
 def simulate(job: tuple[Optional[RunFn], RunConfig]) -> dict:

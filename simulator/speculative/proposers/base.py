@@ -23,7 +23,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass, field
-from typing import Any, Optional, Sequence
+from typing import Any, NamedTuple, Optional, Sequence
 
 from simulator.errors import ConfigError
 from simulator.speculative.memory import BYTES, ModelMemory
@@ -83,13 +83,13 @@ class NetworkMemory:
     tensor_parallel: int
 
 
-@dataclass(frozen=True)
-class PassRow:
+class PassRow(NamedTuple):
     """One row of a draft pass: ``q`` query tokens over ``kv`` cached tokens (the pass's own
     included).  ``multi_query`` says how its attention runs: True for several queries of one
     sequence over its cache in one varlen kernel, as a verify row runs (costed by the verify
     model), False for a prompt chunk; None leaves it to Vidur's rule (one query: a decode, more:
-    a prefill chunk).  A pass whose rows say nothing is costed exactly as Vidur costs a batch."""
+    a prefill chunk).  A pass whose rows say nothing is costed exactly as Vidur costs a batch.
+    A NamedTuple: a step builds one per request and pass."""
 
     request: Any
     q: int
@@ -97,12 +97,12 @@ class PassRow:
     multi_query: Optional[bool] = None
 
 
-@dataclass(frozen=True)
-class DraftPass:
+class DraftPass(NamedTuple):
     """One forward of the draft network: its rows and the logits rows its LM head scores, plus the
     fc GEMM (``fc_inputs`` x hidden -> hidden) over ``fc_tokens`` tokens before it and a context
     K/V projection (hidden -> K and V, every draft layer) over ``context_kv_tokens`` tokens.
-    Each pass also pays the fixed per-pass cost (launches and the draft loop's metadata updates)."""
+    Each pass also pays the fixed per-pass cost (launches and the draft loop's metadata updates).
+    A NamedTuple: a step builds one per pass."""
 
     rows: tuple[PassRow, ...]
     logits_rows: int
