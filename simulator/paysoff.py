@@ -353,7 +353,7 @@ def _from(x: Optional[int], spec) -> str:
 def format_answer(spec, output, limits: Optional[vllm_serve.Limits] = None, speculative_input=None) -> str:
     """The table and the recommendation, as printed.  ``limits``: where the scheduler limits came
     from (the command's flags); ``speculative_input``: the user's --speculative-config, read."""
-    from simulator.sweep.metrics import OVERLOAD_TTFT_GROWTH
+    from simulator.schemas import OVERLOAD_TTFT_GROWTH
     from simulator.website import units
 
     doc = output.schedules

@@ -22,7 +22,8 @@ from simulator.profiling import step_calibration
 from simulator.sweep import paysoff as paysoff_sweep
 from simulator.sweep.executors import make_executor
 from simulator.sweep.paysoff_spec import load_paysoff_spec
-from simulator.sweep.runner import PROGRESS_COLUMNS, SWEEP_COLUMNS, run_sweep, to_csv_text
+from simulator.schemas import PROGRESS_COLUMNS, SWEEP_COLUMNS
+from simulator.sweep.runner import run_sweep, to_csv_text
 from simulator.sweep.spec import load_spec
 from simulator.textio import check_writable_dir, check_writable_file
 from simulator.publication import Publication, remove_leftovers

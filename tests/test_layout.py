@@ -67,3 +67,58 @@ def test_the_site_only_renders():
         if module.startswith(forbidden)
     ]
     assert offenders == []
+
+
+def _simulator_imports(path):
+    """The simulator modules a file imports: ``from simulator.x import y`` is x.y when y is a module, else x."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("simulator"):
+            for alias in node.names:
+                name = f"{node.module}.{alias.name}"
+                yield name if _is_module(name) else node.module
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.startswith("simulator"))
+
+
+# What the site may read besides itself: the file contracts, input checking, the output folder,
+# the proposers' labels, and the committed verify profile's reader and fit (a profile is an input,
+# not a recorded result).  Never a writer of a recorded file (the sweeps, the reproduction, the pipeline).
+SITE_MAY_IMPORT = (
+    "simulator.schemas", "simulator.errors", "simulator.inputs", "simulator.publication", "simulator.speculative.proposers",
+    "simulator.profiling.verify_fit", "simulator.profiling.verify_table",
+)
+
+
+def _is_module(name: str) -> bool:
+    base = PACKAGE.parent.joinpath(*name.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def test_the_site_reads_recorded_files_by_their_contract_not_their_writer():
+    offenders = sorted(
+        f"{path.relative_to(PACKAGE)} imports {module}"
+        for path in sorted((PACKAGE / "website").rglob("*.py"))
+        for module in _simulator_imports(path)
+        if _is_module(module) and module != "simulator" and not module.startswith(("simulator.website",) + SITE_MAY_IMPORT)
+    )
+    assert offenders == []
+
+
+def test_every_file_contract_is_defined_once_in_schemas():
+    """A column list, threshold or field list shared by a writer and the site is assigned only in
+    schemas.py; a writer that kept its own copy could drift from what the site checks."""
+    from simulator import schemas
+
+    contracts = {name for name in vars(schemas) if name.isupper()}
+    redefined = sorted(
+        f"{path.relative_to(PACKAGE)} defines {target.id}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "schemas.py"
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name) and target.id in contracts
+    )
+    assert redefined == []
+    for writer in ("sweep/runner.py", "sweep/paysoff.py", "published/reproduce.py", "pipeline.py", "validation/report.py"):
+        assert "simulator.schemas" in set(_simulator_imports(PACKAGE / writer)), writer

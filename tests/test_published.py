@@ -7,7 +7,8 @@ import pytest
 
 from simulator.errors import ConfigError
 from simulator.published.plan import plan, simulated_value
-from simulator.published.reproduce import SIMULATED, summary
+from simulator.schemas import SIMULATED
+from simulator.website.published_summary import summary
 from simulator.published.spec import load, load_assumptions, load_measurements
 from simulator.speculative.acceptance_convert import (
     acceptance_length,

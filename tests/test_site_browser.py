@@ -635,7 +635,7 @@ def test_calibration_tables_fit_a_phone_without_a_lone_percent_sign(page: Page, 
 # speculation (no acceptance used), an error that rounds to zero, speedups, a calibration row, and
 # ids long enough to push the numbers off a phone's screen.
 def _published_rows() -> list[dict]:
-    from simulator.published.reproduce import COLUMNS
+    from simulator.schemas import PUBLISHED_COLUMNS as COLUMNS
 
     def row(id_, metric, published, simulated, role="check", cls="same_source", proposer="eagle", acceptance="", **extra):
         base = {c: "" for c in COLUMNS}
@@ -658,7 +658,7 @@ def _published_rows() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def published_site(tmp_path_factory, committed_csvs) -> Path:
-    from simulator.published.reproduce import COLUMNS
+    from simulator.schemas import PUBLISHED_COLUMNS as COLUMNS
     from simulator.website.render import SiteSources, render_site
 
     from repo import site_dirs

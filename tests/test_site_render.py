@@ -17,8 +17,7 @@ from markdown_it import MarkdownIt
 
 from simulator.errors import ConfigError
 from repo import REPO_ROOT, site_dirs
-from simulator.sweep.metrics import OVERLOAD_TTFT_GROWTH
-from simulator.sweep.runner import PROGRESS_COLUMNS, SWEEP_COLUMNS
+from simulator.schemas import OVERLOAD_TTFT_GROWTH, PROGRESS_COLUMNS, SWEEP_COLUMNS
 from simulator.website.recorded import load_recorded
 from simulator.website.render import PAGES, SiteSources, render_site
 
@@ -176,9 +175,9 @@ def schedule_document_keys() -> tuple[set[str], set[str], set[str]]:
 
 
 def test_data_page_documents_every_column_of_every_file(built_site):
-    from simulator.published.reproduce import COLUMNS as PUBLISHED_COLUMNS
+    from simulator.schemas import PUBLISHED_COLUMNS
     from simulator.published.spec import MEASUREMENT_FIELDS
-    from simulator.sweep.paysoff import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
+    from simulator.schemas import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
 
     assert set(SWEEP_COLUMNS) <= documented("sweep")
     assert set(PROGRESS_COLUMNS) <= documented("progress")

@@ -16,7 +16,8 @@ from simulator.errors import ConfigError
 from simulator.speculative.k_schedule import check_schedule, k_for_batch
 from simulator.sweep.crossover import NONE_IN_RANGE, best_k, crossings, crossover_rows
 from simulator.sweep.executors import LocalExecutor
-from simulator.sweep.paysoff import PAYSOFF_COLUMNS, closed_loop_workload, csv_texts, run_paysoff, schedules_json_text
+from simulator.schemas import PAYSOFF_COLUMNS, SCHEDULE_ENTRY_FIELDS, SCHEDULES_FIELDS
+from simulator.sweep.paysoff import closed_loop_workload, csv_texts, run_paysoff, schedules_json_text
 from simulator.sweep.paysoff_spec import load_paysoff_spec, parse_paysoff_spec
 from simulator.website import paysoff as page  # noqa: F401
 
@@ -273,6 +274,8 @@ def test_rows_speedups_and_the_recommended_schedules(small_run):
     document = json.loads(schedules_json_text(small_run.schedules))
     entries = {e["acceptance"]: e for e in document["schedules"]}
     assert set(entries) == {"iid-0.3", "iid-0.8", "decaying", "draft-len"}
+    # the document the site reads has exactly the contract's fields, in its order
+    assert tuple(document) == SCHEDULES_FIELDS and all(tuple(e) == SCHEDULE_ENTRY_FIELDS for e in document["schedules"])
     assert document["verify_cost"]["attention"] == "kv_once" or document["verify_cost"]["attention"] in document["verify_cost"]["why"]
     assert "0.24.0" in document["vllm"]["text"] and all(src.startswith("https://github.com/vllm-project/vllm/") for src in document["vllm"]["sources"])
     for entry in entries.values():

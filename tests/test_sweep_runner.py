@@ -15,7 +15,8 @@ from repo import DATA_DIR
 from simulator.speculative.progress import expected_progress
 from simulator.sweep.executors import LocalExecutor, RayExecutor, make_executor
 from simulator.sweep.metrics import queue_growth, with_speedups
-from simulator.sweep.runner import METRIC_COLUMNS, PROGRESS_COLUMNS, SWEEP_COLUMNS, run_sweep, to_csv_text
+from simulator.schemas import PROGRESS_COLUMNS, SWEEP_COLUMNS, SWEEP_METRIC_COLUMNS as METRIC_COLUMNS
+from simulator.sweep.runner import run_sweep, to_csv_text
 from simulator.sweep.spec import SweepSpec, load_spec, parse_spec
 
 SMALL = """

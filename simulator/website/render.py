@@ -18,8 +18,7 @@ import jinja2
 import pandas as pd
 
 from simulator.errors import ConfigError
-from simulator.schemas import VALIDATION_REPORT_SCHEMA
-from simulator.sweep.metrics import OVERLOAD_TTFT_GROWTH
+from simulator.schemas import OVERLOAD_TTFT_GROWTH, VALIDATION_REPORT_SCHEMA
 from simulator.website import data_page
 from simulator.website import fonts
 from simulator.website import markdown as site_markdown
