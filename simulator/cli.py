@@ -253,7 +253,9 @@ def workload_from_args(args, limits: Optional[vllm_serve.Limits] = None):
     n, prompt, output, seed = args.num_prompts, args.prompt_tokens, args.output_tokens, args.workload_seed
     if concurrency is not None:
         if ratio:
-            return ClosedLoopWorkload.spread(concurrency, n, prompt, output, ratio, seed)
+            from simulator.workloads import spread_closed_loop
+
+            return spread_closed_loop(concurrency, n, prompt, output, ratio, seed)
         return ClosedLoopWorkload.fixed(concurrency, n, prompt, output)
     if ratio:
         from simulator.workloads import poisson_arrivals, random_lengths

@@ -159,19 +159,6 @@ class ClosedLoopWorkload:
         _require(_is_int(num_requests) and num_requests > 0, "num_requests", num_requests, "must be a positive integer")
         return cls(concurrency, (prompt_tokens,) * num_requests, (output_tokens,) * num_requests)
 
-    @classmethod
-    def spread(
-        cls, concurrency: int, num_requests: int, prompt_tokens: int, output_tokens: int, range_ratio: float, seed: int
-    ) -> "ClosedLoopWorkload":
-        """Lengths drawn uniformly around the given ones, as ``vllm bench serve --random-range-ratio``
-        does (see :func:`simulator.workloads.random_lengths`): fixed lengths finish in lockstep,
-        so a closed loop would refill in waves; a spread lets completions and arrivals interleave."""
-        from simulator.workloads import random_lengths
-
-        _require(_is_int(num_requests) and num_requests > 0, "num_requests", num_requests, "must be a positive integer")
-        prompts, outputs = random_lengths(num_requests, prompt_tokens, output_tokens, range_ratio, seed)
-        return cls(concurrency, prompts, outputs)
-
     @property
     def num_requests(self) -> int:
         return len(self.prompt_tokens)

@@ -122,3 +122,62 @@ def test_every_file_contract_is_defined_once_in_schemas():
     assert redefined == []
     for writer in ("sweep/runner.py", "sweep/paysoff.py", "published/reproduce.py", "pipeline.py", "validation/report.py"):
         assert "simulator.schemas" in set(_simulator_imports(PACKAGE / writer)), writer
+
+
+def _module_name(path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict:
+    """Module -> the simulator modules it imports, at any depth of the file (a deferred import inside
+    a function is still an edge: deferring hides a circle, it does not break it)."""
+    return {
+        _module_name(path): {m for m in _simulator_imports(path) if _is_module(m)} - {_module_name(path)}
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+def _cycles(graph: dict) -> list[list[str]]:
+    """Each strongly connected group of two or more modules (Tarjan), sorted."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(groups)
+
+
+def test_the_cycle_finder_finds_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_among_simulator_modules():
+    """A package's __init__ re-exporting its own modules is not a circle between modules; every
+    other loop (config <-> workloads was one) is: the lower layer must not know the upper."""
+    graph = _import_graph()
+    for name, imports in graph.items():  # a package may import its own modules, and they their siblings through it
+        graph[name] = {m for m in imports if not (m.startswith(name + ".") or name.startswith(m + "."))}
+    assert _cycles(graph) == []
