@@ -5,12 +5,13 @@ for it, and the Chromium that Playwright drives (``$PLAYWRIGHT_CHROMIUM``, else 
 Tiers, by marker (``pytest -m unit`` runs the fast tier):
 
 * ``browser``: uses Playwright's ``page``; marked here from the fixture.
-* ``torch``: needs PyTorch; marked here from a skip condition that names it.
-* ``shared``: needs ``../shared``; marked here from a skip condition that names it.
+* ``torch``: needs PyTorch; marked by hand with its skip (``tiers.requires("torch", ...)``).
+* ``shared``: needs ``../shared``; marked by hand (``tiers.requires("shared", ...)`` or ``@pytest.mark.shared``).
 * ``simulation``: runs a Vidur simulation; marked in the test module (``pytestmark`` or per test).
-* ``unit``: everything else, marked here.  A unit test that starts a Vidur simulation in the test
-  process (a fixture's included) or in a worker it forks fails, naming the marker it needs, so
-  the tier cannot drift; tests that simulate through a subprocess are marked by hand.
+* ``unit``: everything else, marked here (no tier is read from a skip reason's wording).  A unit
+  test that starts a Vidur simulation in the test process (a fixture's included) or in a worker
+  it forks fails, naming the marker it needs, so the tier cannot drift; tests that simulate
+  through a subprocess are marked by hand.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from repo import DATA_DIR, REPO_ROOT, site_dirs
+from tiers import TIERS
 from simulator.website.render import SiteSources, render_site
 
 SYSTEM_CHROMIUM = Path("/usr/bin/chromium")
@@ -59,22 +61,10 @@ def isolated_cache(tmp_path_factory):
         os.environ.pop("VIDUR_SPECDEC_CACHE", None)
 
 
-TIERS = ("simulation", "browser", "torch", "shared")
-
-
-def _skip_reasons(item) -> str:
-    return " ".join(str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        reasons = _skip_reasons(item)
         if "page" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
-        if "PyTorch" in reasons:
-            item.add_marker(pytest.mark.torch)
-        if "../shared" in reasons:
-            item.add_marker(pytest.mark.shared)
         if not any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(pytest.mark.unit)
 

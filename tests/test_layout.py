@@ -181,3 +181,15 @@ def test_no_import_circle_among_simulator_modules():
     for name, imports in graph.items():  # a package may import its own modules, and they their siblings through it
         graph[name] = {m for m in imports if not (m.startswith(name + ".") or name.startswith(m + "."))}
     assert _cycles(graph) == []
+
+
+def test_the_benchmarks_run_without_the_test_extras():
+    """Every bench/*.py starts (``--help``) with pytest unimportable: a benchmark may borrow a
+    pytest-free helper from tests/ (stock_vidur.py), never a test module."""
+    import subprocess
+    import sys
+
+    hide = "import runpy, sys; sys.modules['pytest'] = sys.modules['_pytest'] = None; sys.argv = [sys.argv[1], '--help']; runpy.run_path(sys.argv[0], run_name='__main__')"
+    for script in sorted((PACKAGE.parent / "bench").glob("*.py")):
+        result = subprocess.run([sys.executable, "-c", hide, str(script)], capture_output=True, text=True, cwd=PACKAGE.parent)
+        assert result.returncode == 0 and "usage" in result.stdout, f"{script.name}: {result.stderr[-2000:]}"

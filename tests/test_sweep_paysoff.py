@@ -110,9 +110,21 @@ def test_every_committed_deployment_resolves():
     from simulator.sweep.runner import warm_predictor
 
     spec = load_paysoff_spec(DATA_DIR / "paysoff.toml")
-    for profile in spec.profiles:
+
+    def largest_run(profile, system):
         workload = closed_loop_workload(spec, max(spec.concurrency), profile.model)
-        warm_predictor(run_config(spec, profile.system, workload, speculation(spec, profile, spec.attention, max(spec.speculative_tokens))))
+        return run_config(spec, system, workload, speculation(spec, profile, spec.attention, max(spec.speculative_tokens)))
+
+    for profile in spec.profiles:
+        config = largest_run(profile, profile.system)
+        warm_predictor(config)  # resolves the run: raises ConfigError on a bad combination
+        assert (config.model, config.device, config.tensor_parallel_size) == profile.system
+        assert config.speculation.num_speculative_tokens == max(spec.speculative_tokens) and config.speculation.draft_model == profile.draft_model
+        assert config.workload.concurrency == max(spec.concurrency)
+    # the same path refuses a deployment the simulator cannot run (3-way TP of a 32-head model)
+    profile = spec.profiles[0]
+    with pytest.raises(ConfigError, match="tensor"):
+        warm_predictor(largest_run(profile, (profile.model, profile.device, 3)))
 
 
 def test_the_committed_spec_run_count_stays_modest():

@@ -11,6 +11,8 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+
+from tiers import requires
 from vidur.config import CacheConfig, ClusterConfig, RoundRobinGlobalSchedulerConfig, SarathiSchedulerConfig
 from vidur.simulator import Simulator
 from vidur.utils.memory_planner import MemoryPlanner
@@ -32,8 +34,8 @@ from simulator.speculative.memory import kv_blocks
 
 L7, L70 = "meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-70b-hf"
 PROFILES = SHARED_DIR / "vidur-profiles"
-needs_shared = pytest.mark.skipif(
-    not PROFILES.is_dir(), reason=f"Vidur's measured profiles are not at {PROFILES} (../shared/vidur-profiles)"
+needs_shared = requires(
+    "shared", not PROFILES.is_dir(), f"Vidur's measured profiles are not at {PROFILES} (../shared/vidur-profiles)"
 )
 
 
