@@ -150,7 +150,7 @@ def _ints(text: str, flag: str, doubling: bool) -> tuple[int, ...]:
 
 def _acceptance(args, deployment: dict):
     from simulator.speculative.acceptance_convert import conditional_from_unconditional
-    from simulator.sweep.paysoff_spec import acceptance_profile
+    from simulator.specs.paysoff_sweep import acceptance_profile
 
     flags = {"rate": "--acceptance", "per_position": "--acceptance-per-position", "length": "--acceptance-length", "at_k": "-k", "lengths": "--acceptance-per-position-vllm"}
     given = [f for f, v in (("--acceptance-length", args.acceptance_length), ("--acceptance", args.acceptance), ("--acceptance-per-position", args.acceptance_per_position),
@@ -267,7 +267,7 @@ def kind_settings(kind, args):
 
 def spec_from_args(args):
     """The one-deployment pays-off spec the flags describe (every input checked, nothing simulated)."""
-    from simulator.sweep.paysoff_spec import single_deployment
+    from simulator.specs.paysoff_sweep import single_deployment
 
     device = _check_system(args)
     ks = _ints(args.k_range, "--k-range", doubling=False)

@@ -8,7 +8,7 @@ Part of the model hash (:mod:`simulator.versions`): a column or threshold here s
 recorded file.
 """
 
-# ---- every simulated row (data/sweep.csv, data/progress.csv, data/published.csv) ----
+# ---- every simulated row (data/results/sweep.csv, data/results/progress.csv, data/results/published.csv) ----
 
 # Where a number came from: the profile, Vidur, this package and its model hash.
 PROVENANCE_COLUMNS = ("profile_source", "profile_id", "vidur_version", "simulator_version", "simulator_source_hash")
@@ -18,7 +18,7 @@ PROVENANCE_COLUMNS = ("profile_source", "profile_id", "vidur_version", "simulato
 # through the run.  The site states the threshold beside the column.
 OVERLOAD_TTFT_GROWTH = 2.0
 
-# ---- data/sweep.csv: the site's sweep charts ----
+# ---- data/results/sweep.csv: the site's sweep charts ----
 
 SWEEP_INPUT_COLUMNS = (
     "model",
@@ -65,7 +65,7 @@ SWEEP_SETUP_COLUMNS = (
     "model", "device", "num_requests", "prompt_tokens", "output_tokens", "workload_seed", "seed", *PROVENANCE_COLUMNS,
 )
 
-# ---- data/progress.csv: simulated vs closed-form progress per verify step ----
+# ---- data/results/progress.csv: simulated vs closed-form progress per verify step ----
 
 PROGRESS_COLUMNS = (
     "model",
@@ -84,7 +84,7 @@ PROGRESS_COLUMNS = (
 ) + PROVENANCE_COLUMNS
 PROGRESS_NUMERIC = ("num_speculative_tokens", "acceptance_rate", "simulated_progress_per_step", "closed_form_progress_per_step")
 
-# ---- data/published.csv: published measurements beside their simulated values ----
+# ---- data/results/published.csv: published measurements beside their simulated values ----
 
 PUBLISHED_COLUMNS = (
     "id", "source_url", "metric", "published", "simulated", "error_pct", "unit", "status", "reason",
@@ -99,7 +99,7 @@ ACCEPTANCE_CLASSES = ("same_source", "same_setting_other_run", "other_dataset", 
 # columns added with roles and acceptance classes: a CSV recorded before them still renders, unlabelled
 PUBLISHED_LATER_COLUMNS = ("role", "acceptance_class", "calibrated_by", "plausible", "error_range_pct")
 
-# ---- data/paysoff.csv and data/paysoff_crossovers.csv: the pays-off sweep ----
+# ---- data/results/paysoff.csv and data/results/paysoff_crossovers.csv: the pays-off sweep ----
 
 PAYSOFF_COLUMNS = (
     "mode",
@@ -160,7 +160,7 @@ CROSSOVER_COLUMNS = (
 )
 CROSSOVER_REQUIRED = ("crossover", "crossings")
 
-# ---- data/recommended_schedules.json: one recommended k schedule per deployment ----
+# ---- data/results/recommended_schedules.json: one recommended k schedule per deployment ----
 
 SCHEDULES_FIELDS = (
     "description", "batch_size_cap", "chunk_size", "workload", "verify_cost", "tie_rule", "tie_tolerance", "vllm",

@@ -143,7 +143,7 @@ def test_device_names_match_case_insensitively(name):
 def test_seed_sweep_keeps_its_scheduler_limits():
     """The simulator's defaults became vLLM's; the published sweep pins what it always ran with."""
     from simulator.sweep.runner import expand, expand_progress
-    from simulator.sweep.spec import load_spec
+    from simulator.specs.sweep import load_spec
 
     spec = load_spec(ROOT / "data" / "sweep.toml")
     configs = expand(spec) + expand_progress(spec)

@@ -5,12 +5,12 @@ import ast
 from simulator import versions
 
 PACKAGE = versions.PACKAGE_DIR
-TOOLS = ("simulator.sweep", "simulator.website", "simulator.validation", "simulator.published", "simulator.pipeline", "simulator.paysoff",
-         "simulator.profiling")
+TOOLS = ("simulator.sweep", "simulator.specs", "simulator.website", "simulator.validation", "simulator.published", "simulator.pipeline", "simulator.paysoff",
+         "simulator.profiling", "simulator.publication")
 # The simulator: modelling, Vidur glue, profiles, and what they are configured and reported with.
 CORE = ("speculative", "engine", "profiles", "models", "config.py", "catalog.py", "shapes.py", "results.py", "workloads.py",
         "inputs.py", "textio.py", "errors.py", "paths.py", "versions.py", "hashing.py", "progress.py", "argtypes.py", "cli.py", "__init__.py", "__main__.py",
-        "run_cache.py", "vllm_serve.py", "command.py", "speculative_config.py", "proposer_flags.py")
+        "run_cache.py", "vllm_serve.py", "command.py", "speculative_config.py", "proposer_flags.py", "schemas.py")
 
 
 def _imports(path):
@@ -20,6 +20,18 @@ def _imports(path):
             yield node.module
         elif isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
+
+
+def test_every_module_is_on_one_side_of_the_layering():
+    """A new module must be placed: in the simulator (CORE) or among the tools (TOOLS), never both, never neither."""
+    tools = {name.split(".", 1)[1] for name in TOOLS}
+    placed = {}
+    for entry in sorted(PACKAGE.iterdir()):
+        if entry.name == "__pycache__" or not (entry.suffix == ".py" or (entry / "__init__.py").is_file()):
+            continue
+        sides = [side for side, found in (("core", entry.name in CORE), ("tools", entry.name.removesuffix(".py") in tools)) if found]
+        placed[entry.name] = sides
+    assert {name: sides for name, sides in placed.items() if len(sides) != 1} == {}
 
 
 def _core_files():

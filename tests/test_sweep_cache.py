@@ -14,7 +14,7 @@ from simulator.sweep import runner
 from simulator.sweep.executors import LocalExecutor
 from simulator.schemas import SWEEP_COLUMNS
 from simulator.sweep.runner import run_sweep, to_csv_text
-from simulator.sweep.spec import parse_spec
+from simulator.specs.sweep import parse_spec
 
 SPEC = """
 [run]

@@ -18,7 +18,7 @@ from simulator.sweep.crossover import NONE_IN_RANGE, best_k, crossings, crossove
 from simulator.sweep.executors import LocalExecutor
 from simulator.schemas import PAYSOFF_COLUMNS, SCHEDULE_ENTRY_FIELDS, SCHEDULES_FIELDS
 from simulator.sweep.paysoff import closed_loop_workload, csv_texts, run_paysoff, schedules_json_text
-from simulator.sweep.paysoff_spec import load_paysoff_spec, parse_paysoff_spec
+from simulator.specs.paysoff_sweep import load_paysoff_spec, parse_paysoff_spec
 from simulator.website import paysoff as page  # noqa: F401
 
 _spec = importlib.util.spec_from_file_location("build_cli_paysoff", REPO_ROOT / "build.py")

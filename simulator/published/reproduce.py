@@ -1,4 +1,4 @@
-"""Simulate every reproducible published row and write ``data/published.csv``.
+"""Simulate every reproducible published row and write ``data/results/published.csv``.
 
 Runs go through the sweep's executor and result cache (:func:`simulator.sweep.runner.simulate_all`),
 so the reproductions are parallel, deterministic and cached like the seed sweep.  Rows that cannot
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from simulator.published.plan import Plan, plan, simulated_value
-from simulator.published.spec import METRICS, Assumptions, Measurement
+from simulator.specs.published_measurements import METRICS, Assumptions, Measurement
 from simulator.schemas import PROVENANCE_COLUMNS, PUBLISHED_COLUMNS as COLUMNS, SIMULATED
 from simulator.sweep.runner import simulate_all, to_csv_text
 

@@ -34,7 +34,7 @@ from simulator.schemas import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
 from simulator.speculative.k_schedule import Schedule, max_k, to_vllm
 from simulator.sweep.crossover import TIE, best_fixed_k, best_k, crossover_rows, recommended_schedule, x_of
 from simulator.vllm_serve import DYNAMIC_SD_VERSION
-from simulator.sweep.paysoff_spec import AcceptanceProfile, PaysoffSpec, kind_settings, profile_length, verify_settings
+from simulator.specs.paysoff_sweep import AcceptanceProfile, PaysoffSpec, kind_settings, profile_length, verify_settings
 from simulator.sweep.runner import simulate_all, to_csv_text
 
 # The vLLM release whose speculative_config accepts num_speculative_tokens_per_batch_size
@@ -319,7 +319,7 @@ def fixed_k_fallback(spec: PaysoffSpec, profile: AcceptanceProfile, rows: Sequen
 
 
 def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequence[dict]) -> dict:
-    """``data/recommended_schedules.json``: per deployment, the schedule in vLLM's format, the exact
+    """``data/results/recommended_schedules.json``: per deployment, the schedule in vLLM's format, the exact
     ``--speculative-config`` and ``vllm serve`` command, and the schedule simulated at every
     concurrency and load under the primary verify setting, with both bounds as its band."""
     provenance = next((r for r in rows), {})

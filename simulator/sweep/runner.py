@@ -16,7 +16,7 @@ import pandas as pd
 from simulator.progress import say
 from simulator.config import ATTENTION_MODES, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.sweep.metrics import mean_decode_batch, queue_growth, with_speedups
-from simulator.sweep.spec import SweepSpec
+from simulator.specs.sweep import SweepSpec
 from simulator.schemas import LATENCY_COLUMNS, PROVENANCE_COLUMNS
 
 FLOAT_FORMAT = "%.6g"

@@ -1,4 +1,4 @@
-"""The "Published measurements" page: data/published.csv as a table, a chart and the misses.
+"""The "Published measurements" page: data/results/published.csv as a table, a chart and the misses.
 
 Markup lives in ``templates/published.html`` and the prose in ``content/published.md``; this
 module only reads the CSV and shapes what the template shows.

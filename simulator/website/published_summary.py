@@ -1,6 +1,6 @@
 """The published comparison's headline figures, computed from its recorded rows.
 
-What the site states about ``data/published.csv``: the check rows' errors overall, by acceptance
+What the site states about ``data/results/published.csv``: the check rows' errors overall, by acceptance
 class, at load and at batch one, and whether each published trend is reproduced.  It reads rows
 only (as recorded, or as built), so the site needs no part of the reproduction that wrote them.
 """

@@ -61,11 +61,11 @@ class SiteSources:
     docs_dir: Path
     validation_report: Optional[Path] = None
     source_url: Optional[str] = None  # repository URL at a commit: "Source:" links become absolute
-    # the pays-off sweep's files (data/paysoff.csv, data/paysoff_crossovers.csv, data/recommended_schedules.json)
+    # the pays-off sweep's files (data/results/paysoff.csv, data/results/paysoff_crossovers.csv, data/results/recommended_schedules.json)
     paysoff_csv: Optional[Path] = None
     paysoff_crossovers_csv: Optional[Path] = None
     schedules_json: Optional[Path] = None
-    published_csv: Optional[Path] = None  # data/published.csv: the published-measurements page
+    published_csv: Optional[Path] = None  # data/results/published.csv: the published-measurements page
     verify_profile_dir: Optional[Path] = None  # a profile dir with verify_attention.csv: the measured verify step
 
 
