@@ -20,7 +20,7 @@ DATA_DIR = REPO_ROOT / "data"  # the inputs: specs (*.toml), calibration data, m
 RESULTS_DIR = DATA_DIR / "results"  # what a build records (CSV, JSON): kept apart from what it reads
 DEFAULT_VALIDATION_REPORT = REPO_ROOT / "validation" / "report.json"
 # where bench/measure_verify_h200.sh writes the verify tables the modeling page shows (pending until measured)
-VERIFY_PROFILE_DIR = DATA_DIR / "profiles" / "h200" / "meta-llama" / "Llama-2-7b-hf"
+VERIFY_TABLES_DIR = DATA_DIR / "profiles" / "h200" / "meta-llama" / "Llama-2-7b-hf"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -99,7 +99,7 @@ def main(argv=None) -> int:
                     paysoff_crossovers_csv=args.crossovers_csv if recorded_paysoff else None,
                     schedules_json=args.schedules_json if recorded_paysoff else None,
                     published_csv=args.published_csv if (args.no_published or args.skip_sweep) and args.published_csv.is_file() else None,
-                    verify_profile_dir=VERIFY_PROFILE_DIR,
+                    verify_tables_dir=VERIFY_TABLES_DIR,
                 ),
                 published=None if args.no_published else PublishedInputs(args.published, args.published_assumptions, args.published_csv, args.step_calibration),
                 paysoff=None if args.no_paysoff else PaysoffInputs(args.paysoff_spec, *paysoff_files),

@@ -315,7 +315,10 @@ class RunConfig:
     tensor_parallel_size: int = 1
     network_profile_dir: Optional[str] = None  # Vidur-format all_reduce.csv dir; None = the profile's own or built-in
     pipeline_stages: int = 1
-    seed: int = 0  # acceptance draws
+    # the run's one seed besides the workload's (workload.seed: arrivals and lengths); what it seeds
+    # is named below (acceptance_seed, vidur_seed).  Kept as one field: it is the CSVs' seed column,
+    # part of every cache key, and --acceptance-seed on the command lines.
+    seed: int = 0
     cache_dir: Optional[str] = None
     # Outside Vidur's op set: LM head + sampler on every logits token, and a fixed per-step
     # engine overhead.  lm_head=False with engine_overhead_ms=0 is stock Vidur's costing.
@@ -389,6 +392,19 @@ class RunConfig:
             and math.isfinite(self.moe_routing_skew) and self.moe_routing_skew >= 0,
             "moe_routing_skew", self.moe_routing_skew, "must be a finite number >= 0 (0 = uniform routing)",
         )
+
+    @property
+    def acceptance_seed(self) -> int:
+        """The seed of the acceptance draws (:class:`simulator.speculative.acceptance.AcceptanceSampler`):
+        the only randomness of a run besides its workload's."""
+        return self.seed
+
+    @property
+    def vidur_seed(self) -> int:
+        """The seed handed to Vidur's simulation config.  Vidur reads it only in its own entry point
+        (vidur/main.py's set_seeds), which a run never calls, so it changes no number; it is the
+        acceptance seed so a config printed from Vidur names the same seed as the run."""
+        return self.seed
 
     @property
     def draft_tensor_parallel_size(self) -> int:

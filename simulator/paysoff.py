@@ -6,7 +6,7 @@ TPOT speedup by concurrency x k, with each row's no-speculation TPOT and TTFT an
 that baseline is overloaded, the best k, where speculation stops paying, the recommended
 ``num_speculative_tokens_per_batch_size`` as a ``--speculative-config`` and a full ``vllm serve``
 command, and the best fixed k for a vLLM without the key.  The runs are the build's pays-off sweep
-(:mod:`simulator.sweep.paysoff`) with one deployment, costed as ``python -m simulator`` costs them
+(:mod:`simulator.sweep.paysoff_runner`) with one deployment, costed as ``python -m simulator`` costs them
 (the same scheduler defaults, :mod:`simulator.vllm_serve`), and go through the result cache: a
 repeated question re-simulates nothing, and an interrupted one resumes.
 
@@ -260,9 +260,9 @@ def _check_system(args) -> str:
 
 
 def kind_settings(kind, args):
-    from simulator.speculative.proposers.base import SpecSettings
+    from simulator.speculative.proposers.base import SpeculationSettings
 
-    return SpecSettings(k=1, options=kind.resolve_options(dict(options_from_args(args, kind))))
+    return SpeculationSettings(k=1, options=kind.resolve_options(dict(options_from_args(args, kind))))
 
 
 def spec_from_args(args):
@@ -315,7 +315,7 @@ def check_runs(spec) -> None:
     """The simulator's own checks (head for this target, sharding, context) on the largest run,
     before anything is simulated: a bad combination fails in a second, not after the grid (memory
     is checked by each run, still before anything is written)."""
-    from simulator.sweep.paysoff import closed_loop_workload, run_config, speculation
+    from simulator.sweep.paysoff_runner import closed_loop_workload, run_config, speculation
     from simulator.sweep.runner import warm_predictor
 
     profile = spec.profiles[0]
@@ -516,7 +516,7 @@ def main(argv=None) -> int:
 
 def _main(args, argv) -> int:
     from simulator.sweep.executors import LocalExecutor
-    from simulator.sweep.paysoff import csv_texts, run_paysoff
+    from simulator.sweep.paysoff_runner import csv_texts, run_paysoff
     from simulator.textio import atomic_write_text, check_writable_file
 
     spec = spec_from_args(args)

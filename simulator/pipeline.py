@@ -19,7 +19,7 @@ from simulator.progress import say
 from simulator.published import reproduce as published_reproduce
 from simulator.specs import published_measurements as published_spec
 from simulator.profiling import step_calibration
-from simulator.sweep import paysoff as paysoff_sweep
+from simulator.sweep import paysoff_runner as paysoff_sweep
 from simulator.sweep.executors import make_executor
 from simulator.specs.paysoff_sweep import load_paysoff_spec
 from simulator.schemas import PROGRESS_COLUMNS, SWEEP_COLUMNS

@@ -132,7 +132,7 @@ def test_every_file_contract_is_defined_once_in_schemas():
         if isinstance(target, ast.Name) and target.id in contracts
     )
     assert redefined == []
-    for writer in ("sweep/runner.py", "sweep/paysoff.py", "published/reproduce.py", "pipeline.py", "validation/report.py"):
+    for writer in ("sweep/runner.py", "sweep/paysoff_runner.py", "published/reproduce.py", "pipeline.py", "validation/report.py"):
         assert "simulator.schemas" in set(_simulator_imports(PACKAGE / writer)), writer
 
 

@@ -8,10 +8,10 @@ from vidur.entities import Request
 import simulator
 from simulator.config import ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.engine import simulation
-from simulator.engine.batch import SpecBatch
+from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.memory_plan import model_memory
 from simulator.engine.resolve import resolve_run
-from simulator.engine.scheduler import SpecSarathiScheduler
+from simulator.engine.scheduler import SpeculativeSarathiScheduler
 from simulator.errors import ConfigError
 from simulator.speculative.progress import expected_progress
 from simulator.profiles.attention import AttentionRows, attention_ms
@@ -70,7 +70,7 @@ def test_verify_step_cost_ordering_and_formula():
     for r in requests:
         r._is_prefill_complete = True
     kv = [1005 + 37 * i for i in range(24)]
-    batch = lambda: SpecBatch(0, requests, [5] * 24, kv, [True] * 24)  # noqa: E731
+    batch = lambda: SpeculativeBatch(0, requests, [5] * 24, kv, [True] * 24)  # noqa: E731
     times = {mode: p.get_execution_time(batch(), 0) for mode, p in predictors.items()}
     assert times["kv_once"].total_time < times["interpolated"].total_time < times["per_token"].total_time
     # the attention term is verify_cost's definition over the backend's decode cost (a verify row
@@ -90,7 +90,7 @@ def test_verify_step_cost_ordering_and_formula():
 @pytest.fixture
 def recorded_batches(monkeypatch):
     seen = []
-    original = SpecSarathiScheduler._get_next_batch
+    original = SpeculativeSarathiScheduler._get_next_batch
 
     def recording(self, time):
         batch = original(self, time)
@@ -98,7 +98,7 @@ def recorded_batches(monkeypatch):
             seen.append((self, list(batch.num_q_tokens), self._num_allocated_blocks))
         return batch
 
-    monkeypatch.setattr(SpecSarathiScheduler, "_get_next_batch", recording)
+    monkeypatch.setattr(SpeculativeSarathiScheduler, "_get_next_batch", recording)
     return seen
 
 

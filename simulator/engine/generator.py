@@ -22,7 +22,7 @@ from vidur.request_generator.base_request_generator import BaseRequestGenerator
 from vidur.request_generator.synthetic_request_generator import SyntheticRequestGenerator
 
 from simulator.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, Workload
-from simulator.engine.request import SpecRequest
+from simulator.engine.request import SpeculativeRequest
 from simulator.engine.types import ExtensionType
 from simulator.engine.vidur_seam import reset_entity_ids
 
@@ -50,9 +50,9 @@ class WorkloadRequestGeneratorConfig(BaseRequestGeneratorConfig):
 class WorkloadRequestGenerator(BaseRequestGenerator):
     def __init__(self, config: WorkloadRequestGeneratorConfig):
         super().__init__(config)
-        self.requests: List[SpecRequest] = []
+        self.requests: List[SpeculativeRequest] = []
 
-    def generate_requests(self) -> List[SpecRequest]:
+    def generate_requests(self) -> List[SpeculativeRequest]:
         workload = self.config.workload
         if isinstance(workload, ExplicitWorkload):
             rows = zip(workload.arrival_s, workload.prompt_tokens, workload.output_tokens)
@@ -64,7 +64,7 @@ class WorkloadRequestGenerator(BaseRequestGenerator):
             rows = [(r.arrived_at, r.num_prefill_tokens, r.num_decode_tokens) for r in stock]
         # the stock generator consumed request ids: number ours from zero, in arrival order
         reset_entity_ids(Request)
-        self.requests = [SpecRequest(float(t), int(p), int(d)) for t, p, d in rows]
+        self.requests = [SpeculativeRequest(float(t), int(p), int(d)) for t, p, d in rows]
         return self.requests
 
 

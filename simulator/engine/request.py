@@ -5,7 +5,7 @@ from vidur.entities import Request
 from simulator.engine.vidur_seam import reset_stage_progress, set_arrival, set_split
 
 
-class SpecRequest(Request):
+class SpeculativeRequest(Request):
     def __init__(self, arrived_at: float, num_prefill_tokens: int, num_decode_tokens: int):
         super().__init__(arrived_at, num_prefill_tokens, num_decode_tokens)
         self.prompt_tokens = num_prefill_tokens  # restart() rewrites the prefill/decode split

@@ -35,7 +35,7 @@ from simulator.profiles.sharding import check_sharding
 from simulator.profiles.source import ResolvedProfile, resolve_profile
 from simulator.profiles.step import StepModel
 from simulator.shapes import ModelShape
-from simulator.speculative.proposers.base import DraftSource, ModelFacts, SpecSettings
+from simulator.speculative.proposers.base import DraftSource, ModelFacts, SpeculationSettings
 from simulator.textio import check_writable_dir
 
 DEFAULT_NETWORK_DEVICE = "a100_dgx"  # Vidur's node type for a device without a [network] table (TP 1 only)
@@ -68,7 +68,7 @@ class ResolvedRun:
     target: ModelSide
     draft: Optional[ModelSide]  # the proposer's network; None when it runs none (n-gram, suffix) or without speculation
     num_kv_blocks: int
-    settings: SpecSettings  # the proposer's settings, as its kind sees them
+    settings: SpeculationSettings  # the proposer's settings, as its kind sees them
 
 
 def resolve_run(config: RunConfig) -> ResolvedRun:
@@ -87,7 +87,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     _check_not_a_drafter(config.model, target_facts)
     draft_name, draft_config = _draft_network(config, target_facts) if spec.uses_draft_network else (None, None)  # an unknown name fails here
     draft_facts = model_facts(draft_name, draft_config) if draft_config is not None else None
-    settings = SpecSettings(k=spec.num_speculative_tokens, options=spec.option_values, ngram_overhead_ms=spec.ngram_overhead_ms, draft=draft_facts, target=target_facts)
+    settings = SpeculationSettings(k=spec.num_speculative_tokens, options=spec.option_values, ngram_overhead_ms=spec.ngram_overhead_ms, draft=draft_facts, target=target_facts)
     if spec.enabled:
         kind.check(settings, target_facts, config.draft_tensor_parallel_size, config.tensor_parallel_size)
     cache_dir = cache_directory(config)

@@ -21,7 +21,7 @@ from typing import Optional
 from vidur.config import SarathiSchedulerConfig
 from vidur.scheduler.replica_scheduler.replica_scheduler_registry import ReplicaSchedulerRegistry
 
-from simulator.engine.batch import SpecBatch
+from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.types import ExtensionType
 from simulator.engine.vidur_seam import SarathiSeam
 from simulator.speculative.acceptance import AcceptanceSampler
@@ -30,7 +30,7 @@ from simulator.speculative.step import StepPlanner, TreeShape
 
 
 @dataclass
-class SpecSarathiSchedulerConfig(SarathiSchedulerConfig):
+class SpeculativeSarathiSchedulerConfig(SarathiSchedulerConfig):
     num_speculative_tokens: int = 0
     conditional_acceptance: tuple = field(default_factory=tuple)
     acceptance_seed: int = 0
@@ -74,7 +74,7 @@ class TrackedSarathiScheduler(SarathiSeam):
         self.forward_passes += 1
 
 
-class SpecSarathiScheduler(TrackedSarathiScheduler):
+class SpeculativeSarathiScheduler(TrackedSarathiScheduler):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         config = self.scheduler_config
@@ -133,8 +133,8 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
             return batch
         self.scheduled_k_steps += 1
         self.scheduled_k_sum += self.step.step_k
-        return SpecBatch.adopt(batch, plan)
+        return SpeculativeBatch.adopt(batch, plan)
 
 
 ReplicaSchedulerRegistry.register(ExtensionType.TRACKED_SARATHI, TrackedSarathiScheduler)
-ReplicaSchedulerRegistry.register(ExtensionType.SPEC_SARATHI, SpecSarathiScheduler)
+ReplicaSchedulerRegistry.register(ExtensionType.SPEC_SARATHI, SpeculativeSarathiScheduler)

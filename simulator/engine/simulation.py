@@ -22,7 +22,7 @@ from simulator.engine.analytic import AnalyticPredictorConfig
 from simulator.engine.proposers import ProposerCost
 from simulator.engine.resolve import ModelSide, ResolvedRun
 from simulator.engine.vidur_seam import generated_requests, replica_scheduler
-from simulator.engine.scheduler import SpecSarathiSchedulerConfig, TrackedSarathiScheduler, TrackedSarathiSchedulerConfig
+from simulator.engine.scheduler import SpeculativeSarathiSchedulerConfig, TrackedSarathiScheduler, TrackedSarathiSchedulerConfig
 from simulator.results import REQUEST_COLUMNS, RunResult, inter_token_gaps, summarize, tpot
 from simulator.versions import simulator_version, source_hash, vidur_version
 
@@ -80,12 +80,12 @@ def _scheduler_config(run: ResolvedRun):
     if not spec.enabled:
         return TrackedSarathiSchedulerConfig(chunk_size=config.chunk_size, batch_size_cap=config.batch_size_cap)
     kind = spec.kind
-    return SpecSarathiSchedulerConfig(
+    return SpeculativeSarathiSchedulerConfig(
         chunk_size=config.chunk_size,
         batch_size_cap=config.batch_size_cap,
         num_speculative_tokens=spec.num_speculative_tokens,
         conditional_acceptance=spec.conditional_acceptance(),
-        acceptance_seed=config.seed,
+        acceptance_seed=config.acceptance_seed,
         proposal_probability=spec.proposal_probability,
         lookahead_slots=kind.lookahead_slots(spec.num_speculative_tokens),
         k_schedule=spec.k_schedule or (),
@@ -99,7 +99,7 @@ def vidur_config(run: ResolvedRun, proposer_=None) -> InMemorySimulationConfig:
     its configuration."""
     config = run.config
     return InMemorySimulationConfig(
-        seed=config.seed,
+        seed=config.vidur_seed,
         cluster_config=ClusterConfig(
             num_replicas=1,
             replica_config=run.target.replica,

@@ -22,7 +22,7 @@ from simulator.schemas import OVERLOAD_TTFT_GROWTH, VALIDATION_REPORT_SCHEMA
 from simulator.website import data_page
 from simulator.website import fonts
 from simulator.website import markdown as site_markdown
-from simulator.website import paysoff as paysoff_page
+from simulator.website import paysoff_page
 from simulator.website import provenance as page_provenance
 from simulator.website import published as published_page
 from simulator.website import verify as verify_section
@@ -66,7 +66,7 @@ class SiteSources:
     paysoff_crossovers_csv: Optional[Path] = None
     schedules_json: Optional[Path] = None
     published_csv: Optional[Path] = None  # data/results/published.csv: the published-measurements page
-    verify_profile_dir: Optional[Path] = None  # a profile dir with verify_attention.csv: the measured verify step
+    verify_tables_dir: Optional[Path] = None  # a profile dir with verify_attention.csv: the measured verify step
 
 
 def check_sources(sources: SiteSources) -> None:
@@ -107,7 +107,7 @@ def render_into(sources: SiteSources, directory: Path) -> None:
     progress = load_progress(sources.progress_csv)
     paysoff_data = paysoff_page.load(sources.paysoff_csv, sources.paysoff_crossovers_csv, sources.schedules_json)
     published_frame = _published_frame(sources.published_csv)
-    verify = verify_section.context(sources.verify_profile_dir)
+    verify = verify_section.context(sources.verify_tables_dir)
     markdown = site_markdown.parser()
     env = _environment(sources.templates_dir)
     copy = _copy(markdown, sources)
