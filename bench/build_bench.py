@@ -137,7 +137,7 @@ def main() -> None:
         cold = timed_build(args, env)
         warm = timed_build(args, env)
         render = timed_build(args + ["--skip-sweep"], env)
-        identical = (tmp / "sweep.csv").read_bytes() == (RESULTS_DIR / "sweep.csv").read_bytes()
+        identical = (tmp / "sweep.csv").read_bytes() == (REPO_ROOT / "data" / "results" / "sweep.csv").read_bytes()
         size = site_size(tmp / "site")
         chart = first_chart_ms(tmp / "site", options.repeats, options.chromium)
 
