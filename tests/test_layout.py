@@ -3,7 +3,6 @@ adapter package imports Vidur."""
 
 import ast
 import re
-from pathlib import Path
 
 import pytest
 

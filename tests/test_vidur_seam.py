@@ -203,3 +203,20 @@ def test_queued_requests_are_the_generated_ones(instances):
     reset_entity_ids()
     sim = Simulator(simulation.vidur_config(resolve_run(RunConfig(workload=workload))))
     assert sorted(r.id for r in queued_requests(sim)) == [r.id for r in generated_requests(sim)] == [0, 1, 2]
+
+
+def test_training_frames_are_read_by_vidurs_own_filters(tmp_path):
+    """The seam's reader of a profile directory (what tests/test_measure.py checks measured profiles
+    with): Vidur's loaders keep only the rows of the model and block size asked for, and add
+    Vidur's derived attention features."""
+    from simulator.catalog import model_config
+
+    name = "meta-llama/Llama-2-7b-hf"
+    shape, dev = model_shape(name), get_device("a100")
+    write_profile(tmp_path, builtin.mlp_table(shape, dev, 1024), builtin.attention_table(shape, dev, 1024, max_batch=8), {})
+    mlp, attention = seam.training_frames(tmp_path / "mlp.csv", tmp_path / "attention.csv", model_config(name), 16)
+    assert len(mlp) > 0 and len(attention) > 0
+    assert {"num_tokens", "is_decode", "prefill_chunk_size_squared"} <= set(attention.columns)
+    other, _ = seam.training_frames(tmp_path / "mlp.csv", tmp_path / "attention.csv", model_config("meta-llama/Llama-2-70b-hf"), 16)
+    _, other_block = seam.training_frames(tmp_path / "mlp.csv", tmp_path / "attention.csv", model_config(name), 32)
+    assert len(other) == 0 and len(other_block) == 0
