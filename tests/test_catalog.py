@@ -179,9 +179,8 @@ def test_explicit_head_dim():
 
 
 def test_an_explicit_head_dim_is_costed_and_holds_kv():
-    from vidur.config import ReplicaConfig
-
     from simulator.engine.memory_plan import model_memory
+    from simulator.vidur.configs import ReplicaConfig
 
     name = str(HF / "Qwen3-0.6B")  # head_dim 128 where hidden / heads = 1024 / 16 = 64
     shape = model_shape(name)
@@ -408,11 +407,10 @@ def test_an_edited_config_gets_a_new_result_cache_key(tmp_path):
 
 def test_tied_embeddings_are_one_matrix_in_a_drafts_memory():
     """A draft model with tied embeddings (Qwen2.5-0.5B) holds its embedding and LM head as one matrix."""
-    from vidur.config import ReplicaConfig
-
     from simulator.engine.memory_plan import model_memory, network_memory
     from simulator.speculative import proposers
     from simulator.speculative.proposers.base import SpecSettings
+    from simulator.vidur.configs import ReplicaConfig
 
     def draft_memory(replica, _):
         return proposers.kind("draft").draft_memory(network_memory(replica), SpecSettings(k=1))

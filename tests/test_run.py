@@ -8,15 +8,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from vidur.config import CacheConfig, ClusterConfig, RoundRobinGlobalSchedulerConfig, SarathiSchedulerConfig
-from vidur.simulator import Simulator
 
 import simulator
 from simulator.config import PoissonWorkload, RunConfig
-from simulator.engine import simulation
 from simulator.engine.resolve import resolve_run
 from simulator.engine.generator import vidur_synthetic_config
-from simulator.engine.vidur_seam import reset_entity_ids
+from simulator.vidur.configs import CacheConfig, ClusterConfig, InMemorySimulationConfig, QuietMetricsConfig, RoundRobinGlobalSchedulerConfig, SarathiSchedulerConfig
+from simulator.vidur.runtime import Simulator
+from simulator.vidur.seam import queued_requests, reset_entity_ids
 from simulator.errors import ConfigError
 
 SMALL = RunConfig(workload=PoissonWorkload(num_requests=60, arrival_rate=4.0, seed=7))
@@ -66,7 +65,7 @@ def _direct_vidur_requests(config: RunConfig):
     run = resolve_run(config)
     reset_entity_ids()
     sim = Simulator(
-        simulation.InMemorySimulationConfig(
+        InMemorySimulationConfig(
             cluster_config=ClusterConfig(
                 num_replicas=1,
                 replica_config=run.target.replica,
@@ -76,10 +75,10 @@ def _direct_vidur_requests(config: RunConfig):
             ),
             request_generator_config=vidur_synthetic_config(workload, workload.max_request_tokens),
             execution_time_predictor_config=run.target.predictor,
-            metrics_config=simulation.QuietMetricsConfig(),
+            metrics_config=QuietMetricsConfig(),
         )
     )
-    requests = sorted((event._request for _, event in sim._event_queue), key=lambda r: r.id)
+    requests = sorted(queued_requests(sim), key=lambda r: r.id)
     sim.run()
     return requests
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-from vidur.config import ReplicaConfig
-
 from simulator.catalog import shape_of
 from simulator.config import RunConfig
 from simulator.errors import ConfigError
@@ -21,6 +19,7 @@ from simulator.profiles.hardware import DeviceSpec
 from simulator.shapes import ModelShape
 from simulator.speculative.memory import ModelMemory, kv_blocks, kv_capacity_tokens
 from simulator.speculative.proposers.base import NetworkMemory
+from simulator.vidur.configs import ReplicaConfig
 
 MEMORY_MARGIN = 0.1  # Vidur's default memory_margin_fraction
 

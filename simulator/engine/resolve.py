@@ -16,10 +16,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, Union
 
-from vidur.config import ReplicaConfig
-
-from vidur.config.model_config import BaseModelConfig
-
 from simulator.catalog import mtp_layer_model, model_config, model_facts, shape_of
 from simulator.config import RunConfig
 from simulator.engine.memory_plan import ModelMemory, model_memory, network_memory, plan_kv_blocks
@@ -37,6 +33,7 @@ from simulator.profiles.step import StepModel
 from simulator.shapes import ModelShape
 from simulator.speculative.proposers.base import DraftSource, ModelFacts, SpecSettings
 from simulator.textio import check_writable_dir
+from simulator.vidur.configs import BaseModelConfig, ReplicaConfig
 
 DEFAULT_NETWORK_DEVICE = "a100_dgx"  # Vidur's node type for a device without a [network] table (TP 1 only)
 

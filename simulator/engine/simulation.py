@@ -7,42 +7,22 @@ off and its output directory is never created.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 import pandas as pd
-from vidur.config import CacheConfig, ClusterConfig, MetricsConfig, RoundRobinGlobalSchedulerConfig, SimulationConfig
-from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
-from vidur.simulator import Simulator
 
 from simulator.config import ClosedLoopWorkload
 from simulator.engine.closed_loop import ClosedLoopSimulator
 from simulator.engine.generator import WorkloadRequestGeneratorConfig
-from simulator.engine.vidur_seam import reset_entity_ids
 from simulator.engine import predictor  # noqa: F401  (registers a profile directory's predictor with Vidur's registry)
 from simulator.engine.analytic import AnalyticPredictorConfig
 from simulator.engine.proposers import ProposerCost
 from simulator.engine.resolve import ModelSide, ResolvedRun
-from simulator.engine.vidur_seam import generated_requests, replica_scheduler
 from simulator.engine.scheduler import SpecSarathiSchedulerConfig, TrackedSarathiScheduler, TrackedSarathiSchedulerConfig
 from simulator.results import REQUEST_COLUMNS, RunResult, inter_token_gaps, summarize, tpot
 from simulator.versions import simulator_version, source_hash, vidur_version
-
-
-@dataclass
-class QuietMetricsConfig(MetricsConfig):
-    """Metrics off and no timestamped output directory in the working directory."""
-
-    write_metrics: bool = False
-    enable_chrome_trace: bool = False
-    store_plots: bool = False
-
-    def __post_init__(self):
-        pass
-
-
-@dataclass
-class InMemorySimulationConfig(SimulationConfig):
-    def write_config_to_file(self):
-        pass
+from simulator.vidur.configs import CacheConfig, ClusterConfig, InMemorySimulationConfig, QuietMetricsConfig, RoundRobinGlobalSchedulerConfig
+from simulator.vidur.runtime import ExecutionTimePredictorRegistry, Simulator
+from simulator.vidur.seam import generated_requests, replica_scheduler, reset_entity_ids
 
 
 def side_predictor(run: ResolvedRun, side: ModelSide):
