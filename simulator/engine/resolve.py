@@ -59,8 +59,41 @@ class ModelSide:
 
 
 @dataclass(frozen=True)
+class VerifyPlan:
+    """What a speculative replica scheduler verifies with: the proposer kind's lookahead, draft
+    lengths and tree at this run's k, and the acceptance draws (values, fixed at resolution)."""
+
+    num_speculative_tokens: int
+    conditional_acceptance: tuple[float, ...]
+    acceptance_seed: int
+    proposal_probability: float
+    lookahead_slots: int
+    k_schedule: tuple
+    draft_length_pmf: tuple[float, ...]
+    tree: object  # the kind's draft tree at this run's settings; None for a chain
+
+
+@dataclass(frozen=True)
+class SchedulerPlan:
+    """The replica scheduler's configuration as values: Sarathi's limits and, when speculating, the verify plan."""
+
+    chunk_size: int
+    batch_size_cap: int
+    verify: Optional[VerifyPlan]  # None: no speculation
+
+
+@dataclass(frozen=True)
+class ProposerPlan:
+    """What proposing costs: the kind whose step work it is and the fixed time of one draft pass;
+    the draft side's predictor prices it when the kind runs a network."""
+
+    kind: object  # the proposer kind (simulator.speculative.proposers)
+    draft_pass_overhead_ms: float
+
+
+@dataclass(frozen=True)
 class ResolvedRun:
-    config: RunConfig
+    config: RunConfig  # provenance only: the simulation reads the values below
     device: DeviceSpec
     engine: EngineSpec
     cache_dir: Path
@@ -69,6 +102,30 @@ class ResolvedRun:
     draft: Optional[ModelSide]  # the proposer's network; None when it runs none (n-gram, suffix) or without speculation
     num_kv_blocks: int
     settings: SpecSettings  # the proposer's settings, as its kind sees them
+    block_size: int  # tokens per KV-cache block
+    seed: int  # Vidur's seed (and the acceptance draws')
+    workload: object  # the run's workload (simulator.config)
+    scheduler: SchedulerPlan
+    proposer: Optional[ProposerPlan]  # None without speculation
+    provenance: dict  # what the run's result records of its inputs (the simulation adds the profiles' and versions)
+
+
+def scheduler_plan(spec, settings: SpecSettings, chunk_size: int, batch_size_cap: int, acceptance_seed: int) -> SchedulerPlan:
+    """The scheduler's plan for a speculation setting: its kind's lookahead, draft lengths and tree at ``settings``."""
+    if not spec.enabled:
+        return SchedulerPlan(chunk_size, batch_size_cap, None)
+    kind = spec.kind
+    verify = VerifyPlan(
+        num_speculative_tokens=spec.num_speculative_tokens,
+        conditional_acceptance=spec.conditional_acceptance(),
+        acceptance_seed=acceptance_seed,
+        proposal_probability=spec.proposal_probability,
+        lookahead_slots=kind.lookahead_slots(spec.num_speculative_tokens),
+        k_schedule=spec.k_schedule or (),
+        draft_length_pmf=tuple(kind.draft_length_pmf(settings)),
+        tree=kind.tree(settings),
+    )
+    return SchedulerPlan(chunk_size, batch_size_cap, verify)
 
 
 def resolve_run(config: RunConfig) -> ResolvedRun:
@@ -115,7 +172,22 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
                 f"context of {draft.max_model_len}"
             )
     num_kv_blocks = plan_kv_blocks(config, device, target.memory, draft.memory if draft else None)
-    return ResolvedRun(config, device, engine, cache_dir, max_tokens, target, draft, num_kv_blocks, settings)
+    provenance = {
+        "device": config.device,
+        "model": config.model,
+        "seed": config.seed,
+        "workload_seed": getattr(config.workload, "seed", None),
+        "engine_overhead_ms": config.engine_overhead_ms,
+    }
+    return ResolvedRun(
+        config, device, engine, cache_dir, max_tokens, target, draft, num_kv_blocks, settings,
+        block_size=config.block_size,
+        seed=config.seed,
+        workload=config.workload,
+        scheduler=scheduler_plan(spec, settings, config.chunk_size, config.batch_size_cap, config.seed),
+        proposer=ProposerPlan(kind, spec.draft_pass_overhead_ms) if spec.enabled else None,
+        provenance=provenance,
+    )
 
 
 def _draft_network(config: RunConfig, target: ModelFacts):
