@@ -126,11 +126,9 @@ def test_bad_run_inputs(kwargs, message):
 
 def test_a_profile_directory_bounds_a_step_by_the_context(tmp_path):
     # a Vidur-format profile's tables stop at the model's context; the built-in step model costs any count
-    from simulator.engine.resolve import _check_target
-
     with pytest.raises(ConfigError, match=r"chunk_size \+ batch_size_cap = 4352"):
-        _check_target(RunConfig(chunk_size=4096, profile_dir=str(tmp_path)), 4096)
-    _check_target(RunConfig(chunk_size=4096), 4096)
+        resolve_run(RunConfig(chunk_size=4096, profile_dir=str(tmp_path)))
+    assert resolve_run(RunConfig(chunk_size=4096)).target.profile.builtin is not None  # resolved: the step model costs the 4,352-token step
 
 
 @pytest.mark.parametrize(
