@@ -395,6 +395,7 @@ class RunConfig:
             and math.isfinite(self.moe_routing_skew) and self.moe_routing_skew >= 0,
             "moe_routing_skew", self.moe_routing_skew, "must be a finite number >= 0 (0 = uniform routing)",
         )
+        self._read_local_models()
 
     def _check_draft_tensor_parallel(self) -> None:
         """The draft-TP rule, written once for every front end (each maps the field names to its
@@ -433,6 +434,23 @@ class RunConfig:
             raise TypeError(f"RunConfig.from_deployment: unknown field(s) {unknown}")
         speculation = SpeculationConfig(**{k: v for k, v in fields_.items() if k in speculation_names})
         return cls(speculation=speculation, **{k: v for k, v in fields_.items() if k in run_names})
+
+    def _read_local_models(self) -> None:
+        """A model or draft given as a local ``config.json`` path is read here, when the run is built
+        (and again when a pickled run arrives in another process): resolution then looks both up as
+        values (:func:`simulator.catalog.known_model`), and a bad file is refused before anything
+        runs.  Catalog names need no reading (Vidur loads only for a path)."""
+        from simulator.models.files import looks_like_path
+
+        for name in (self.model, self.speculation.draft_model):
+            if isinstance(name, str) and name and looks_like_path(name):
+                from simulator.catalog import model_config
+
+                model_config(name)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._read_local_models()
 
     @property
     def draft_tensor_parallel_size(self) -> int:

@@ -20,7 +20,7 @@ from vidur.config import ReplicaConfig
 
 from vidur.config.model_config import BaseModelConfig
 
-from simulator.catalog import mtp_layer_model, model_config, model_facts, shape_of
+from simulator.catalog import known_model, model_facts, mtp_layer_model, shape_of
 from simulator.config import RunConfig
 from simulator.engine.memory_plan import ModelMemory, model_memory, network_memory, plan_kv_blocks
 from simulator.engine.predictor_config import AnalyticPredictorConfig, ProfilePredictorConfig
@@ -154,7 +154,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     kind = spec.kind
     device = get_device(config.device)
     engine = get_engine(config.engine)
-    target_config = model_config(config.model)
+    target_config = known_model(config.model)
     longest = config.workload.max_request_tokens
     step_tokens = config.chunk_size + config.batch_size_cap
     # a profile directory's prediction tables cover the model's context and no more (the built-in step model costs any token count)
@@ -177,7 +177,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     )
 
     target = _side(
-        costing, config.model, target_config, target_shape, config.tensor_parallel_size, config.profile_dir,
+        costing, target_facts, target_config, target_shape, config.tensor_parallel_size, config.profile_dir,
         ("tensor_parallel_size", "profile_dir"),
         memory=lambda replica: model_memory(replica, include_embeddings=False, shape=target_shape),
         engine_overhead_ms=config.engine_overhead_ms,
@@ -188,7 +188,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
         draft_shape = shape_of(draft_config)
         draft_shape = draft_shape.with_precision(replace(draft_shape.precision, kv_cache=target_shape.precision.kv_cache))
         draft = _side(
-            costing, draft_name, draft_config, draft_shape, config.draft_tensor_parallel_size, spec.draft_profile_dir,
+            costing, draft_facts, draft_config, draft_shape, config.draft_tensor_parallel_size, spec.draft_profile_dir,
             ("draft_tensor_parallel_size", "draft_profile_dir"),
             memory=lambda replica: kind.draft_memory(network_memory(replica, shape=draft_shape), settings),
             engine_overhead_ms=0.0,  # a draft's passes run inside the target's engine step
@@ -222,7 +222,7 @@ def _draft_network(kind, draft_model: Optional[str], target_name: str, target: M
         if not target.mtp_layers:
             return None, None  # the kind's check names the field
         return mtp_layer_model(target_name)
-    return draft_model, model_config(draft_model)
+    return draft_model, known_model(draft_model)
 
 
 def _check_context(model: str, max_len: int, longest: int, step_tokens: Optional[int]) -> None:
@@ -311,7 +311,7 @@ def replica_config(device: DeviceSpec, model: str, tensor_parallel: int, pipelin
 
 def _side(
     costing: _Costing,
-    name: str,
+    facts: ModelFacts,
     model: BaseModelConfig,
     shape: ModelShape,
     tp: int,
@@ -320,10 +320,11 @@ def _side(
     memory: Callable[[ReplicaConfig], ModelMemory],
     engine_overhead_ms: float,
 ) -> ModelSide:
-    """One model of the run: its profile (the sharding checked there), Vidur's replica, its
-    predictor's inputs and one GPU's memory.  ``fields``: the run's TP and profile-directory fields
+    """One model of the run (its config and facts, looked up once by the caller): its profile (the
+    sharding checked there), Vidur's replica, its predictor's inputs and one GPU's memory.  ``fields``: the run's TP and profile-directory fields
     for this side, which a refusal names."""
     tp_field, profile_field = fields
+    name = facts.name
     profile = resolve_profile(
         ProfileQuery(
             name, shape, costing.device, tp, costing.cache_dir, max_seq_len=costing.max_tokens, block_size=costing.block_size,
@@ -335,7 +336,7 @@ def _side(
         predictor = analytic_config(costing, model.num_layers, profile, engine_overhead_ms)
     else:
         predictor = predictor_config(costing, shape.sharded(tp), profile, engine_overhead_ms)
-    return ModelSide(name, model, tp, shape, model.max_model_len, replica, profile, predictor, memory(replica), model_facts(name, model))
+    return ModelSide(name, model, tp, shape, model.max_model_len, replica, profile, predictor, memory(replica), facts)
 
 
 VIDUR_PREFILL_CHUNK_RANGE = 4096  # Vidur's default prediction_max_prefill_chunk_size
