@@ -263,6 +263,28 @@ def known_model(name: str) -> BaseModelConfig:
     )
 
 
+@dataclass(frozen=True)
+class ModelEntry:
+    """A model as a run's resolution needs it, looked up once: Vidur's config of it, the cost
+    model's shape (the checkpoint's) and what a proposer kind reads of it."""
+
+    config: BaseModelConfig
+    shape: ModelShape
+    facts: ModelFacts
+
+
+def known_entry(name: str) -> ModelEntry:
+    """:func:`known_model`'s model as an entry (its shape and facts with it)."""
+    config = known_model(name)
+    return ModelEntry(config, shape_of(config), model_facts(name, config))
+
+
+def mtp_layer_entry(target: str) -> ModelEntry:
+    """The target's multi-token-prediction layer (:func:`mtp_layer_model`) as an entry."""
+    name, config = mtp_layer_model(target)
+    return ModelEntry(config, shape_of(config), model_facts(name, config))
+
+
 def config_digest(name: str) -> Optional[str]:
     """For a model read from a local ``config.json``: a digest of the numbers this process simulates
     it with, so a result cache keyed on the path cannot serve an edited file's old results.  None

@@ -20,7 +20,7 @@ from vidur.config import ReplicaConfig
 
 from vidur.config.model_config import BaseModelConfig
 
-from simulator.catalog import known_model, model_facts, mtp_layer_model, shape_of
+from simulator.catalog import ModelEntry, known_entry, mtp_layer_entry
 from simulator.config import RunConfig
 from simulator.engine.memory_plan import ModelMemory, model_memory, network_memory, plan_kv_blocks
 from simulator.engine.predictor_config import AnalyticPredictorConfig, ProfilePredictorConfig
@@ -31,8 +31,7 @@ from simulator.paths import default_cache_dir
 from simulator.profiles.engines import EngineSpec, get_engine
 from simulator.profiles.hardware import DeviceSpec, get_device
 from simulator.profiles.logits import cached_logits_table
-from simulator.profiles.source import ProfileQuery, ResolvedProfile
-from simulator.profiles.source import resolve as resolve_profile
+from simulator.profiles.source import ProfileQuery, ResolvedProfile, resolve
 from simulator.profiles.step import StepModel
 from simulator.shapes import ModelShape
 from simulator.speculative.proposers.base import DraftSource, ModelFacts, SpecSettings
@@ -154,18 +153,18 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     kind = spec.kind
     device = get_device(config.device)
     engine = get_engine(config.engine)
-    target_config = known_model(config.model)
+    entry = known_entry(config.model)  # its config, shape and facts, looked up once
+    target_config, target_facts = entry.config, entry.facts
     longest = config.workload.max_request_tokens
     step_tokens = config.chunk_size + config.batch_size_cap
     # a profile directory's prediction tables cover the model's context and no more (the built-in step model costs any token count)
     _check_context(config.model, target_config.max_model_len, longest, step_tokens if config.profile_dir is not None else None)
-    target_shape = target_run_shape(config, shape_of(target_config), device)
+    target_shape = target_run_shape(config, entry.shape, device)
     # the predictor's tables cover what this run costs, not the whole context
     max_tokens = table_tokens(target_config.max_model_len, max(longest, step_tokens))
-    target_facts = model_facts(config.model, target_config)
     _check_not_a_drafter(config.model, target_facts)
-    draft_name, draft_config = _draft_network(kind, spec.draft_model, config.model, target_facts) if spec.uses_draft_network else (None, None)  # an unknown name fails here
-    draft_facts = model_facts(draft_name, draft_config) if draft_config is not None else None
+    drafter = _draft_network(kind, spec.draft_model, config.model, target_facts) if spec.uses_draft_network else None  # an unknown name fails here
+    draft_facts = drafter.facts if drafter is not None else None
     settings = SpecSettings(k=spec.num_speculative_tokens, options=spec.option_values, ngram_overhead_ms=spec.ngram_overhead_ms, draft=draft_facts, target=target_facts)
     if spec.enabled:
         kind.check(settings, target_facts, config.draft_tensor_parallel_size, config.tensor_parallel_size)
@@ -177,24 +176,27 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     )
 
     target = _side(
-        costing, target_facts, target_config, target_shape, config.tensor_parallel_size, config.profile_dir,
-        ("tensor_parallel_size", "profile_dir"),
-        memory=lambda replica: model_memory(replica, include_embeddings=False, shape=target_shape),
-        engine_overhead_ms=config.engine_overhead_ms,
+        costing,
+        _SideQuery(
+            target_facts, target_config, target_shape, config.tensor_parallel_size, config.profile_dir, ("tensor_parallel_size", "profile_dir"),
+            memory=lambda replica: model_memory(replica, include_embeddings=False, shape=target_shape),
+            engine_overhead_ms=config.engine_overhead_ms,
+        ),
     )
     draft = None
-    if draft_config is not None:
+    if drafter is not None:
         # a draft runs in its own checkpoint's precision, with the run's KV-cache dtype (vLLM's one cache config)
-        draft_shape = shape_of(draft_config)
-        draft_shape = draft_shape.with_precision(replace(draft_shape.precision, kv_cache=target_shape.precision.kv_cache))
+        draft_shape = drafter.shape.with_precision(replace(drafter.shape.precision, kv_cache=target_shape.precision.kv_cache))
         draft = _side(
-            costing, draft_facts, draft_config, draft_shape, config.draft_tensor_parallel_size, spec.draft_profile_dir,
-            ("draft_tensor_parallel_size", "draft_profile_dir"),
-            memory=lambda replica: kind.draft_memory(network_memory(replica, shape=draft_shape), settings),
-            engine_overhead_ms=0.0,  # a draft's passes run inside the target's engine step
+            costing,
+            _SideQuery(
+                draft_facts, drafter.config, draft_shape, config.draft_tensor_parallel_size, spec.draft_profile_dir, ("draft_tensor_parallel_size", "draft_profile_dir"),
+                memory=lambda replica: kind.draft_memory(network_memory(replica, shape=draft_shape), settings),
+                engine_overhead_ms=0.0,  # a draft's passes run inside the target's engine step
+            ),
         )
-        if longest > draft.max_model_len:
-            raise ConfigError(f"workload: a request of {longest} tokens exceeds draft model {draft_name}'s context of {draft.max_model_len}")
+    if draft is not None and longest > draft.max_model_len:
+        raise ConfigError(f"workload: a request of {longest} tokens exceeds draft model {draft.name}'s context of {draft.max_model_len}")
     network = f"draft model '{spec.draft_model}'" if spec.draft_model else f"the {spec.proposer} proposer's network"
     num_kv_blocks = plan_kv_blocks(device, target.memory, draft.memory if draft else None, longest, config.block_size, config.num_kv_blocks, network)
     provenance = {
@@ -215,14 +217,12 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     )
 
 
-def _draft_network(kind, draft_model: Optional[str], target_name: str, target: ModelFacts):
-    """(name, config) of the network the proposer drafts with: the draft model the run names, or
-    the target's own MTP layer."""
+def _draft_network(kind, draft_model: Optional[str], target_name: str, target: ModelFacts) -> Optional[ModelEntry]:
+    """The network the proposer drafts with: the draft model the run names, or the target's own
+    MTP layer (None when the target has none: the kind's check names the field)."""
     if kind.drafts_with is DraftSource.MTP_LAYERS:
-        if not target.mtp_layers:
-            return None, None  # the kind's check names the field
-        return mtp_layer_model(target_name)
-    return draft_model, known_model(draft_model)
+        return mtp_layer_entry(target_name) if target.mtp_layers else None
+    return known_entry(draft_model)
 
 
 def _check_context(model: str, max_len: int, longest: int, step_tokens: Optional[int]) -> None:
@@ -309,26 +309,31 @@ def replica_config(device: DeviceSpec, model: str, tensor_parallel: int, pipelin
     )
 
 
-def _side(
-    costing: _Costing,
-    facts: ModelFacts,
-    model: BaseModelConfig,
-    shape: ModelShape,
-    tp: int,
-    profile_dir: Optional[str],
-    fields: tuple[str, str],
-    memory: Callable[[ReplicaConfig], ModelMemory],
-    engine_overhead_ms: float,
-) -> ModelSide:
-    """One model of the run (its config and facts, looked up once by the caller): its profile (the
-    sharding checked there), Vidur's replica, its predictor's inputs and one GPU's memory.  ``fields``: the run's TP and profile-directory fields
-    for this side, which a refusal names."""
-    tp_field, profile_field = fields
-    name = facts.name
-    profile = resolve_profile(
+@dataclass(frozen=True)
+class _SideQuery:
+    """One model of the run to resolve: its config and facts (looked up once), its shape as the run
+    holds it, its TP degree and profile directory with the run's fields that set them (a refusal
+    names them), what it holds in memory, and its per-step engine overhead."""
+
+    facts: ModelFacts
+    model: BaseModelConfig
+    shape: ModelShape
+    tensor_parallel: int
+    profile_dir: Optional[str]
+    fields: tuple[str, str]  # (TP field, profile-directory field)
+    memory: Callable[[ReplicaConfig], ModelMemory]
+    engine_overhead_ms: float
+
+
+def _side(costing: _Costing, side: _SideQuery) -> ModelSide:
+    """One model of the run: its profile (the sharding checked there), Vidur's replica, its
+    predictor's inputs and one GPU's memory."""
+    tp_field, profile_field = side.fields
+    name, model, shape, tp, engine_overhead_ms = side.facts.name, side.model, side.shape, side.tensor_parallel, side.engine_overhead_ms
+    profile = resolve(
         ProfileQuery(
             name, shape, costing.device, tp, costing.cache_dir, max_seq_len=costing.max_tokens, block_size=costing.block_size,
-            profile_dir=profile_dir, network_dir=costing.network_dir, tp_field=tp_field, profile_field=profile_field,
+            profile_dir=side.profile_dir, network_dir=costing.network_dir, tp_field=tp_field, profile_field=profile_field,
         )
     )
     replica = replica_config(costing.device, name, tp, costing.pipeline_stages)
@@ -336,7 +341,7 @@ def _side(
         predictor = analytic_config(costing, model.num_layers, profile, engine_overhead_ms)
     else:
         predictor = predictor_config(costing, shape.sharded(tp), profile, engine_overhead_ms)
-    return ModelSide(name, model, tp, shape, model.max_model_len, replica, profile, predictor, memory(replica), facts)
+    return ModelSide(name, model, tp, shape, model.max_model_len, replica, profile, predictor, side.memory(replica), side.facts)
 
 
 VIDUR_PREFILL_CHUNK_RANGE = 4096  # Vidur's default prediction_max_prefill_chunk_size

@@ -188,19 +188,22 @@ def _network(profile_dir, network_dir, whole: ModelShape, dev: DeviceSpec, cache
     builtin_source = profile_dir is None
     if builtin_source:
         _check_device_covers(dev, ranks, "tensor_parallel_size" if ranks == tp else "data_parallel_size x tensor_parallel_size")
+    found, source, where = None, None, None  # measured all-reduce rows: which file, from where
     if tp > 1 and network_dir is not None:
         found = find_all_reduce(network_dir) if Path(network_dir).is_dir() else None
         if found is None:
             raise ConfigError(f"network profile directory {network_dir}: no all_reduce.csv (or all_reduce.csv.xz)")
-        rows = validate_all_reduce(found, tp, f"{network_dir}")
-        return _Network(rows, "network_dir", measured_network(rows, dev) if builtin_source else None)
+        source, where = "network_dir", network_dir
+    elif tp > 1 and not builtin_source:
+        found = find_all_reduce(profile_dir)
+        source, where = ("profile_dir", profile_dir) if found is not None else (None, None)
+    if found is not None:
+        rows = validate_all_reduce(found, tp, f"{where}")
+        return _Network(rows, source, measured_network(rows, dev) if builtin_source else None)
     if builtin_source:
         return _Network(None, "builtin", dev.network) if ranks > 1 else _Network()
     if tp == 1:
         return _Network()
-    own = find_all_reduce(profile_dir)
-    if own is not None:
-        return _Network(validate_all_reduce(own, tp, f"{profile_dir}"), "profile_dir")
     _check_device_covers(dev, tp)
     return _Network(builtin_network_file(whole, dev, Path(cache_dir) / "profiles", max_seq_len), "builtin")
 
