@@ -120,7 +120,7 @@ def _register(spec: ModelSpec) -> type:
         fields.update(block_size=spec.dflash.block_size, target_layer_ids=spec.dflash.target_layer_ids, targets=targets)
     if targets:
         try:
-            fields["max_model_len"] = max(model_config(t).max_model_len for t in targets)
+            fields["max_model_len"] = max(known_model(t).max_model_len for t in targets)
         except ConfigError as exc:
             raise ConfigError(f"{spec.source}: field '{key}': {exc}") from None
     types = {
@@ -191,6 +191,41 @@ def model_config(name: str) -> BaseModelConfig:
     cls = _register(read_spec(name, path))
     _FROM_PATHS.add(name)
     return cls()
+
+
+def known_model(name: str) -> BaseModelConfig:
+    """The config of a model this process knows already: a catalog name (Vidur's or ours), or a local
+    path read when its :class:`~simulator.config.RunConfig` was built (:func:`model_config`).  No
+    file is read here, so resolving a run looks its models up as values."""
+    configs = _named_configs()
+    if name in configs and "Config" not in name:
+        return configs[name]()
+    raise ConfigError(
+        f"unknown model '{name}'; known models: {', '.join(known_models())}; "
+        "or give a local path to a Hugging Face config.json (or its directory)"
+    )
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A model as a run's resolution needs it, looked up once: Vidur's config of it, the cost
+    model's shape (the checkpoint's) and what a proposer kind reads of it."""
+
+    config: BaseModelConfig
+    shape: ModelShape
+    facts: ModelFacts
+
+
+def known_entry(name: str) -> ModelEntry:
+    """:func:`known_model`'s model as an entry (its shape and facts with it)."""
+    config = known_model(name)
+    return ModelEntry(config, shape_of(config), model_facts(name, config))
+
+
+def mtp_layer_entry(target: str) -> ModelEntry:
+    """The target's multi-token-prediction layer (:func:`mtp_layer_model`) as an entry."""
+    name, config = mtp_layer_model(target)
+    return ModelEntry(config, shape_of(config), model_facts(name, config))
 
 
 def config_digest(name: str) -> Optional[str]:

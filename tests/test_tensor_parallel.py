@@ -179,7 +179,9 @@ DRAFT = ["-k", "4", "--acceptance", "0.7", "--proposer", "draft", "--draft-model
         (["--model", L70, "--tensor-parallel-size", "16"], "larger than the 8 GPUs per node"),
         (["--tensor-parallel-size", "4", "--network-profile-dir", "{net2}"], "no network profile for .* at --tensor-parallel-size 4"),
         (["--tensor-parallel-size", "4", "--profile-dir", "{tp12}"], "larger than the device count this profile covers"),
-        (["--tensor-parallel-size", "4", *DRAFT, "--draft-tensor-parallel-size", "2"], "--draft-tensor-parallel-size 2: must be 1 or the target's"),
+        (["--tensor-parallel-size", "4", *DRAFT, "--draft-tensor-parallel-size", "2"], "--draft-tensor-parallel-size 2: must be 1 or the target's --tensor-parallel-size \\(4\\)$"),
+        # the draft-TP rule's second half, the run configuration's as the first: no network, nothing to shard
+        (["-k", "4", "--acceptance", "0.7", "--draft-tensor-parallel-size", "1"], "--draft-tensor-parallel-size 1: --proposer ngram runs no draft network"),
         (["--tensor-parallel-size", "8", *DRAFT], "--draft-tensor-parallel-size 8: JackFram/llama-68m cannot be tensor-parallel over 8"),
     ],
 )
