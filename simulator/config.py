@@ -363,14 +363,7 @@ class RunConfig:
             self.engine_overhead_ms,
             "must be a finite number of milliseconds >= 0",
         )
-        draft_tp = self.speculation.draft_tensor_parallel_size
-        if draft_tp is not None:
-            _require(
-                _is_int(draft_tp) and draft_tp in (1, self.tensor_parallel_size),
-                "draft_tensor_parallel_size",
-                draft_tp,
-                f"must be 1 or the target's tensor_parallel_size ({self.tensor_parallel_size})",
-            )
+        self._check_draft_tensor_parallel()
         schedule = self.speculation.k_schedule
         if schedule is not None and schedule[-1][1] < self.batch_size_cap:
             raise ConfigError(
@@ -392,6 +385,62 @@ class RunConfig:
             and math.isfinite(self.moe_routing_skew) and self.moe_routing_skew >= 0,
             "moe_routing_skew", self.moe_routing_skew, "must be a finite number >= 0 (0 = uniform routing)",
         )
+        self._read_local_models()
+
+    def _check_draft_tensor_parallel(self) -> None:
+        """The draft-TP rule, written once for every front end (each maps the field names to its
+        own flags or keys): vLLM shards a draft network over one GPU or over the target's GPUs, and
+        a proposer without a network has nothing to shard."""
+        draft_tp = self.speculation.draft_tensor_parallel_size
+        if draft_tp is None:
+            return
+        _require(
+            _is_int(draft_tp) and draft_tp in (1, self.tensor_parallel_size),
+            "draft_tensor_parallel_size",
+            draft_tp,
+            f"must be 1 or the target's tensor_parallel_size ({self.tensor_parallel_size})",
+        )
+        kind = self.speculation.kind
+        _require(
+            kind.runs_network,
+            "draft_tensor_parallel_size",
+            draft_tp,
+            f"proposer = '{kind.name}' runs no draft network (a draft model, a head, MTP layers, a drafter) to shard; drop it",
+        )
+
+    @classmethod
+    def from_deployment(cls, **fields_) -> "RunConfig":
+        """The one translator from a front end's flat description of a run to a RunConfig: every
+        front end (the command lines, the sweep and pays-off specs, the published reproductions,
+        the validation harness) names the run's and its speculation's fields side by side, and this
+        splits them, so the cross-field rules (the draft-TP rule, the k schedule against the batch)
+        are checked here alone and each front end only maps the refusal to its own flag names.
+        Nothing is normalised: the fields given are the fields stored, so a run's cache key is
+        what the front end's own construction gave."""
+        speculation_names = {f.name for f in fields(SpeculationConfig)}
+        run_names = {f.name for f in fields(cls)} - {"speculation"}
+        unknown = sorted(set(fields_) - speculation_names - run_names)
+        if unknown:
+            raise TypeError(f"RunConfig.from_deployment: unknown field(s) {unknown}")
+        speculation = SpeculationConfig(**{k: v for k, v in fields_.items() if k in speculation_names})
+        return cls(speculation=speculation, **{k: v for k, v in fields_.items() if k in run_names})
+
+    def _read_local_models(self) -> None:
+        """A model or draft given as a local ``config.json`` path is read here, when the run is built
+        (and again when a pickled run arrives in another process): resolution then looks both up as
+        values (:func:`simulator.catalog.known_model`), and a bad file is refused before anything
+        runs.  Catalog names need no reading (Vidur loads only for a path)."""
+        from simulator.models.files import looks_like_path
+
+        for name in (self.model, self.speculation.draft_model):
+            if isinstance(name, str) and name and looks_like_path(name):
+                from simulator.catalog import model_config
+
+                model_config(name)
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._read_local_models()
 
     @property
     def acceptance_seed(self) -> int:

@@ -24,7 +24,7 @@ from typing import Optional
 
 from simulator import command, vllm_serve
 from simulator.argtypes import DeprecatedAlias, Synonyms, comma_floats
-from simulator.config import KV_CACHE_DTYPES, QUANTIZATIONS
+from simulator.config import KV_CACHE_DTYPES, QUANTIZATIONS, RunConfig
 from simulator.errors import ConfigError
 from simulator.proposer_flags import add_proposer_flags, check_acceptance_input, draft_model_help, options_from_args, proposer_kind, require_draft_model
 
@@ -287,11 +287,11 @@ def spec_from_args(args):
         )
     vllm_serve.check_concurrency(concurrency, args.limits, "--concurrency")
     kind = proposer_kind(args)
-    if args.draft_tensor_parallel_size is not None and (not kind.runs_network or args.draft_tensor_parallel_size not in (1, args.tensor_parallel_size)):
-        raise ConfigError(
-            f"--draft-tensor-parallel-size {args.draft_tensor_parallel_size}: must be 1 or --tensor-parallel-size ({args.tensor_parallel_size}), "
-            "and only with a draft network (a draft model, a head, MTP layers, a drafter)"
-        )
+    # the deployment's cross-field rules (the draft-TP rule) are the run configuration's; the refusal
+    # names its fields, which guarded() writes as this command's flags
+    RunConfig.from_deployment(
+        model=args.model, device=device, tensor_parallel_size=args.tensor_parallel_size, proposer=kind.name, draft_tensor_parallel_size=args.draft_tensor_parallel_size
+    )
     deployment = dict(model=args.model, device=device, tensor_parallel_size=args.tensor_parallel_size, proposer=kind.name, draft_model=args.draft_model,
                       draft_tensor_parallel_size=args.draft_tensor_parallel_size, options=options_from_args(args, kind),
                       proposal_probability=args.proposal_probability, served_model_name=args.served_model_name)

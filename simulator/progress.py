@@ -91,11 +91,11 @@ def quiet_vidur() -> int:
     skip the call under ``-v``; the build and the pays-off command always quiet it).
     Vidur's logger sets its level when ``vidur.logger`` is first imported, so import it first.
     Returns the previous level, for :func:`restore_vidur`."""
-    import importlib
     import logging
 
-    importlib.import_module("vidur.logger")
-    logger = logging.getLogger("vidur")
+    from simulator.vidur.logs import vidur_logger
+
+    logger = vidur_logger()
     previous = logger.level
     logger.setLevel(logging.WARNING)
     return previous
@@ -103,6 +103,6 @@ def quiet_vidur() -> int:
 
 def restore_vidur(level: int) -> None:
     """Vidur's log level back as :func:`quiet_vidur` found it (for callers inside a longer process)."""
-    import logging
+    from simulator.vidur.logs import vidur_logger
 
-    logging.getLogger("vidur").setLevel(level)
+    vidur_logger().setLevel(level)

@@ -27,6 +27,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 MODEL_SOURCES = (
     "speculative",
     "engine",
+    "vidur",
     "profiles",
     "config.py",
     "shapes.py",

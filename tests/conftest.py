@@ -79,7 +79,7 @@ def pytest_runtest_protocol(item, nextitem):
     if item.get_closest_marker("unit") is None or hidden_torch:  # scipy, under Vidur's imports, fails on a hidden module
         yield
         return
-    from vidur.simulator import Simulator
+    from simulator.vidur.runtime import Simulator
 
     def refuse(self, *args, **kwargs):
         raise AssertionError(f"{item.nodeid} runs a Vidur simulation: mark it `simulation` (pytestmark or @pytest.mark.simulation)")

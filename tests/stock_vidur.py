@@ -3,32 +3,27 @@
 The reference this package is measured against: ``tests/test_run.py`` checks a stock (no
 speculation) ``simulator.run`` reproduces it request for request, and ``bench/run_overhead.py``
 times the wrapper against it.  Only the predictor is this package's (Vidur's stock predictor
-downloads profiles from the hub, so it cannot run offline).  It reaches two private members of
-Vidur's simulator (its event queue, an event's request), so it stays out of the package, whose
-private Vidur access is all in the seam; and it imports nothing of pytest, so the benchmark runs
-without the test extras.
+downloads profiles from the hub, so it cannot run offline).  It imports nothing of pytest, so
+the benchmark runs without the test extras.
 """
 
 from __future__ import annotations
 
 from simulator.config import RunConfig
+from simulator.engine.generator import vidur_synthetic_config
+from simulator.engine.resolve import resolve_run
+from simulator.vidur.configs import CacheConfig, ClusterConfig, InMemorySimulationConfig, QuietMetricsConfig, RoundRobinGlobalSchedulerConfig, SarathiSchedulerConfig
+from simulator.vidur.runtime import Simulator
+from simulator.vidur.seam import queued_requests, reset_entity_ids
 
 
 def direct_vidur_requests(config: RunConfig) -> list:
     """Vidur's finished ``Request`` objects for ``config``'s workload, by id."""
-    from vidur.config import CacheConfig, ClusterConfig, RoundRobinGlobalSchedulerConfig, SarathiSchedulerConfig
-    from vidur.simulator import Simulator
-
-    from simulator.engine import simulation
-    from simulator.engine.generator import vidur_synthetic_config
-    from simulator.engine.resolve import resolve_run
-    from simulator.engine.vidur_seam import reset_entity_ids
-
     workload = config.workload
     run = resolve_run(config)
     reset_entity_ids()
     sim = Simulator(
-        simulation.InMemorySimulationConfig(
+        InMemorySimulationConfig(
             cluster_config=ClusterConfig(
                 num_replicas=1,
                 replica_config=run.target.replica,
@@ -38,9 +33,9 @@ def direct_vidur_requests(config: RunConfig) -> list:
             ),
             request_generator_config=vidur_synthetic_config(workload, workload.max_request_tokens),
             execution_time_predictor_config=run.target.predictor,
-            metrics_config=simulation.QuietMetricsConfig(),
+            metrics_config=QuietMetricsConfig(),
         )
     )
-    requests = sorted((event._request for _, event in sim._event_queue), key=lambda r: r.id)
+    requests = sorted(queued_requests(sim), key=lambda r: r.id)
     sim.run()
     return requests

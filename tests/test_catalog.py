@@ -179,9 +179,8 @@ def test_explicit_head_dim():
 
 
 def test_an_explicit_head_dim_is_costed_and_holds_kv():
-    from vidur.config import ReplicaConfig
-
     from simulator.engine.memory_plan import model_memory
+    from simulator.vidur.configs import ReplicaConfig
 
     name = str(HF / "Qwen3-0.6B")  # head_dim 128 where hidden / heads = 1024 / 16 = 64
     shape = model_shape(name)
@@ -408,11 +407,10 @@ def test_an_edited_config_gets_a_new_result_cache_key(tmp_path):
 
 def test_tied_embeddings_are_one_matrix_in_a_drafts_memory():
     """A draft model with tied embeddings (Qwen2.5-0.5B) holds its embedding and LM head as one matrix."""
-    from vidur.config import ReplicaConfig
-
     from simulator.engine.memory_plan import model_memory, network_memory
     from simulator.speculative import proposers
     from simulator.speculative.proposers.base import SpeculationSettings
+    from simulator.vidur.configs import ReplicaConfig
 
     def draft_memory(replica, _):
         return proposers.kind("draft").draft_memory(network_memory(replica), SpeculationSettings(k=1))
@@ -461,3 +459,35 @@ def test_mtp_layer_fields_of_other_families_are_read_generically():
     assert parse_config({**base, "num_nextn_predict_layers": 3}, "x", "test").mtp_field == "num_nextn_predict_layers"
     with pytest.raises(ConfigError, match="num_nextn_predict_layers"):
         parse_config({**base, "num_nextn_predict_layers": -1}, "x", "test")
+
+
+# --- a local path is read when the run is built ----------------------------------------------
+def test_a_local_model_is_read_when_its_run_config_is_built_and_resolution_reads_no_file(tmp_path):
+    from simulator.catalog import known_model
+
+    (tmp_path / "model").mkdir()
+    bad = {k: v for k, v in {**BASE, "hidden_act": "gelu"}.items() if v is not None}
+    (tmp_path / "model" / "config.json").write_text(json.dumps(bad))
+    with pytest.raises(ConfigError, match="'hidden_act'"):  # refused at construction, before any resolution
+        RunConfig(model=str(tmp_path / "model"))
+    # the lookup resolution makes reads nothing: a path no RunConfig has read is unknown to it
+    (tmp_path / "good").mkdir()
+    (tmp_path / "good" / "config.json").write_text(json.dumps(BASE))
+    with pytest.raises(ConfigError, match="unknown model"):
+        known_model(str(tmp_path / "good"))
+    config = RunConfig(model=str(tmp_path / "good"))
+    assert known_model(config.model).num_layers == BASE["num_hidden_layers"]
+
+
+def test_a_pickled_run_config_reads_its_local_model_in_the_process_it_arrives_in(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps(BASE))
+    blob = pickle.dumps(RunConfig(model=str(tmp_path)))
+    script = (
+        "import pickle, sys\n"
+        "from simulator.catalog import known_model\n"
+        "config = pickle.loads(sys.stdin.buffer.read())\n"
+        "print(known_model(config.model).num_layers)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script], input=blob, capture_output=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout.decode().strip() == str(BASE["num_hidden_layers"])

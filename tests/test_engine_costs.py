@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-from vidur.entities import Request
 
 from simulator.catalog import model_shape
 from simulator.config import DEFAULT_ENGINE_OVERHEAD_MS, ClosedLoopWorkload, RunConfig, SpeculationConfig
@@ -19,6 +18,8 @@ from simulator.engine import simulation
 from simulator.engine.resolve import resolve_run
 from simulator.profiling.engine_costs import draft_pass_fixed_ms, read_engine_costs, series_fit, series_lambda, source_draft_step_ms
 from simulator.profiles.hardware import get_device
+from simulator.vidur.entities import Request
+from simulator.vidur.seam import mark_prefill_complete
 
 from repo import DATA_DIR
 
@@ -129,7 +130,7 @@ def _decode_batch(k: int, rows: int = 2, kv: int = 200) -> SpeculativeBatch:
     requests = []
     for _ in range(rows):
         r = Request(arrived_at=0.0, num_prefill_tokens=64, num_decode_tokens=32)
-        r._is_prefill_complete = True
+        mark_prefill_complete(r)
         requests.append(r)
     plan = StepPlan(requests, [k + 1] * rows, [kv + k + 1] * rows, [True] * rows, [k] * rows, [k] * rows, [k + 1] * rows)
     return SpeculativeBatch.of_plan(0, plan)

@@ -43,17 +43,11 @@ def run_cli(*args: str) -> int:
 
 def vidur_load(directory, model: str, block_size: int = 16):
     """The frames Vidur's sklearn predictor trains on, filtered by its own loader methods."""
-    from vidur.execution_time_predictor.sklearn_execution_time_predictor import SklearnExecutionTimePredictor as P
+    from simulator.vidur.seam import training_frames
 
-    predictor = SimpleNamespace(
-        _model_config=model_config(model), _replica_config=SimpleNamespace(tensor_parallel_size=1), _block_size=block_size
-    )
-    predictor._read_input_file = lambda path: P._read_input_file(predictor, path)
     mlp_path = next(p for p in directory.iterdir() if p.name.startswith("mlp.csv"))
     attention_path = next(p for p in directory.iterdir() if p.name.startswith("attention.csv"))
-    mlp = P._load_compute_df(predictor, str(mlp_path))
-    attention = P._get_attention_df_with_derived_features(predictor, P._load_attention_df(predictor, str(attention_path)))
-    return mlp, attention
+    return training_frames(mlp_path, attention_path, model_config(model), block_size)
 
 
 def assert_ordered_stats(frame: pd.DataFrame, ops) -> None:

@@ -397,8 +397,8 @@ def test_layer_and_precision_fields_that_disagree_are_refused(change, field):
 def test_the_dense_weight_count_is_vidurs_param_counter():
     """Every dense catalog model at every TP degree it shards over: the generalised count equals
     Vidur's ParamCounter (plus the explicit head_dim correction the plan always made)."""
-    from vidur.config import ReplicaConfig
-    from vidur.utils.param_counter import ParamCounter
+    from simulator.vidur.configs import ReplicaConfig
+    from simulator.vidur.runtime import ParamCounter
 
     from simulator.catalog import known_models, shape_of
     from simulator.profiles.sharding import shardable

@@ -46,7 +46,12 @@ def _run(argv, capsys):
         (["--acceptance", "0.7", "--concurrency", "1-64", "--max-num-seqs", "32"], "--concurrency 64 exceeds --max-num-seqs 32: "),
         (["--acceptance-per-position", "0.9,0.8", "--k-range", "1-4"], "has 2 rates but --k-range goes to 4"),
         (["--proposer", "eagle3", "--acceptance", "0.7"], "--proposer eagle3 needs --draft-model"),
-        (["--acceptance", "0.7", "--draft-tensor-parallel-size", "1"], "--draft-tensor-parallel-size 1: must be 1 or --tensor-parallel-size \\(1\\), and only with a draft"),
+        # the draft-TP rule is the run configuration's (RunConfig), refused here in this command's flags
+        (["--acceptance", "0.7", "--draft-tensor-parallel-size", "1"], "--draft-tensor-parallel-size 1: --proposer ngram runs no draft network"),
+        (
+            ["--proposer", "draft", "--draft-model", "JackFram/llama-68m", "--acceptance", "0.7", "--tensor-parallel-size", "4", "--draft-tensor-parallel-size", "2"],
+            "--draft-tensor-parallel-size 2: must be 1 or the target's --tensor-parallel-size \\(4\\)$",
+        ),
         (["--draft-model", "JackFram/llama-68m", "--acceptance", "0.7"], "--proposer ngram uses no draft model"),
         (
             ["--model", "meta-llama/Llama-2-7b-hf", "--proposer", "eagle3", "--draft-model", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "--acceptance", "0.7"],
@@ -152,9 +157,9 @@ def test_proposal_probability_reaches_every_speculative_run():
     from simulator.sweep.paysoff_runner import speculation
 
     spec, _ = _spec("--acceptance", "0.7", "--proposal-probability", "0.6", *SMALL[:4])
-    assert speculation(spec, spec.profiles[0], "kv_once", 2).proposal_probability == 0.6
+    assert speculation(spec, spec.profiles[0], "kv_once", 2)["proposal_probability"] == 0.6
     default, _ = _spec("--acceptance", "0.7", *SMALL[:4])
-    assert speculation(default, default.profiles[0], "kv_once", 2).proposal_probability == 1.0
+    assert speculation(default, default.profiles[0], "kv_once", 2)["proposal_probability"] == 1.0
 
 
 def test_the_vllm_version_picks_the_engine_of_every_run():

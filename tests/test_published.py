@@ -220,6 +220,19 @@ def test_unknowable_settings_run_at_both_ends_and_draft_tp_comes_from_the_row():
     assert plan(rows["vllm-pr16937-eagle1-k2"], assumptions, rows).variants == ()  # no unknowable setting declared
 
 
+def test_the_draft_tp_rule_is_the_run_configs_and_a_row_names_its_own_key():
+    """A row whose draft_tp the run configuration refuses is out of reach, saying why in the row's keys."""
+    import dataclasses
+
+    measurements, assumptions = load(PUBLISHED, ASSUMPTIONS)
+    rows = {m.id: m for m in measurements}
+    blog = rows["vllm-blog2024-draft-qps4"]
+    assert blog.tp == 4
+    refused = plan(dataclasses.replace(blog, draft_tp=2), assumptions, rows)
+    assert refused.run is None
+    assert refused.reason == "the simulator refuses the setting: draft_tp = 2: must be 1 or the target's tp (4)"
+
+
 def test_the_error_range_spans_the_variants_results():
     from simulator.published.reproduce import _error_range
 

@@ -3,7 +3,6 @@
 import math
 
 import pytest
-from vidur.entities import Request
 
 import simulator
 from simulator.config import ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
@@ -15,6 +14,8 @@ from simulator.engine.scheduler import SpeculativeSarathiScheduler
 from simulator.errors import ConfigError
 from simulator.speculative.progress import expected_progress
 from simulator.profiles.attention import AttentionRows, attention_ms
+from simulator.vidur.entities import Request
+from simulator.vidur.seam import mark_prefill_complete
 
 
 def _isolated(num_requests: int, output_tokens: int, gap_s: float = 1000.0) -> ExplicitWorkload:
@@ -68,7 +69,7 @@ def test_verify_step_cost_ordering_and_formula():
     }
     requests = [Request(0.0, 1000, 100) for _ in range(24)]
     for r in requests:
-        r._is_prefill_complete = True
+        mark_prefill_complete(r)
     kv = [1005 + 37 * i for i in range(24)]
     batch = lambda: SpeculativeBatch(0, requests, [5] * 24, kv, [True] * 24)  # noqa: E731
     times = {mode: p.get_execution_time(batch(), 0) for mode, p in predictors.items()}
@@ -90,15 +91,15 @@ def test_verify_step_cost_ordering_and_formula():
 @pytest.fixture
 def recorded_batches(monkeypatch):
     seen = []
-    original = SpeculativeSarathiScheduler._get_next_batch
+    original = SpeculativeSarathiScheduler.next_batch
 
     def recording(self, time):
         batch = original(self, time)
         if batch is not None:
-            seen.append((self, list(batch.num_q_tokens), self._num_allocated_blocks))
+            seen.append((self, list(batch.num_q_tokens), self.allocated_blocks))
         return batch
 
-    monkeypatch.setattr(SpeculativeSarathiScheduler, "_get_next_batch", recording)
+    monkeypatch.setattr(SpeculativeSarathiScheduler, SpeculativeSarathiScheduler.vidur_name("next_batch"), recording)
     return seen
 
 

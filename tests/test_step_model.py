@@ -8,7 +8,6 @@ import dataclasses
 
 import numpy as np
 import pytest
-from vidur.entities import Batch, Request
 
 import simulator
 from simulator.catalog import model_config, model_shape
@@ -24,6 +23,8 @@ from simulator.profiles.attention import AttentionRows, attention_ms
 from simulator.profiles.engines import get_engine, vllm_capture_sizes
 from simulator.profiles.hardware import get_device
 from simulator.profiles.step import ALL_REDUCES_PER_LAYER, ATTENTION_KERNELS, LAYER_KERNELS, StepModel
+from simulator.vidur.entities import Batch, Request
+from simulator.vidur.seam import mark_prefill_complete
 from simulator.shapes import DENSE_LAYER
 
 L7 = "meta-llama/Llama-2-7b-hf"
@@ -187,7 +188,7 @@ def test_a_verify_row_reads_its_cache_once_by_default():
 def test_batch_rows_reads_a_vidur_batch():
     requests = [Request(0.0, 100, 10) for _ in range(3)]
     for r in requests[:2]:
-        r._is_prefill_complete = True  # noqa: SLF001 - building a mid-run batch by hand
+        mark_prefill_complete(r)  # building a mid-run batch by hand
     batch = SpeculativeBatch(0, requests, [4, 1, 50], [300, 400, 50], [True, True, False])
     rows, tokens, logits, uniform = batch_rows(batch)
     assert rows.decode == ((4, 304), (1, 401)) and rows.prefill == ((50, 50),)

@@ -157,7 +157,10 @@ def test_the_committed_spec_run_count_stays_modest():
         (("concurrency = [1, 4, 16]", "concurrency = [1, 4, 32]"), "concurrency \\[32\\] exceeds max_num_seqs = 16"),
         (("concurrency = [1, 4, 16]", "concurrency = []"), "concurrency is empty"),
         (('draft_model = "meta-llama/Llama-3.2-1B-Instruct"', 'draft_model = "meta-llama/Llama-3.2-1B-Instruct"\ndraft_tensor_parallel_size = 2'),
-         "draft_tensor_parallel_size = 2 must be 1 or the target's tensor_parallel_size \\(1\\)"),
+         "deployment 'llama8b-draft': draft_tensor_parallel_size = 2: must be 1 or the target's tensor_parallel_size \\(1\\)$"),
+        # the draft-TP rule is the run configuration's, refused here in the spec's keys
+        (('proposer = "ngram"', 'proposer = "ngram"\ndraft_tensor_parallel_size = 1'),
+         "deployment 'seed-ngram': draft_tensor_parallel_size = 1: proposer = 'ngram' runs no draft network"),
     ],
 )
 def test_bad_specs_name_the_key(change, message):

@@ -13,23 +13,21 @@ import pandas as pd
 import pytest
 
 from tiers import requires
-from vidur.config import CacheConfig, ClusterConfig, RoundRobinGlobalSchedulerConfig, SarathiSchedulerConfig
-from vidur.simulator import Simulator
-from vidur.utils.memory_planner import MemoryPlanner
 
 import simulator
 from repo import SHARED_DIR
 from simulator.catalog import model_config, model_shape
 from simulator.config import PoissonWorkload, RunConfig, SpeculationConfig
-from simulator.engine import simulation
 from simulator.engine.generator import vidur_synthetic_config
-from simulator.engine.vidur_seam import reset_entity_ids
 from simulator.engine.resolve import resolve_run
 from simulator.errors import ConfigError
 from simulator.profiles import builtin, network, roofline, source
 from simulator.profiles.hardware import get_device
 from simulator.profiling.tp_accuracy import mlp_side_errors
 from simulator.profiles.vidur_format import single_node_all_reduce_rows, write_profile
+from simulator.vidur.configs import CacheConfig, ClusterConfig, InMemorySimulationConfig, QuietMetricsConfig, RoundRobinGlobalSchedulerConfig, SarathiSchedulerConfig
+from simulator.vidur.runtime import MemoryPlanner, Simulator
+from simulator.vidur.seam import queued_requests, replica_scheduler, reset_entity_ids
 from simulator.speculative.memory import kv_blocks
 
 L7, L70 = "meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-70b-hf"
@@ -183,7 +181,9 @@ DRAFT = ["-k", "4", "--acceptance", "0.7", "--proposer", "draft", "--draft-model
         (["--model", L70, "--tensor-parallel-size", "16"], "larger than the 8 GPUs per node"),
         (["--tensor-parallel-size", "4", "--network-profile-dir", "{net2}"], "no network profile for .* at --tensor-parallel-size 4"),
         (["--tensor-parallel-size", "4", "--profile-dir", "{tp12}"], "larger than the device count this profile covers"),
-        (["--tensor-parallel-size", "4", *DRAFT, "--draft-tensor-parallel-size", "2"], "--draft-tensor-parallel-size 2: must be 1 or the target's"),
+        (["--tensor-parallel-size", "4", *DRAFT, "--draft-tensor-parallel-size", "2"], "--draft-tensor-parallel-size 2: must be 1 or the target's --tensor-parallel-size \\(4\\)$"),
+        # the draft-TP rule's second half, the run configuration's as the first: no network, nothing to shard
+        (["-k", "4", "--acceptance", "0.7", "--draft-tensor-parallel-size", "1"], "--draft-tensor-parallel-size 1: --proposer ngram runs no draft network"),
         (["--tensor-parallel-size", "8", *DRAFT], "--draft-tensor-parallel-size 8: JackFram/llama-68m cannot be tensor-parallel over 8"),
     ],
 )
@@ -292,7 +292,7 @@ def test_stock_tp4_70b_matches_a_direct_vidur_sarathi_run(tmp_path):
     run = resolve_run(config)
     reset_entity_ids()
     sim = Simulator(
-        simulation.InMemorySimulationConfig(
+        InMemorySimulationConfig(
             cluster_config=ClusterConfig(
                 num_replicas=1,
                 replica_config=run.target.replica,
@@ -302,12 +302,12 @@ def test_stock_tp4_70b_matches_a_direct_vidur_sarathi_run(tmp_path):
             ),
             request_generator_config=vidur_synthetic_config(config.workload, config.workload.max_request_tokens),
             execution_time_predictor_config=run.target.predictor,
-            metrics_config=simulation.QuietMetricsConfig(),
+            metrics_config=QuietMetricsConfig(),
         )
     )
-    direct = sorted((event._request for _, event in sim._event_queue), key=lambda r: r.id)
-    predictor = next(iter(sim.scheduler._replica_schedulers.values()))._execution_time_predictor
-    assert predictor._replica_config.tensor_parallel_size == 4 and "all_reduce" in predictor._predictions
+    direct = sorted(queued_requests(sim), key=lambda r: r.id)
+    predictor = replica_scheduler(sim).execution_time_predictor
+    assert predictor.replica_config.tensor_parallel_size == 4 and "all_reduce" in predictor.predictions
     sim.run()
     frame = mine.requests
     assert [r.arrived_at for r in direct] == list(frame.arrival_s)

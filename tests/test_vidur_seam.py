@@ -1,8 +1,10 @@
-"""The seam to Vidur: one contract test per private hook, and no private access elsewhere.
+"""The seam to Vidur: one contract test per private hook, the hook list exactly the private names
+the seam spells, and no private access anywhere else.
 
 A Vidur upgrade that renames, removes or reshapes a private member the project relies on fails
-here with the hook's name (see ``simulator/engine/vidur_seam.py`` and docs/model.md, "The seam to
-Vidur"), instead of somewhere inside a simulation.
+here with the hook's name (see ``simulator/vidur/seam.py`` and docs/model.md, "The seam to
+Vidur"), instead of somewhere inside a simulation.  Which modules may import Vidur at all is
+``tests/test_layout.py``'s to check.
 """
 
 from __future__ import annotations
@@ -13,20 +15,24 @@ import re
 from pathlib import Path
 
 import pytest
-from vidur.entities import Batch
 
 from simulator.catalog import model_shape
 from simulator.config import PoissonWorkload, RunConfig
-from simulator.engine import simulation, vidur_seam
+from simulator.engine import simulation
 from simulator.engine.resolve import resolve_run
-from simulator.engine.vidur_seam import HOOKS, Hook, replica_scheduler
 from simulator.profiles import builtin
 from simulator.profiles.hardware import get_device
 from simulator.profiles.vidur_format import write_profile
 from simulator.versions import vidur_version
+from simulator.vidur import seam
+from simulator.vidur.entities import Batch
+from simulator.vidur.runtime import RequestArrivalEvent, Simulator
+from simulator.vidur.seam import HOOKS, Hook, generated_requests, queued_events, queued_requests, replica_scheduler, reset_entity_ids
 
-PACKAGE = Path(simulation.__file__).resolve().parents[1]
-SEAM = PACKAGE / "engine" / "vidur_seam.py"
+REPO = Path(simulation.__file__).resolve().parents[2]
+SEAM = Path(seam.__file__).resolve()
+# every Python file that could reach into Vidur: the package, the tests, the benchmarks
+SCANNED = ("simulator", "tests", "bench")
 
 
 @pytest.fixture(scope="module")
@@ -36,11 +42,14 @@ def instances(tmp_path_factory) -> dict:
     predictor is Vidur's forest): instance attributes exist only once Vidur's constructors have run."""
     workload = PoissonWorkload(num_requests=3, prompt_tokens=64, output_tokens=4, arrival_rate=1.0)
     run = resolve_run(RunConfig(workload=workload))
-    simulation.reset_entity_ids()
-    sim = simulation.Simulator(simulation.vidur_config(run))
+    reset_entity_ids()
+    queued = Simulator(simulation.vidur_config(run))  # not run: its arrival events are still queued
+    arrival = next(event for event in queued_events(queued) if isinstance(event, RequestArrivalEvent))
+    reset_entity_ids()
+    sim = Simulator(simulation.vidur_config(run))
     sim.run()
     scheduler = replica_scheduler(sim)
-    request = simulation.generated_requests(sim)[0]
+    request = generated_requests(sim)[0]
     batch = Batch(0, [request], [1], [request.total_tokens - 1])
     directory = tmp_path_factory.mktemp("profile")
     shape, dev = model_shape("meta-llama/Llama-2-7b-hf"), get_device("a100")
@@ -55,6 +64,7 @@ def instances(tmp_path_factory) -> dict:
         "batch": batch,
         "stage": batch.to_batch_stage(0, scheduler.execution_time_predictor.get_execution_time(batch, 0)),
         "request": request,
+        "arrival": arrival,
     }
 
 
@@ -82,58 +92,96 @@ def test_hook_exists_in_this_vidur(hook: Hook, instances):
 
 def _vidur_private_names() -> set[str]:
     """Every underscore name Vidur's own classes define (methods and instance attributes)."""
-    import vidur
-
     names = set()
-    for path in Path(vidur.__file__).parent.rglob("*.py"):
+    for path in seam.vidur_source_dir().rglob("*.py"):
         text = path.read_text(encoding="utf-8")
         names |= set(re.findall(r"self\.(_[a-z]\w*)\s*(?::[^=]*)?=", text))
         names |= set(re.findall(r"def (_[a-z]\w*)\(", text))
     return names
 
 
-def _imports_vidur(tree: ast.Module) -> bool:
+def spelled_names(tree: ast.AST) -> set[str]:
+    """Every name a module spells as an attribute, a method or a keyword, and every string constant
+    that is a whole identifier (``setattr(cls, "_get_next_batch", ...)``, a forwarding table)."""
+    names = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "vidur":
-            return True
-        if isinstance(node, ast.Import) and any(alias.name.split(".")[0] == "vidur" for alias in node.names):
+        if isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.keyword) and node.arg:
+            names.add(node.arg)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            names.add(node.value)
+    return names
+
+
+def _python_files():
+    for folder in SCANNED:
+        yield from sorted((REPO / folder).rglob("*.py"))
+
+
+VIDUR_FACING = ("simulator.vidur", "simulator.engine")  # the adapter, and the engine that subclasses its names
+
+
+def _faces_vidur(tree: ast.Module) -> bool:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            modules = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        elif isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        else:
+            continue
+        if any(m == prefix or m.startswith(prefix + ".") for m in modules for prefix in VIDUR_FACING):
             return True
     return False
 
 
 def test_no_private_vidur_access_outside_the_seam():
-    """Only vidur_seam.py touches Vidur's private members: in every other module that imports
-    Vidur, an underscore attribute or method that Vidur also defines is an error (so the
-    project's own private names cannot shadow Vidur's either)."""
+    """Only simulator/vidur/seam.py touches Vidur's private members: in every other file of the
+    package, the tests and the benchmarks that handles Vidur's objects (it imports the adapter or
+    the engine), an underscore attribute, method or keyword that Vidur also defines is an error (so
+    the project's own private names cannot shadow Vidur's either)."""
     vidur_names = _vidur_private_names()
     offenders = []
-    for path in sorted(PACKAGE.rglob("*.py")):
+    for path in _python_files():
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        if path == SEAM or not _imports_vidur(tree):
+        if path.resolve() == SEAM or not _faces_vidur(tree):
             continue
+        methods = {id(f) for c in ast.walk(tree) if isinstance(c, ast.ClassDef) for f in c.body if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))}
         for node in ast.walk(tree):
             name = None
             if isinstance(node, ast.Attribute):
                 name = node.attr
-            elif isinstance(node, ast.FunctionDef):
+            elif id(node) in methods:  # a method of that name would override Vidur's (a module's function cannot)
                 name = node.name
+            elif isinstance(node, ast.keyword):
+                name = node.arg
             if name in vidur_names:
-                offenders.append(f"{path.relative_to(PACKAGE.parent).as_posix()}:{node.lineno} {name}")
-    assert not offenders, "Vidur private members used outside simulator/engine/vidur_seam.py:\n" + "\n".join(offenders)
+                offenders.append(f"{path.relative_to(REPO).as_posix()}:{node.lineno} {name}")
+    assert not offenders, "Vidur private members used outside simulator/vidur/seam.py:\n" + "\n".join(offenders)
 
 
-def test_every_hook_is_used_by_the_seam():
-    """The hook list is the seam's own inventory: every member it names appears in the seam's code,
-    or (an override) is defined by one of the seam's classes."""
-    source = SEAM.read_text(encoding="utf-8")
-    code = source[source.index("class SarathiSeam") :]
-    seam_classes = [c for c in vars(vidur_seam).values() if isinstance(c, type) and c.__module__ == vidur_seam.__name__]
-    overridden = {name for cls in seam_classes for name in vars(cls)}
-    unused = [
-        h.member for h in HOOKS
-        if h.member != "__init__" and h.member not in code and not (h.kind == "override" and h.member in overridden)
-    ]
-    assert not unused, f"hooks listed but not used by the seam: {unused}"
+def test_the_hooks_are_exactly_the_private_names_the_seam_spells():
+    """HOOKS is the seam's inventory, compared by exact name both ways: every member it lists is
+    spelled in the seam's code (``__init__``, the one dunder, is called by constructing the class),
+    and every underscore name of Vidur's that the seam spells is listed."""
+    spelled = spelled_names(ast.parse(SEAM.read_text(encoding="utf-8")))
+    listed = {h.member for h in HOOKS}
+    unused = sorted(m for m in listed - spelled if m != "__init__")
+    assert not unused, f"hooks listed but not spelled in the seam: {unused}"
+    unlisted = sorted((spelled & _vidur_private_names()) - listed)
+    assert not unlisted, f"Vidur private members the seam uses but HOOKS does not list: {unlisted}"
+
+
+def test_the_inventory_check_compares_whole_names():
+    """The check above cannot pass on a substring: ``_id`` is not spelled by code that spells only
+    ``batch_id`` or ``_ids``, and a listed member the code lacks is reported."""
+    tree = ast.parse("def f(batch):\n    return batch.batch_id, batch._ids, dict(_idx=1)\n")
+    spelled = spelled_names(tree)
+    assert {"batch_id", "_ids", "_idx"} <= spelled and "_id" not in spelled
+    assert "_id" in spelled_names(ast.parse("cls._id = -1"))
+    assert "_get_next_batch" in spelled_names(ast.parse("FORWARDS = {'_get_next_batch': 'next_batch'}"))
 
 
 @pytest.mark.simulation
@@ -143,6 +191,32 @@ def test_a_whole_step_predictor_is_never_asked_for_vidurs_per_op_pieces(instance
     The tiny run of the fixture completed, so Vidur asked for none of them."""
     predictor, batch = instances["predictor"], instances["batch"]
     assert predictor.get_execution_time(batch, 0).total_time > 0
-    for member in vidur_seam.PER_OP_HOOKS:
+    for member in seam.PER_OP_HOOKS:
         with pytest.raises(NotImplementedError, match=member):
             getattr(predictor, member)(batch)
+
+
+@pytest.mark.simulation
+def test_queued_requests_are_the_generated_ones(instances):
+    """The seam's view of a simulator not yet run: the requests its arrival events carry."""
+    workload = PoissonWorkload(num_requests=3, prompt_tokens=64, output_tokens=4, arrival_rate=1.0)
+    reset_entity_ids()
+    sim = Simulator(simulation.vidur_config(resolve_run(RunConfig(workload=workload))))
+    assert sorted(r.id for r in queued_requests(sim)) == [r.id for r in generated_requests(sim)] == [0, 1, 2]
+
+
+def test_training_frames_are_read_by_vidurs_own_filters(tmp_path):
+    """The seam's reader of a profile directory (what tests/test_measure.py checks measured profiles
+    with): Vidur's loaders keep only the rows of the model and block size asked for, and add
+    Vidur's derived attention features."""
+    from simulator.catalog import model_config
+
+    name = "meta-llama/Llama-2-7b-hf"
+    shape, dev = model_shape(name), get_device("a100")
+    write_profile(tmp_path, builtin.mlp_table(shape, dev, 1024), builtin.attention_table(shape, dev, 1024, max_batch=8), {})
+    mlp, attention = seam.training_frames(tmp_path / "mlp.csv", tmp_path / "attention.csv", model_config(name), 16)
+    assert len(mlp) > 0 and len(attention) > 0
+    assert {"num_tokens", "is_decode", "prefill_chunk_size_squared"} <= set(attention.columns)
+    other, _ = seam.training_frames(tmp_path / "mlp.csv", tmp_path / "attention.csv", model_config("meta-llama/Llama-2-70b-hf"), 16)
+    _, other_block = seam.training_frames(tmp_path / "mlp.csv", tmp_path / "attention.csv", model_config(name), 32)
+    assert len(other) == 0 and len(other_block) == 0

@@ -20,14 +20,13 @@ from __future__ import annotations
 import operator
 from typing import Optional
 
-from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
-
 from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.predictor_config import AnalyticPredictorConfig  # noqa: F401  (its configuration, importable from here)
 from simulator.engine.types import ExtensionType
-from simulator.engine.vidur_seam import WholeStepPredictorSeam
 from simulator.profiles.attention import AttentionRows
 from simulator.profiles.step import StepCost, StepModel
+from simulator.vidur.runtime import ExecutionTimePredictorRegistry
+from simulator.vidur.seam import WholeStepPredictorSeam
 
 
 class StepTime:

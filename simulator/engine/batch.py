@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import List, NamedTuple, Optional, Sequence
 
-from vidur.entities import Batch, BatchStage
-
-from simulator.engine.vidur_seam import adopt, batch_stage_kwargs, q_tokens_as
 from simulator.speculative.step import StepPlan
+from simulator.vidur.entities import Batch, BatchStage
+from simulator.vidur.seam import adopt, batch_stage_kwargs, q_tokens_as
 
 
 class SpeculativeBatchStage(BatchStage):

@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from collections import deque
 
-from vidur.events import RequestArrivalEvent
-
-from simulator.engine.vidur_seam import SimulatorSeam
+from simulator.vidur.runtime import RequestArrivalEvent
+from simulator.vidur.seam import SimulatorSeam
 
 
 class ClosedLoopSimulator(SimulatorSeam):

@@ -10,21 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List
 
-from vidur.config import (
+from simulator.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, Workload
+from simulator.engine.request import SpeculativeRequest
+from simulator.engine.types import ExtensionType
+from simulator.vidur.configs import (
     BaseRequestGeneratorConfig,
     FixedRequestLengthGeneratorConfig,
     PoissonRequestIntervalGeneratorConfig,
     SyntheticRequestGeneratorConfig,
 )
-from vidur.entities import Request
-from vidur.request_generator import RequestGeneratorRegistry
-from vidur.request_generator.base_request_generator import BaseRequestGenerator
-from vidur.request_generator.synthetic_request_generator import SyntheticRequestGenerator
-
-from simulator.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, Workload
-from simulator.engine.request import SpeculativeRequest
-from simulator.engine.types import ExtensionType
-from simulator.engine.vidur_seam import reset_entity_ids
+from simulator.vidur.runtime import BaseRequestGenerator, RequestGeneratorRegistry, synthetic_request_rows
 
 
 def vidur_synthetic_config(workload: PoissonWorkload, max_tokens: int) -> SyntheticRequestGeneratorConfig:
@@ -59,11 +54,8 @@ class WorkloadRequestGenerator(BaseRequestGenerator):
         elif isinstance(workload, ClosedLoopWorkload):
             # arrival times of all but the first `concurrency` are set when a slot frees up
             rows = zip([0.0] * workload.num_requests, workload.prompt_tokens, workload.output_tokens)
-        else:
-            stock = SyntheticRequestGenerator(vidur_synthetic_config(workload, self.config.max_tokens)).generate()
-            rows = [(r.arrived_at, r.num_prefill_tokens, r.num_decode_tokens) for r in stock]
-        # the stock generator consumed request ids: number ours from zero, in arrival order
-        reset_entity_ids(Request)
+        else:  # the stock stream; its ids are given back, so ours are numbered from zero in arrival order
+            rows = synthetic_request_rows(vidur_synthetic_config(workload, self.config.max_tokens))
         self.requests = [SpeculativeRequest(float(t), int(p), int(d)) for t, p, d in rows]
         return self.requests
 

@@ -11,16 +11,14 @@ from __future__ import annotations
 
 from typing import Optional
 
-from vidur.config import ReplicaConfig
-
 from simulator.catalog import shape_of
-from simulator.config import RunConfig
 from simulator.errors import ConfigError
 from simulator.models import weights
 from simulator.profiles.hardware import DeviceSpec
 from simulator.shapes import ModelShape
 from simulator.speculative.memory import ModelMemory, kv_blocks, kv_capacity_tokens
 from simulator.speculative.proposers.base import NetworkMemory
+from simulator.vidur.configs import ReplicaConfig
 
 MEMORY_MARGIN = 0.1  # Vidur's default memory_margin_fraction
 
@@ -52,26 +50,26 @@ def network_memory(replica: ReplicaConfig, shape: Optional[ModelShape] = None) -
     )
 
 
-def plan_kv_blocks(config: RunConfig, device: DeviceSpec, target: ModelMemory, draft: Optional[ModelMemory]) -> int:
+def plan_kv_blocks(
+    device: DeviceSpec, target: ModelMemory, draft: Optional[ModelMemory], longest: int, block_size: int, num_kv_blocks: Optional[int], network: str
+) -> int:
     """KV blocks for the target, after its weights and (with a draft proposer) the draft's weights
-    and KV; or the configured ``num_kv_blocks``, checked to hold the longest request."""
-    longest = config.workload.max_request_tokens
-    if config.num_kv_blocks is not None:
-        if config.num_kv_blocks * config.block_size < longest:
+    and KV; or the configured ``num_kv_blocks``, checked to hold the ``longest`` request.
+    ``network`` names what drafts, for the refusal."""
+    if num_kv_blocks is not None:
+        if num_kv_blocks * block_size < longest:
             raise ConfigError(
-                f"num_kv_blocks = {config.num_kv_blocks}: {config.num_kv_blocks * config.block_size} token slots "
+                f"num_kv_blocks = {num_kv_blocks}: {num_kv_blocks * block_size} token slots "
                 f"cannot hold the workload's longest request ({longest} tokens)"
             )
-        return config.num_kv_blocks
+        return num_kv_blocks
     memory = device.datasheet.memory_gib * 2**30
     capacity = kv_capacity_tokens(memory, MEMORY_MARGIN, target, draft, longest)
-    blocks = kv_blocks(capacity, longest, config.block_size)
+    blocks = kv_blocks(capacity, longest, block_size)
     if blocks <= 0:
-        spec = config.speculation
-        network = f"draft model '{spec.draft_model}'" if spec.draft_model else f"the {spec.proposer} proposer's network"
         what = f"{network} alongside the target" if draft else "the target model"
         raise ConfigError(
-            f"device '{config.device}' ({memory / 2**30:.0f} GiB): {what} leaves no room for even one "
+            f"device '{device.name}' ({memory / 2**30:.0f} GiB): {what} leaves no room for even one "
             f"{longest}-token request's KV cache"
         )
     return blocks

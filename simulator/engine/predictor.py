@@ -17,8 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from sklearn.ensemble import RandomForestRegressor
-from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
-from vidur.execution_time_predictor.sklearn_execution_time_predictor import ModelType
 
 from simulator.engine.batch import DraftBatch, SpeculativeBatch
 from simulator.engine.predictor_config import ProfilePredictorConfig  # noqa: F401  (its configuration, importable from here)
@@ -26,9 +24,11 @@ from simulator.hashing import json_digest
 from simulator.progress import say
 from simulator.profiles.vidur_format import PREDICTED_MLP_OPS as PREDICTED_OPS
 from simulator.engine.types import ExtensionType
-from simulator.engine.vidur_seam import ForestPredictorSeam
 from simulator.speculative.verify_cost import extrapolate_batch, verify_attention_ms
 from simulator.versions import vidur_version
+from simulator.vidur.entities import ExecutionTimePlus
+from simulator.vidur.runtime import ExecutionTimePredictorRegistry, ModelType
+from simulator.vidur.seam import ForestPredictorSeam
 
 FOREST_SEED = 0
 # Prediction tables already loaded in this process, by cache key: a sweep loads them once.
@@ -47,29 +47,10 @@ def logits_tokens(batch) -> int:
     return total
 
 
-class StepTime:
-    """A step's execution time: Vidur's model time plus time outside Vidur's op set (LM head,
-    sampler, engine overhead, the proposer).
-
-    Delegates every other attribute to Vidur's ExecutionTime, so its per-op breakdown stays intact.
-    """
-
-    __slots__ = ("base", "extra_seconds", "total_time", "model_time")
-
-    def __init__(self, base, extra_seconds: float):
-        self.base = base
-        self.extra_seconds = extra_seconds
-        self.model_time = base.model_time
-        self.total_time = base.total_time + extra_seconds
-
-    def __getattr__(self, name):
-        return getattr(self.base, name)
-
-
 class ProfilePredictor(ForestPredictorSeam):
     """Vidur's sklearn predictor over a local profile directory, costing verify
     steps, the LM head, the engine overhead and the proposer (every Vidur hook it uses is a
-    public method of :class:`~simulator.engine.vidur_seam.ForestPredictorSeam`)."""
+    public method of :class:`~simulator.vidur.seam.ForestPredictorSeam`)."""
 
     def __init__(self, predictor_config, replica_config, cache_config):
         self.proposer = predictor_config.proposer
@@ -171,7 +152,7 @@ class ProfilePredictor(ForestPredictorSeam):
         extra_ms = self.predictor_config.engine_overhead_ms + self.logits_ms(logits_tokens(batch))
         if self.proposer is not None and isinstance(batch, SpeculativeBatch):
             extra_ms += 1e3 * self.proposer.step_seconds(batch)
-        return StepTime(base, extra_ms * 1e-3) if extra_ms else base
+        return ExecutionTimePlus(base, extra_ms * 1e-3) if extra_ms else base
 
 
 ExecutionTimePredictorRegistry.register(ExtensionType.PROFILE_FOREST, ProfilePredictor)

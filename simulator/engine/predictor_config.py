@@ -13,11 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from vidur.config import BaseExecutionTimePredictorConfig, RandomForrestExecutionTimePredictorConfig
-
 from simulator.engine.types import ExtensionType
 from simulator.profiles.logits import LogitsTable
 from simulator.profiles.step import StepModel
+from simulator.vidur.configs import BaseExecutionTimePredictorConfig, RandomForrestExecutionTimePredictorConfig
 
 
 @dataclass

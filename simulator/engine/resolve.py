@@ -16,11 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, Union
 
-from vidur.config import ReplicaConfig
-
-from vidur.config.model_config import BaseModelConfig
-
-from simulator.catalog import mtp_layer_model, model_config, model_facts, shape_of
+from simulator.catalog import ModelEntry, known_entry, mtp_layer_entry
 from simulator.config import RunConfig
 from simulator.engine.memory_plan import ModelMemory, model_memory, network_memory, plan_kv_blocks
 from simulator.engine.predictor_config import AnalyticPredictorConfig, ProfilePredictorConfig
@@ -31,12 +27,12 @@ from simulator.paths import default_cache_dir
 from simulator.profiles.engines import EngineSpec, get_engine
 from simulator.profiles.hardware import DeviceSpec, get_device
 from simulator.profiles.logits import cached_logits_table
-from simulator.profiles.sharding import check_sharding
-from simulator.profiles.source import ResolvedProfile, resolve_profile
+from simulator.profiles.source import ProfileQuery, ResolvedProfile, resolve
 from simulator.profiles.step import StepModel
 from simulator.shapes import ModelShape
 from simulator.speculative.proposers.base import DraftSource, ModelFacts, SpeculationSettings
 from simulator.textio import check_writable_dir
+from simulator.vidur.configs import BaseModelConfig, ReplicaConfig
 
 DEFAULT_NETWORK_DEVICE = "a100_dgx"  # Vidur's node type for a device without a [network] table (TP 1 only)
 
@@ -59,8 +55,41 @@ class ModelSide:
 
 
 @dataclass(frozen=True)
+class VerifyPlan:
+    """What a speculative replica scheduler verifies with: the proposer kind's lookahead, draft
+    lengths and tree at this run's k, and the acceptance draws (values, fixed at resolution)."""
+
+    num_speculative_tokens: int
+    conditional_acceptance: tuple[float, ...]
+    acceptance_seed: int
+    proposal_probability: float
+    lookahead_slots: int
+    k_schedule: tuple
+    draft_length_pmf: tuple[float, ...]
+    tree: object  # the kind's draft tree at this run's settings; None for a chain
+
+
+@dataclass(frozen=True)
+class SchedulerPlan:
+    """The replica scheduler's configuration as values: Sarathi's limits and, when speculating, the verify plan."""
+
+    chunk_size: int
+    batch_size_cap: int
+    verify: Optional[VerifyPlan]  # None: no speculation
+
+
+@dataclass(frozen=True)
+class ProposerPlan:
+    """What proposing costs: the kind whose step work it is and the fixed time of one draft pass;
+    the draft side's predictor prices it when the kind runs a network."""
+
+    kind: object  # the proposer kind (simulator.speculative.proposers)
+    draft_pass_overhead_ms: float
+
+
+@dataclass(frozen=True)
 class ResolvedRun:
-    config: RunConfig
+    config: RunConfig  # provenance only: the simulation reads the values below
     device: DeviceSpec
     engine: EngineSpec
     cache_dir: Path
@@ -69,78 +98,137 @@ class ResolvedRun:
     draft: Optional[ModelSide]  # the proposer's network; None when it runs none (n-gram, suffix) or without speculation
     num_kv_blocks: int
     settings: SpeculationSettings  # the proposer's settings, as its kind sees them
+    block_size: int  # tokens per KV-cache block
+    seed: int  # Vidur's seed (RunConfig.vidur_seed; the acceptance draws' is in the scheduler plan)
+    workload: object  # the run's workload (simulator.config)
+    scheduler: SchedulerPlan
+    proposer: Optional[ProposerPlan]  # None without speculation
+    provenance: dict  # what the run's result records of its inputs (the simulation adds the profiles' and versions)
+
+
+def scheduler_plan(spec, settings: SpeculationSettings, chunk_size: int, batch_size_cap: int, acceptance_seed: int) -> SchedulerPlan:
+    """The scheduler's plan for a speculation setting: its kind's lookahead, draft lengths and tree at ``settings``."""
+    if not spec.enabled:
+        return SchedulerPlan(chunk_size, batch_size_cap, None)
+    kind = spec.kind
+    verify = VerifyPlan(
+        num_speculative_tokens=spec.num_speculative_tokens,
+        conditional_acceptance=spec.conditional_acceptance(),
+        acceptance_seed=acceptance_seed,
+        proposal_probability=spec.proposal_probability,
+        lookahead_slots=kind.lookahead_slots(spec.num_speculative_tokens),
+        k_schedule=spec.k_schedule or (),
+        draft_length_pmf=tuple(kind.draft_length_pmf(settings)),
+        tree=kind.tree(settings),
+    )
+    return SchedulerPlan(chunk_size, batch_size_cap, verify)
+
+
+@dataclass(frozen=True)
+class _Costing:
+    """What both sides of a run are costed with, read from the RunConfig once."""
+
+    device: DeviceSpec
+    engine: EngineSpec
+    cache_dir: Path
+    max_tokens: int  # the predictor's table range
+    block_size: int
+    chunk_size: int
+    pipeline_stages: int
+    network_dir: Optional[str]
+    lm_head: bool
+    attention_mode: str
+    interpolation: float
+    async_scheduling: bool  # the engine overlaps steps (vLLM's async scheduling, where the proposer allows it)
 
 
 def resolve_run(config: RunConfig) -> ResolvedRun:
-    """Check ``config`` and resolve it into everything a simulation needs, once."""
-    device = get_device(config.device)
-    engine = get_engine(config.engine)
-    target_config = model_config(config.model)
-    _check_target(config, target_config.max_model_len)
-    target_shape = target_run_shape(config, shape_of(target_config), device)
-    # the predictor's tables cover what this run costs, not the whole context
-    needed = max(config.workload.max_request_tokens, config.chunk_size + config.batch_size_cap)
-    max_tokens = table_tokens(target_config.max_model_len, needed)
+    """Check ``config`` and resolve it into everything a simulation needs, once.  This is the one
+    function that reads the RunConfig (with :func:`target_run_shape`, for the target's precision and
+    expert placement): everything it calls takes values."""
     spec = config.speculation
     kind = spec.kind
-    target_facts = model_facts(config.model, target_config)
+    device = get_device(config.device)
+    engine = get_engine(config.engine)
+    entry = known_entry(config.model)  # its config, shape and facts, looked up once
+    target_config, target_facts = entry.config, entry.facts
+    longest = config.workload.max_request_tokens
+    step_tokens = config.chunk_size + config.batch_size_cap
+    # a profile directory's prediction tables cover the model's context and no more (the built-in step model costs any token count)
+    _check_context(config.model, target_config.max_model_len, longest, step_tokens if config.profile_dir is not None else None)
+    target_shape = target_run_shape(config, entry.shape, device)
+    # the predictor's tables cover what this run costs, not the whole context
+    max_tokens = table_tokens(target_config.max_model_len, max(longest, step_tokens))
     _check_not_a_drafter(config.model, target_facts)
-    draft_name, draft_config = _draft_network(config, target_facts) if spec.uses_draft_network else (None, None)  # an unknown name fails here
-    draft_facts = model_facts(draft_name, draft_config) if draft_config is not None else None
+    drafter = _draft_network(kind, spec.draft_model, config.model, target_facts) if spec.uses_draft_network else None  # an unknown name fails here
+    draft_facts = drafter.facts if drafter is not None else None
     settings = SpeculationSettings(k=spec.num_speculative_tokens, options=spec.option_values, ngram_overhead_ms=spec.ngram_overhead_ms, draft=draft_facts, target=target_facts)
     if spec.enabled:
         kind.check(settings, target_facts, config.draft_tensor_parallel_size, config.tensor_parallel_size)
-    cache_dir = cache_directory(config)
+    costing = _Costing(
+        device, engine, cache_directory(config.cache_dir), max_tokens, config.block_size, config.chunk_size, config.pipeline_stages,
+        config.network_profile_dir, config.lm_head, spec.attention, spec.interpolation,
+        # vLLM keeps async scheduling off for speculative methods other than the EAGLE/MTP family
+        async_scheduling=engine.async_scheduling and (not spec.enabled or kind.async_scheduling),
+    )
 
     target = _side(
-        config, device, engine, cache_dir, max_tokens, config.model, target_config, target_shape, config.tensor_parallel_size, config.profile_dir,
-        "tensor_parallel_size",
-        memory=lambda replica: model_memory(replica, include_embeddings=False, shape=target_shape),
-        engine_overhead_ms=config.engine_overhead_ms,
+        costing,
+        _SideQuery(
+            target_facts, target_config, target_shape, config.tensor_parallel_size, config.profile_dir, ("tensor_parallel_size", "profile_dir"),
+            memory=lambda replica: model_memory(replica, include_embeddings=False, shape=target_shape),
+            engine_overhead_ms=config.engine_overhead_ms,
+        ),
     )
     draft = None
-    if draft_config is not None:
+    if drafter is not None:
         # a draft runs in its own checkpoint's precision, with the run's KV-cache dtype (vLLM's one cache config)
-        draft_shape = shape_of(draft_config)
-        draft_shape = draft_shape.with_precision(replace(draft_shape.precision, kv_cache=target_shape.precision.kv_cache))
+        draft_shape = drafter.shape.with_precision(replace(drafter.shape.precision, kv_cache=target_shape.precision.kv_cache))
         draft = _side(
-            config, device, engine, cache_dir, max_tokens, draft_name, draft_config, draft_shape, config.draft_tensor_parallel_size, spec.draft_profile_dir,
-            "draft_tensor_parallel_size",
-            memory=lambda replica: kind.draft_memory(network_memory(replica, shape=draft_shape), settings),
-            engine_overhead_ms=0.0,  # a draft's passes run inside the target's engine step
+            costing,
+            _SideQuery(
+                draft_facts, drafter.config, draft_shape, config.draft_tensor_parallel_size, spec.draft_profile_dir, ("draft_tensor_parallel_size", "draft_profile_dir"),
+                memory=lambda replica: kind.draft_memory(network_memory(replica, shape=draft_shape), settings),
+                engine_overhead_ms=0.0,  # a draft's passes run inside the target's engine step
+            ),
         )
-        if config.workload.max_request_tokens > draft.max_model_len:
-            raise ConfigError(
-                f"workload: a request of {config.workload.max_request_tokens} tokens exceeds draft model {draft_name}'s "
-                f"context of {draft.max_model_len}"
-            )
-    num_kv_blocks = plan_kv_blocks(config, device, target.memory, draft.memory if draft else None)
-    return ResolvedRun(config, device, engine, cache_dir, max_tokens, target, draft, num_kv_blocks, settings)
+    if draft is not None and longest > draft.max_model_len:
+        raise ConfigError(f"workload: a request of {longest} tokens exceeds draft model {draft.name}'s context of {draft.max_model_len}")
+    network = f"draft model '{spec.draft_model}'" if spec.draft_model else f"the {spec.proposer} proposer's network"
+    num_kv_blocks = plan_kv_blocks(device, target.memory, draft.memory if draft else None, longest, config.block_size, config.num_kv_blocks, network)
+    provenance = {
+        "device": config.device,
+        "model": config.model,
+        "seed": config.seed,
+        "workload_seed": getattr(config.workload, "seed", None),
+        "engine_overhead_ms": config.engine_overhead_ms,
+    }
+    return ResolvedRun(
+        config, device, engine, costing.cache_dir, max_tokens, target, draft, num_kv_blocks, settings,
+        block_size=config.block_size,
+        seed=config.vidur_seed,
+        workload=config.workload,
+        scheduler=scheduler_plan(spec, settings, config.chunk_size, config.batch_size_cap, config.acceptance_seed),
+        proposer=ProposerPlan(kind, spec.draft_pass_overhead_ms) if spec.enabled else None,
+        provenance=provenance,
+    )
 
 
-def _draft_network(config: RunConfig, target: ModelFacts):
-    """(name, config) of the network the proposer drafts with: the draft model the run names, or
-    the target's own MTP layer."""
-    spec = config.speculation
-    if spec.kind.drafts_with is DraftSource.MTP_LAYERS:
-        if not target.mtp_layers:
-            return None, None  # the kind's check names the field
-        return mtp_layer_model(config.model)
-    return spec.draft_model, model_config(spec.draft_model)
+def _draft_network(kind, draft_model: Optional[str], target_name: str, target: ModelFacts) -> Optional[ModelEntry]:
+    """The network the proposer drafts with: the draft model the run names, or the target's own
+    MTP layer (None when the target has none: the kind's check names the field)."""
+    if kind.drafts_with is DraftSource.MTP_LAYERS:
+        return mtp_layer_entry(target_name) if target.mtp_layers else None
+    return known_entry(draft_model)
 
 
-def _check_target(config: RunConfig, max_len: int) -> None:
-    if config.profile_dir is not None and config.chunk_size + config.batch_size_cap > max_len:
-        # a Sarathi step holds up to a chunk plus one token per running request: a profile
-        # directory's prediction tables cover the model's context and no more (the built-in step
-        # model costs any token count)
-        raise ConfigError(
-            f"chunk_size + batch_size_cap = {config.chunk_size + config.batch_size_cap}: a step's tokens must fit "
-            f"{config.model}'s context of {max_len}"
-        )
-    longest = config.workload.max_request_tokens
+def _check_context(model: str, max_len: int, longest: int, step_tokens: Optional[int]) -> None:
+    """A request, and with a profile directory a step's tokens (a Sarathi step holds up to a chunk
+    plus one token per running request), must fit the model's context."""
+    if step_tokens is not None and step_tokens > max_len:
+        raise ConfigError(f"chunk_size + batch_size_cap = {step_tokens}: a step's tokens must fit {model}'s context of {max_len}")
     if longest > max_len:
-        raise ConfigError(f"workload: a request of {longest} tokens (prompt + output) exceeds {config.model}'s context of {max_len}")
+        raise ConfigError(f"workload: a request of {longest} tokens (prompt + output) exceeds {model}'s context of {max_len}")
 
 
 def target_run_shape(config: RunConfig, shape: ModelShape, device: DeviceSpec) -> ModelShape:
@@ -193,8 +281,8 @@ def _check_not_a_drafter(name: str, facts: ModelFacts) -> None:
     )
 
 
-def cache_directory(config: RunConfig) -> Path:
-    path = Path(config.cache_dir) if config.cache_dir else default_cache_dir()
+def cache_directory(cache_dir: Optional[str]) -> Path:
+    path = Path(cache_dir) if cache_dir else default_cache_dir()
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
@@ -208,55 +296,49 @@ def network_device(device: DeviceSpec) -> str:
     return device.network.topology if device.network else DEFAULT_NETWORK_DEVICE
 
 
-def replica_config(config: RunConfig, device: DeviceSpec, model: str, tensor_parallel: int) -> ReplicaConfig:
+def replica_config(device: DeviceSpec, model: str, tensor_parallel: int, pipeline_stages: int = 1) -> ReplicaConfig:
     return ReplicaConfig(
         model_name=model,
-        device=config.device,
+        device=device.name,
         network_device=network_device(device),
-        num_pipeline_stages=config.pipeline_stages,
+        num_pipeline_stages=pipeline_stages,
         tensor_parallel_size=tensor_parallel,
     )
 
 
-def _side(
-    config: RunConfig,
-    device: DeviceSpec,
-    engine: EngineSpec,
-    cache_dir: Path,
-    max_tokens: int,
-    name: str,
-    model: BaseModelConfig,
-    shape: ModelShape,
-    tp: int,
-    profile_dir,
-    tp_field: str,
-    memory: Callable[[ReplicaConfig], ModelMemory],
-    engine_overhead_ms: float,
-) -> ModelSide:
-    check_sharding(shape, tp, tp_field, name)
-    if profile_dir is not None and not shape.is_plain:
-        raise ConfigError(
-            f"{'profile_dir' if tp_field == 'tensor_parallel_size' else 'draft_profile_dir'} = {profile_dir}: a Vidur-format profile holds a "
-            f"dense 16-bit Llama-style layer's ops, and {name} as this run holds it is not one (its layer kinds, experts, attention "
-            "or precision); use the built-in profile"
+@dataclass(frozen=True)
+class _SideQuery:
+    """One model of the run to resolve: its config and facts (looked up once), its shape as the run
+    holds it, its TP degree and profile directory with the run's fields that set them (a refusal
+    names them), what it holds in memory, and its per-step engine overhead."""
+
+    facts: ModelFacts
+    model: BaseModelConfig
+    shape: ModelShape
+    tensor_parallel: int
+    profile_dir: Optional[str]
+    fields: tuple[str, str]  # (TP field, profile-directory field)
+    memory: Callable[[ReplicaConfig], ModelMemory]
+    engine_overhead_ms: float
+
+
+def _side(costing: _Costing, side: _SideQuery) -> ModelSide:
+    """One model of the run: its profile (the sharding checked there), Vidur's replica, its
+    predictor's inputs and one GPU's memory."""
+    tp_field, profile_field = side.fields
+    name, model, shape, tp, engine_overhead_ms = side.facts.name, side.model, side.shape, side.tensor_parallel, side.engine_overhead_ms
+    profile = resolve(
+        ProfileQuery(
+            name, shape, costing.device, tp, costing.cache_dir, max_seq_len=costing.max_tokens, block_size=costing.block_size,
+            profile_dir=side.profile_dir, network_dir=costing.network_dir, tp_field=tp_field, profile_field=profile_field,
         )
-    profile = resolve_profile(
-        profile_dir,
-        name,
-        shape,
-        device,
-        cache_dir,
-        max_seq_len=max_tokens,
-        block_size=config.block_size,
-        tensor_parallel=tp,
-        network_dir=config.network_profile_dir,
     )
-    replica = replica_config(config, device, name, tp)
+    replica = replica_config(costing.device, name, tp, costing.pipeline_stages)
     if profile.builtin is not None:
-        predictor = analytic_config(config, engine, max_tokens, model.num_layers, profile, engine_overhead_ms)
+        predictor = analytic_config(costing, model.num_layers, profile, engine_overhead_ms)
     else:
-        predictor = predictor_config(config, device, cache_dir, max_tokens, shape.sharded(tp), profile, engine_overhead_ms)
-    return ModelSide(name, model, tp, shape, model.max_model_len, replica, profile, predictor, memory(replica), model_facts(name, model))
+        predictor = predictor_config(costing, shape.sharded(tp), profile, engine_overhead_ms)
+    return ModelSide(name, model, tp, shape, model.max_model_len, replica, profile, predictor, side.memory(replica), side.facts)
 
 
 VIDUR_PREFILL_CHUNK_RANGE = 4096  # Vidur's default prediction_max_prefill_chunk_size
@@ -269,39 +351,33 @@ def prefill_chunk_range(chunk_size: int) -> int:
     return max(VIDUR_PREFILL_CHUNK_RANGE, -(-chunk_size // 32) * 32)
 
 
-def analytic_config(
-    config: RunConfig, engine: EngineSpec, max_tokens: int, num_layers: int, profile: ResolvedProfile, engine_overhead_ms: float
-) -> AnalyticPredictorConfig:
+def analytic_config(costing: _Costing, num_layers: int, profile: ResolvedProfile, engine_overhead_ms: float) -> AnalyticPredictorConfig:
     """The built-in profile's predictor: the step-time model of this shard, device and engine."""
-    model = profile.builtin
+    model, engine = profile.builtin, costing.engine
     step_model = StepModel(
         shape=model.shape,
         num_layers=num_layers,
         device=model.device,
         engine=engine,
         network=model.network,
-        attention_mode=config.speculation.attention,
-        interpolation=config.speculation.interpolation,
-        lm_head=config.lm_head,
-        max_tokens=max_tokens,
+        attention_mode=costing.attention_mode,
+        interpolation=costing.interpolation,
+        lm_head=costing.lm_head,
+        max_tokens=costing.max_tokens,
     )
-    # vLLM keeps async scheduling off for speculative methods other than the EAGLE/MTP family
-    spec = config.speculation
-    overlaps = engine.async_scheduling and (not spec.enabled or spec.kind.async_scheduling)
+    overlaps = costing.async_scheduling
     return AnalyticPredictorConfig(
         step_model=step_model, engine_overhead_ms=engine_overhead_ms,
         async_scheduling=overlaps, async_step_gap_ms=engine.async_step_gap_us * 1e-3 if overlaps else 0.0,
     )
 
 
-def predictor_config(
-    config: RunConfig, device: DeviceSpec, cache_dir: Path, max_tokens: int, shard: ModelShape, profile: ResolvedProfile, engine_overhead_ms: float
-) -> ProfilePredictorConfig:
+def predictor_config(costing: _Costing, shard: ModelShape, profile: ResolvedProfile, engine_overhead_ms: float) -> ProfilePredictorConfig:
     """A Vidur-format profile directory's predictor inputs, plus what Vidur's op set lacks: LM head
     + sampler and, for the target, the engine's per-step overhead (a draft's passes run inside the
     same engine step)."""
-    files = profile.files
-    logits = cached_logits_table(files.mlp, shard, device, max_tokens) if config.lm_head else None
+    files, max_tokens = profile.files, costing.max_tokens
+    logits = cached_logits_table(files.mlp, shard, costing.device, max_tokens) if costing.lm_head else None
     return ProfilePredictorConfig(
         logits=logits,
         engine_overhead_ms=engine_overhead_ms,
@@ -312,8 +388,8 @@ def predictor_config(
         max_profiled_decode_batch=profile.max_decode_batch,
         prediction_max_batch_size=profile.max_decode_batch,
         prediction_max_tokens_per_request=max_tokens,
-        prediction_max_prefill_chunk_size=prefill_chunk_range(config.chunk_size),
-        cache_dir=str(cache_dir / "predictor"),
-        attention_mode=config.speculation.attention,
-        interpolation=config.speculation.interpolation,
+        prediction_max_prefill_chunk_size=prefill_chunk_range(costing.chunk_size),
+        cache_dir=str(costing.cache_dir / "predictor"),
+        attention_mode=costing.attention_mode,
+        interpolation=costing.interpolation,
     )

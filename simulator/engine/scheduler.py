@@ -18,15 +18,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from vidur.config import SarathiSchedulerConfig
-from vidur.scheduler.replica_scheduler.replica_scheduler_registry import ReplicaSchedulerRegistry
-
 from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.types import ExtensionType
-from simulator.engine.vidur_seam import SarathiSeam
 from simulator.speculative.acceptance import AcceptanceSampler
 from simulator.speculative.k_schedule import k_table
 from simulator.speculative.step import StepPlanner, TreeShape
+from simulator.vidur.configs import SarathiSchedulerConfig
+from simulator.vidur.runtime import ReplicaSchedulerRegistry
+from simulator.vidur.seam import SarathiSeam
 
 
 @dataclass

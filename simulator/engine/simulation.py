@@ -7,42 +7,22 @@ off and its output directory is never created.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import fields, replace
 import pandas as pd
-from vidur.config import CacheConfig, ClusterConfig, MetricsConfig, RoundRobinGlobalSchedulerConfig, SimulationConfig
-from vidur.execution_time_predictor import ExecutionTimePredictorRegistry
-from vidur.simulator import Simulator
 
 from simulator.config import ClosedLoopWorkload
 from simulator.engine.closed_loop import ClosedLoopSimulator
 from simulator.engine.generator import WorkloadRequestGeneratorConfig
-from simulator.engine.vidur_seam import reset_entity_ids
 from simulator.engine import predictor  # noqa: F401  (registers a profile directory's predictor with Vidur's registry)
 from simulator.engine.analytic import AnalyticPredictorConfig
 from simulator.engine.proposers import ProposerCost
-from simulator.engine.resolve import ModelSide, ResolvedRun
-from simulator.engine.vidur_seam import generated_requests, replica_scheduler
+from simulator.engine.resolve import ModelSide, ResolvedRun, SchedulerPlan
 from simulator.engine.scheduler import SpeculativeSarathiSchedulerConfig, TrackedSarathiScheduler, TrackedSarathiSchedulerConfig
 from simulator.results import REQUEST_COLUMNS, RunResult, inter_token_gaps, summarize, tpot
 from simulator.versions import simulator_version, source_hash, vidur_version
-
-
-@dataclass
-class QuietMetricsConfig(MetricsConfig):
-    """Metrics off and no timestamped output directory in the working directory."""
-
-    write_metrics: bool = False
-    enable_chrome_trace: bool = False
-    store_plots: bool = False
-
-    def __post_init__(self):
-        pass
-
-
-@dataclass
-class InMemorySimulationConfig(SimulationConfig):
-    def write_config_to_file(self):
-        pass
+from simulator.vidur.configs import CacheConfig, ClusterConfig, InMemorySimulationConfig, QuietMetricsConfig, RoundRobinGlobalSchedulerConfig
+from simulator.vidur.runtime import ExecutionTimePredictorRegistry, Simulator
+from simulator.vidur.seam import generated_requests, replica_scheduler, reset_entity_ids
 
 
 def side_predictor(run: ResolvedRun, side: ModelSide):
@@ -50,7 +30,7 @@ def side_predictor(run: ResolvedRun, side: ModelSide):
     Vidur's forest (tables loaded from the cache or fitted) for a profile directory."""
     config = side.predictor
     return ExecutionTimePredictorRegistry.get(
-        config.get_type(), predictor_config=config, replica_config=side.replica, cache_config=CacheConfig(block_size=run.config.block_size)
+        config.get_type(), predictor_config=config, replica_config=side.replica, cache_config=CacheConfig(block_size=run.block_size)
     )
 
 
@@ -64,63 +44,50 @@ def warm_predictors(run: ResolvedRun) -> None:
 def proposer(run: ResolvedRun):
     """What proposing costs in this run (None without speculation): the proposer kind's step work,
     priced with the draft side's predictor when the kind runs a network."""
-    spec = run.config.speculation
-    if not spec.enabled:
+    plan = run.proposer
+    if plan is None:
         return None
-    model = spec.kind.step_cost(run.settings)
+    model = plan.kind.step_cost(run.settings)
     if run.draft is None:
         return ProposerCost(model, device=run.device)
     draft = run.draft
-    return ProposerCost(model, side_predictor(run, draft), draft.shape.sharded(draft.tensor_parallel), draft.model.num_layers, run.device, spec.draft_pass_overhead_ms)
+    return ProposerCost(model, side_predictor(run, draft), draft.shape.sharded(draft.tensor_parallel), draft.model.num_layers, run.device, plan.draft_pass_overhead_ms)
 
 
-def _scheduler_config(run: ResolvedRun):
-    config = run.config
-    spec = config.speculation
-    if not spec.enabled:
-        return TrackedSarathiSchedulerConfig(chunk_size=config.chunk_size, batch_size_cap=config.batch_size_cap)
-    kind = spec.kind
-    return SpeculativeSarathiSchedulerConfig(
-        chunk_size=config.chunk_size,
-        batch_size_cap=config.batch_size_cap,
-        num_speculative_tokens=spec.num_speculative_tokens,
-        conditional_acceptance=spec.conditional_acceptance(),
-        acceptance_seed=config.acceptance_seed,
-        proposal_probability=spec.proposal_probability,
-        lookahead_slots=kind.lookahead_slots(spec.num_speculative_tokens),
-        k_schedule=spec.k_schedule or (),
-        draft_length_pmf=tuple(kind.draft_length_pmf(run.settings)),
-        tree=kind.tree(run.settings),
-    )
+def _scheduler_config(plan: SchedulerPlan):
+    """Vidur's replica-scheduler config from the resolved plan."""
+    if plan.verify is None:
+        return TrackedSarathiSchedulerConfig(chunk_size=plan.chunk_size, batch_size_cap=plan.batch_size_cap)
+    verify = {f.name: getattr(plan.verify, f.name) for f in fields(plan.verify)}  # as they are (a tree stays an object)
+    return SpeculativeSarathiSchedulerConfig(chunk_size=plan.chunk_size, batch_size_cap=plan.batch_size_cap, **verify)
 
 
 def vidur_config(run: ResolvedRun, proposer_=None) -> InMemorySimulationConfig:
     """Vidur's simulation config for ``run``; the proposer reaches the target's predictor through
     its configuration."""
-    config = run.config
     return InMemorySimulationConfig(
-        seed=config.vidur_seed,
+        seed=run.seed,
         cluster_config=ClusterConfig(
             num_replicas=1,
             replica_config=run.target.replica,
-            cache_config=CacheConfig(block_size=config.block_size, num_blocks=run.num_kv_blocks),
+            cache_config=CacheConfig(block_size=run.block_size, num_blocks=run.num_kv_blocks),
             global_scheduler_config=RoundRobinGlobalSchedulerConfig(),
-            replica_scheduler_config=_scheduler_config(run),
+            replica_scheduler_config=_scheduler_config(run.scheduler),
         ),
-        request_generator_config=WorkloadRequestGeneratorConfig(workload=config.workload, max_tokens=config.workload.max_request_tokens),
+        request_generator_config=WorkloadRequestGeneratorConfig(workload=run.workload, max_tokens=run.workload.max_request_tokens),
         execution_time_predictor_config=replace(run.target.predictor, proposer=proposer_),
         metrics_config=QuietMetricsConfig(),
     )
 
 
 def simulate(run: ResolvedRun) -> RunResult:
-    """Simulate a resolved run."""
-    config, spec = run.config, run.config.speculation
+    """Simulate a resolved run (its ``config`` is only handed to the result, as its provenance)."""
     cost_of_proposing = proposer(run)
     reset_entity_ids()
     sim_config = vidur_config(run, cost_of_proposing)
-    if isinstance(config.workload, ClosedLoopWorkload):
-        sim = ClosedLoopSimulator(sim_config, config.workload.concurrency)
+    workload = run.workload
+    if isinstance(workload, ClosedLoopWorkload):
+        sim = ClosedLoopSimulator(sim_config, workload.concurrency)
     else:
         sim = Simulator(sim_config)
     scheduler: TrackedSarathiScheduler = replica_scheduler(sim)
@@ -129,6 +96,7 @@ def simulate(run: ResolvedRun) -> RunResult:
     requests = generated_requests(sim)
     frame = request_frame(requests)
     makespan = max(r.completed_at for r in requests) - min(r.arrived_at for r in requests)
+    verify = run.scheduler.verify
     summary = summarize(
         frame,
         makespan,
@@ -140,26 +108,27 @@ def simulate(run: ResolvedRun) -> RunResult:
             # mean k over planned steps: the fixed k, or what a k schedule picked on average
             "mean_scheduled_k": scheduler.scheduled_k_sum / scheduler.scheduled_k_steps
             if getattr(scheduler, "scheduled_k_steps", 0)
-            else float(spec.num_speculative_tokens),
+            else float(verify.num_speculative_tokens if verify else 0),
         },
         itl_s=inter_token_gaps(r.emission_times for r in requests),
     )
+    given = run.provenance
     provenance = {
         **run.target.profile.provenance(),
-        "device": config.device,
-        "model": config.model,
+        "device": given["device"],
+        "model": given["model"],
         "vidur_version": vidur_version(),
         "simulator_version": simulator_version(),
         "simulator_source_hash": source_hash(),
-        "seed": config.seed,
-        "workload_seed": getattr(config.workload, "seed", None),
-        "engine_overhead_ms": config.engine_overhead_ms,
+        "seed": given["seed"],
+        "workload_seed": given["workload_seed"],
+        "engine_overhead_ms": given["engine_overhead_ms"],
         "engine": run.engine.name,
         "lm_head_source": _lm_head_source(run.target.predictor),
     }
     if run.draft is not None:
         provenance.update({f"draft_{key}": value for key, value in run.draft.profile.provenance().items()})
-    return RunResult(config, frame, summary, provenance, {r.id: list(r.acceptance_log) for r in requests}, {r.id: list(r.emission_times) for r in requests})
+    return RunResult(run.config, frame, summary, provenance, {r.id: list(r.acceptance_log) for r in requests}, {r.id: list(r.emission_times) for r in requests})
 
 
 def _lm_head_source(predictor_config) -> str:

@@ -1,6 +1,6 @@
 """Registry keys for this project's Vidur extensions (>= 100: never equal to Vidur's own)."""
 
-from vidur.types import BaseIntEnum
+from simulator.vidur.configs import BaseIntEnum
 
 
 class ExtensionType(BaseIntEnum):

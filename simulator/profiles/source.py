@@ -21,6 +21,7 @@ from simulator.errors import ConfigError
 from simulator.hashing import text_digest
 from simulator.profiles import builtin, network
 from simulator.profiles.hardware import DeviceSpec, NetworkSpec, get_device
+from simulator.profiles.sharding import check_sharding
 from simulator.shapes import ModelShape
 from simulator.profiles.vidur_format import (
     ProfileFiles,
@@ -132,36 +133,79 @@ def _stamp(directory: Optional[Path]):
     return tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in sorted(directory.iterdir()) if p.is_file())
 
 
-def resolve_profile(
-    profile_dir,
-    model: str,
-    shape: ModelShape,
-    device: DeviceSpec,
-    cache_dir: Path,
-    max_seq_len: int = 4096,
-    block_size: int = 16,
-    tensor_parallel: int = 1,
-    network_dir=None,
-) -> ResolvedProfile:
-    """The profile a run trains on, for ``model`` (its name, for messages) of ``shape`` (the whole
-    model) on ``device``, both already resolved by the caller; validated and hashed once per
-    process for unchanged files."""
-    directory = Path(profile_dir) if profile_dir is not None else None
-    net = Path(network_dir) if network_dir is not None else None
-    return _resolve(directory, _stamp(directory), net, _stamp(net), model, shape, device, Path(cache_dir), max_seq_len, block_size, tensor_parallel)
+@dataclass(frozen=True)
+class ProfileQuery:
+    """One model side's profile question, in values the run resolved already: the model (its name,
+    for messages, and its whole shape as the run holds it), the device and TP degree, and the
+    directories given.  The field names say which of the run's fields a refusal is about."""
+
+    model: str
+    shape: ModelShape  # the whole model; ``shape.sharded(tensor_parallel)`` is one GPU's share
+    device: DeviceSpec
+    tensor_parallel: int
+    cache_dir: Path
+    max_seq_len: int
+    block_size: int
+    profile_dir: Optional[str] = None  # a Vidur-format directory; None = the built-in profile
+    network_dir: Optional[str] = None  # measured all_reduce.csv rows for TP > 1
+    tp_field: str = "tensor_parallel_size"
+    profile_field: str = "profile_dir"
 
 
-def _network_file(profile_dir, network_dir, shape: ModelShape, device: DeviceSpec, cache_dir, max_seq_len, tp) -> tuple[Path, str]:
-    """The all-reduce rows for a TP group and where they came from."""
-    if network_dir is not None:
+def resolve(query: ProfileQuery) -> ResolvedProfile:
+    """The profile a run side trains on: the sharding checked (here, once), then the built-in model
+    or a Vidur-format directory with its all-reduce rows (:func:`_network`); validated and hashed
+    once per process for unchanged files."""
+    check_sharding(query.shape, query.tensor_parallel, query.tp_field, query.model)
+    if query.profile_dir is not None and not query.shape.is_plain:
+        raise ConfigError(
+            f"{query.profile_field} = {query.profile_dir}: a Vidur-format profile holds a dense 16-bit Llama-style layer's ops, and "
+            f"{query.model} as this run holds it is not one (its layer kinds, experts, attention or precision); use the built-in profile"
+        )
+    directory = Path(query.profile_dir) if query.profile_dir is not None else None
+    net = Path(query.network_dir) if query.network_dir is not None else None
+    return _resolve(
+        directory, _stamp(directory), net, _stamp(net), query.model, query.shape, query.device, Path(query.cache_dir),
+        query.max_seq_len, query.block_size, query.tensor_parallel,
+    )
+
+
+@dataclass(frozen=True)
+class _Network:
+    all_reduce: Optional[Path] = None  # the rows, where a file gives them
+    source: Optional[str] = None  # "network_dir", "profile_dir" or "builtin"; None without a TP group
+    spec: Optional[NetworkSpec] = None  # the built-in profile's ring model (fitted to measured rows, or the device's)
+
+
+def _network(profile_dir, network_dir, whole: ModelShape, dev: DeviceSpec, cache_dir: Path, max_seq_len: int, tp: int, ranks: int) -> _Network:
+    """Where a TP group's all-reduce times come from, for either profile source, in one order:
+    measured rows in ``network_dir``, then a profile directory's own ``all_reduce.csv``, then the
+    device's NVLink model.  The built-in profile evaluates a ring model: measured rows replace the
+    node's with the one fitted to them (:func:`simulator.profiles.network.fit`), so every
+    all-reduce is what the measurement timed, NCCL's, with no custom all-reduce.  A directory gets
+    the device model's rows generated.  ``ranks`` is the GPUs exchanging over NVLink: TP, times
+    the data-parallel ranks of a mixture of experts (built-in profile only)."""
+    builtin_source = profile_dir is None
+    if builtin_source:
+        _check_device_covers(dev, ranks, "tensor_parallel_size" if ranks == tp else "data_parallel_size x tensor_parallel_size")
+    found, source, where = None, None, None  # measured all-reduce rows: which file, from where
+    if tp > 1 and network_dir is not None:
         found = find_all_reduce(network_dir) if Path(network_dir).is_dir() else None
         if found is None:
             raise ConfigError(f"network profile directory {network_dir}: no all_reduce.csv (or all_reduce.csv.xz)")
-        return validate_all_reduce(found, tp, f"{network_dir}"), "network_dir"
-    if profile_dir is not None and find_all_reduce(profile_dir) is not None:
-        return validate_all_reduce(find_all_reduce(profile_dir), tp, f"{profile_dir}"), "profile_dir"
-    _check_device_covers(device, tp)
-    return builtin_network_file(shape, device, Path(cache_dir) / "profiles", max_seq_len), "builtin"
+        source, where = "network_dir", network_dir
+    elif tp > 1 and not builtin_source:
+        found = find_all_reduce(profile_dir)
+        source, where = ("profile_dir", profile_dir) if found is not None else (None, None)
+    if found is not None:
+        rows = validate_all_reduce(found, tp, f"{where}")
+        return _Network(rows, source, measured_network(rows, dev) if builtin_source else None)
+    if builtin_source:
+        return _Network(None, "builtin", dev.network) if ranks > 1 else _Network()
+    if tp == 1:
+        return _Network()
+    _check_device_covers(dev, tp)
+    return _Network(builtin_network_file(whole, dev, Path(cache_dir) / "profiles", max_seq_len), "builtin")
 
 
 @lru_cache(maxsize=32)
@@ -169,45 +213,25 @@ def _resolve(
     profile_dir, stamp, network_dir, network_stamp, model: str, whole: ModelShape, device: DeviceSpec, cache_dir: Path, max_seq_len: int, block_size: int, tp: int
 ) -> ResolvedProfile:
     shape = whole.sharded(tp)
-    network = None
     if profile_dir is None:
-        return _resolve_builtin(network_dir, shape, device, tp)
-    else:
-        files = validate_profile_dir(profile_dir, shape, block_size)
-        if tp > 1:
-            network = _network_file(profile_dir, network_dir, whole, device, cache_dir, max_seq_len, tp)
-    files = replace(files, all_reduce=network[0] if network else None)
+        dp = shape.moe.data_parallel if shape.moe is not None else 1  # data-parallel ranks exchange tokens over the node's NVLink too
+        return _builtin_profile(shape, device, tp, _network(None, network_dir, whole, device, cache_dir, max_seq_len, tp, tp * dp))
+    files = validate_profile_dir(profile_dir, shape, block_size)
+    network = _network(profile_dir, network_dir, whole, device, cache_dir, max_seq_len, tp, tp)
+    files = replace(files, all_reduce=network.all_reduce)
     digest = files.sha256()
-    return ResolvedProfile(
-        files, "directory", f"sha256:{digest[:16]}", digest, max_decode_batch(files, shape, block_size), tp, network[1] if network else None
-    )
+    return ResolvedProfile(files, "directory", f"sha256:{digest[:16]}", digest, max_decode_batch(files, shape, block_size), tp, network.source)
 
 
-def _resolve_builtin(network_dir, shape, dev: DeviceSpec, tp: int) -> ResolvedProfile:
-    """The built-in physical model for this shard and device: nothing to generate or fit, except
-    that measured all-reduce rows (``network_dir``) replace the node's NVLink model with the ring
-    model fitted to them (:func:`simulator.profiles.network.fit`): every all-reduce is then what
-    the measurement timed, NCCL's, with no custom all-reduce."""
-    # data-parallel ranks of a mixture of experts exchange tokens over the node's NVLink too
-    dp = shape.moe.data_parallel if shape.moe is not None else 1
-    ranks = tp * dp
-    _check_device_covers(dev, ranks, "tensor_parallel_size" if dp == 1 else "data_parallel_size x tensor_parallel_size")
+def _builtin_profile(shape: ModelShape, dev: DeviceSpec, tp: int, network: _Network) -> ResolvedProfile:
+    """The built-in physical model for this shard, device and network: nothing to generate or fit."""
     profile_id = f"builtin-v{builtin.GENERATOR_VERSION}:{dev.constants_version}"
-    files, network_source, net = None, None, None
-    if tp > 1 and network_dir is not None:
-        found = find_all_reduce(network_dir) if Path(network_dir).is_dir() else None
-        if found is None:
-            raise ConfigError(f"network profile directory {network_dir}: no all_reduce.csv (or all_reduce.csv.xz)")
-        all_reduce = validate_all_reduce(found, tp, f"{network_dir}")
-        files = ProfileFiles(None, None, all_reduce)
-        net, network_source = measured_network(all_reduce, dev), "network_dir"
-        profile_id += f"+{net.version}"
-    elif ranks > 1:
-        net, network_source = dev.network, "builtin"
-        profile_id += f"+{dev.network.version}"
-    model = builtin.BuiltinModel(shape, dev, net)
+    files = ProfileFiles(None, None, network.all_reduce) if network.all_reduce is not None else None
+    if network.spec is not None:
+        profile_id += f"+{network.spec.version}"
+    model = builtin.BuiltinModel(shape, dev, network.spec)
     digest = text_digest(model.digest() + (files.sha256() if files else ""))
-    return ResolvedProfile(files, "builtin", profile_id, digest, builtin.MAX_DECODE_BATCH, tp, network_source, model)
+    return ResolvedProfile(files, "builtin", profile_id, digest, builtin.MAX_DECODE_BATCH, tp, network.source, model)
 
 
 def measured_network(all_reduce_csv: Path, dev: DeviceSpec) -> NetworkSpec:

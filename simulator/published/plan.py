@@ -30,11 +30,12 @@ The mapping, the same for every row (no per-row tuning):
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Optional
 
 from simulator.catalog import model_config
-from simulator.config import DEFAULT_ENGINE, ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.config import DEFAULT_ENGINE, ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig
 from simulator.errors import ConfigError
 from simulator.results import speedup
 from simulator.profiles.engines import engine_for_version, get_engine
@@ -150,18 +151,34 @@ def _kind(m: Measurement):
     return proposers.tree_kind(m.proposer) if m.drafting == "tree" else proposers.kind(m.proposer)
 
 
-def _speculation(m: Measurement, acceptance: Optional[Acceptance]) -> SpeculationConfig:
+def _speculation(m: Measurement, acceptance: Optional[Acceptance]) -> dict:
+    """The row's speculation fields for :meth:`RunConfig.from_deployment` (``{}``: no speculation)."""
     kind = _kind(m)
     if kind is None or not m.k:
-        return SpeculationConfig()
+        return {}
     options = tuple((key, getattr(m, key)) for key in TREE_FIELDS if getattr(m, key) is not None) if m.drafting == "tree" else ()
-    return SpeculationConfig(
+    return dict(
         num_speculative_tokens=m.k,
         acceptance_per_position=acceptance.conditional,
         proposer=kind.name,
         options=options,
         draft_model=m.draft,
         draft_tensor_parallel_size=m.draft_tp if kind.drafts_with is DraftSource.DRAFT_MODEL else None,
+    )
+
+
+# RunConfig fields -> the keys of a published.toml row that set them: a refusal names the row's key
+ROW_KEYS = {"draft_tensor_parallel_size": "draft_tp", "tensor_parallel_size": "tp", "device": "gpu", "draft_model": "draft", "num_speculative_tokens": "k"}
+
+
+def in_row_keys(message: str) -> str:
+    """A configuration refusal in the row's own keys (``draft_tp = 2``, not ``draft_tensor_parallel_size = 2``):
+    a field with an underscore wherever it is named, a plain word (``device``) only where it is assigned."""
+    names = "|".join(sorted(ROW_KEYS, key=len, reverse=True))
+    return re.sub(
+        rf"(?<![\w'])({names})(?![\w])( = )?",
+        lambda m: ROW_KEYS[m.group(1)] + (m.group(2) or "") if m.group(2) or "_" in m.group(1) else m.group(0),
+        message,
     )
 
 
@@ -181,7 +198,7 @@ def plan(m: Measurement, assumptions: Assumptions, rows: dict, devices=None) -> 
             for value in values
         )
     except ConfigError as exc:
-        return Plan(m, reason=f"the simulator refuses the setting: {exc}")
+        return Plan(m, reason=f"the simulator refuses the setting: {in_row_keys(str(exc))}")
     return Plan(m, run=run, baseline=baseline, acceptance=acceptance, variants=variants)
 
 
@@ -200,8 +217,8 @@ def _runs(
         chunk_size=m.max_num_batched_tokens or tokens,
         engine=engine,
     )
-    run = RunConfig(speculation=_speculation(m, acceptance), **base)
-    return run, (RunConfig(**base) if m.metric == "speedup" else None)
+    run = RunConfig.from_deployment(**_speculation(m, acceptance), **base)
+    return run, (RunConfig.from_deployment(**base) if m.metric == "speedup" else None)
 
 
 def engine_of(m: Measurement) -> str:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from simulator.config import DEFAULT_ENGINE, SpeculationConfig
+from simulator.config import DEFAULT_ENGINE, RunConfig, SpeculationConfig
 from simulator.errors import ConfigError
 from simulator.speculative import proposers
 from simulator.inputs import (
@@ -290,11 +290,12 @@ def check_spec(spec: PaysoffSpec, where: str = "pays-off spec") -> PaysoffSpec:
                 f"{where}: acceptance {p.name!r} has {len(p.per_position)} per-position rates; k up to {max(spec.speculative_tokens)} needs "
                 f"{max(spec.speculative_tokens)}: give more positions or lower the k range"
             )
-        if p.draft_tensor_parallel_size is not None and (not kind.runs_network or p.draft_tensor_parallel_size not in (1, p.tensor_parallel_size)):
-            raise ConfigError(
-                f"{where}: deployment {p.deployment!r}: draft_tensor_parallel_size = {p.draft_tensor_parallel_size!r} must be 1 or the target's "
-                f"tensor_parallel_size ({p.tensor_parallel_size}), and only with a draft model or head"
+        try:  # the deployment's cross-field rules (the draft-TP rule) are the run configuration's, in this file's keys
+            RunConfig.from_deployment(
+                model=p.model, device=p.device, tensor_parallel_size=p.tensor_parallel_size, proposer=kind.name, draft_tensor_parallel_size=p.draft_tensor_parallel_size
             )
+        except ConfigError as exc:
+            raise ConfigError(f"{at}: {exc}") from None
         if not kind.needs_draft_model and p.draft_model:
             raise ConfigError(f"{at}: proposer = {p.proposer!r} takes no draft_model ({p.draft_model!r}); it drafts with {kind.drafts_with.value}")
     return spec

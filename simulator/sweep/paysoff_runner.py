@@ -28,7 +28,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig
 from simulator.results import speedup
 from simulator.schemas import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
 from simulator.speculative.k_schedule import Schedule, max_k, to_vllm
@@ -101,9 +101,10 @@ def poisson_workload(spec: PaysoffSpec, rate: float, model: Optional[str] = None
     return PoissonWorkload(spec.poisson_requests, spec.prompt_tokens, spec.output_tokens, rate, spec.workload_seed)
 
 
-def speculation(spec: PaysoffSpec, profile: AcceptanceProfile, attention: str, k: int = 0, schedule=None) -> SpeculationConfig:
-    """The deployment's proposer, costed as ``python -m simulator`` costs it, at one k or schedule."""
-    return SpeculationConfig(
+def speculation(spec: PaysoffSpec, profile: AcceptanceProfile, attention: str, k: int = 0, schedule=None) -> dict:
+    """The deployment's proposer, costed as ``python -m simulator`` costs it, at one k or schedule:
+    the speculation's fields, for :func:`run_config` (an empty dict is the baseline)."""
+    return dict(
         num_speculative_tokens=k,
         k_schedule=schedule,
         acceptance_rate=profile.rate,
@@ -118,12 +119,13 @@ def speculation(spec: PaysoffSpec, profile: AcceptanceProfile, attention: str, k
     )
 
 
-def run_config(spec: PaysoffSpec, system: tuple[str, str, int], workload, speculation_config: SpeculationConfig, profile_dir: Optional[str] = None) -> RunConfig:
-    """One run of the sweep: what ``python -m simulator`` would run with the same flags."""
+def run_config(spec: PaysoffSpec, system: tuple[str, str, int], workload, speculation_fields: dict, profile_dir: Optional[str] = None) -> RunConfig:
+    """One run of the sweep: what ``python -m simulator`` would run with the same flags (the
+    speculation's fields from :func:`speculation`; ``{}`` for the baseline)."""
     model, device, tp = system
-    return RunConfig(
+    return RunConfig.from_deployment(
         workload=workload,
-        speculation=speculation_config,
+        **speculation_fields,
         model=model,
         device=device,
         tensor_parallel_size=tp,
@@ -166,7 +168,7 @@ def fixed_k_jobs(spec: PaysoffSpec, dirs: Optional[dict] = None) -> list[Job]:
         profiles = [p for p in spec.profiles if p.system == system]
         any_poisson = any(p.poisson for p in profiles)
         for mode, x, workload in _workloads(spec, system, any_poisson):
-            jobs.append(Job(run_config(spec, system, workload, SpeculationConfig(), profile_dir), mode, x, None))
+            jobs.append(Job(run_config(spec, system, workload, {}, profile_dir), mode, x, None))
             ks = spec.speculative_tokens if mode == "closed_loop" else spec.poisson_k
             for profile in profiles:
                 if mode == "poisson" and not profile.poisson:

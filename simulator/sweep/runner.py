@@ -14,7 +14,7 @@ from typing import Callable, Optional, Sequence
 import pandas as pd
 
 from simulator.progress import say
-from simulator.config import ATTENTION_MODES, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.config import ATTENTION_MODES, ExplicitWorkload, PoissonWorkload, RunConfig
 from simulator.sweep.metrics import mean_decode_batch, queue_growth, with_speedups
 from simulator.specs.sweep import SweepSpec
 from simulator.schemas import LATENCY_COLUMNS, PROVENANCE_COLUMNS
@@ -32,13 +32,13 @@ class SweepOutput:
 
 def expand(spec: SweepSpec, profile_dir: Optional[str] = None) -> list[RunConfig]:
     """Every run of the grid plus one baseline per baseline load, in CSV row order."""
-    configs = [_config(spec, rate, SpeculationConfig(num_speculative_tokens=0), profile_dir) for rate in spec.baseline_rates]
+    configs = [_config(spec, rate, {}, profile_dir) for rate in spec.baseline_rates]
     for rate in spec.arrival_rates:
         for alpha in spec.acceptance_rates:
             for k in spec.speculative_tokens:
                 for attention in spec.attention_modes:
                     for proposer in spec.proposers:
-                        speculation = SpeculationConfig(num_speculative_tokens=k, acceptance_rate=alpha, proposer=proposer, attention=attention)
+                        speculation = dict(num_speculative_tokens=k, acceptance_rate=alpha, proposer=proposer, attention=attention)
                         configs.append(_config(spec, rate, speculation, profile_dir))
     return sorted(configs, key=row_order)
 
@@ -54,9 +54,9 @@ def expand_progress(spec: SweepSpec, profile_dir: Optional[str] = None) -> list[
         output_tokens=(p.output_tokens,) * p.num_requests,
     )
     return [
-        RunConfig(
+        RunConfig.from_deployment(
             workload=workload,
-            speculation=SpeculationConfig(num_speculative_tokens=k, acceptance_rate=alpha, attention="kv_once"),  # the default proposer: n-gram
+            num_speculative_tokens=k, acceptance_rate=alpha, attention="kv_once",  # the default proposer: n-gram
             model=spec.model,
             device=spec.device,
             profile_dir=profile_dir,
@@ -247,11 +247,12 @@ def to_csv_text(rows: Sequence[dict], columns: Sequence[str]) -> str:
     return frame.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n", na_rep="")
 
 
-def _config(spec: SweepSpec, rate: float, speculation: SpeculationConfig, profile_dir: Optional[str]) -> RunConfig:
+def _config(spec: SweepSpec, rate: float, speculation: dict, profile_dir: Optional[str]) -> RunConfig:
+    """One run of the grid; ``speculation`` holds the speculation's fields (``{}``: the baseline)."""
     w = spec.workload
-    return RunConfig(
+    return RunConfig.from_deployment(
         workload=PoissonWorkload(num_requests=w.num_requests, prompt_tokens=w.prompt_tokens, output_tokens=w.output_tokens, arrival_rate=rate, seed=w.seed),
-        speculation=speculation,
+        **speculation,
         model=spec.model,
         device=spec.device,
         profile_dir=profile_dir,

@@ -12,7 +12,7 @@ from typing import Optional
 
 import numpy as np
 
-from simulator.config import ExplicitWorkload, RunConfig, SpeculationConfig
+from simulator.config import ExplicitWorkload, RunConfig
 from simulator.errors import ConfigError
 from simulator.inputs import read_json
 from simulator.validation.compare import simulated_metrics
@@ -45,9 +45,9 @@ def build_run_config(
             f"the calibration is for workload {calibration['workload_hash'][:12]}..., not {workload.workload_hash[:12]}... (a different workload file)"
         )
     k = int(calibration["num_speculative_tokens"])
-    speculation = SpeculationConfig()
+    speculation = {}  # k = 0: the baseline
     if k > 0:
-        speculation = SpeculationConfig(
+        speculation = dict(
             num_speculative_tokens=k,
             acceptance_per_position=tuple(float(p) for p in calibration["acceptance_per_position"]),
             # absent (V0 counters, older calibration files): a draft at every step
@@ -57,13 +57,13 @@ def build_run_config(
         )
     kv = calibration.get("kv_cache") or {}
     requests = workload.requests
-    return RunConfig(
+    return RunConfig.from_deployment(
         workload=ExplicitWorkload(
             arrival_s=tuple(r.arrival_s for r in requests),
             prompt_tokens=tuple(r.prompt_tokens for r in requests),
             output_tokens=tuple(r.output_tokens for r in requests),
         ),
-        speculation=speculation,
+        **speculation,
         model=model,
         device=device,
         profile_dir=profile_dir,

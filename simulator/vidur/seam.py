@@ -1,9 +1,9 @@
-"""The one seam to Vidur's private internals (PyPI ``vidur`` 0.0.26).
+"""The one seam to Vidur's private internals (PyPI ``vidur`` 0.0.26), inside the adapter package.
 
 Vidur's extension points are its registries and config dataclasses; the rest of what this project
 changes (how a Sarathi step sizes a decode row, how the predictor loads its tables, what a batch
 hands its requests at the end of a step) lives in underscore-prefixed methods and attributes.
-Every such access is in this module and nowhere else:
+Every such access, the tests' included, is in this module and nowhere else:
 
 * the base classes below route Vidur's private methods to public methods with names that say
   what they are for (``next_num_q_tokens``, ``load_predictions``, ...), whose default is Vidur's
@@ -14,20 +14,23 @@ Every such access is in this module and nowhere else:
 
 :data:`HOOKS` lists every private member used, what it is used for and the signature relied on;
 ``tests/test_vidur_seam.py`` checks each against the installed Vidur, so an upgrade that renames
-or reshapes one fails with the hook's name rather than deep inside a simulation.
+or reshapes one fails with the hook's name rather than deep inside a simulation, and checks that
+the underscore names of Vidur's that this module spells are exactly the members listed.
 """
 
 from __future__ import annotations
 
 import abc
 from dataclasses import dataclass
+from pathlib import Path
 from typing import List
 
 from vidur.entities import Batch, BatchStage, Request
 from vidur.entities.base_entity import BaseEntity
+from vidur.events import RequestArrivalEvent
 from vidur.execution_time_predictor.base_execution_time_predictor import BaseExecutionTimePredictor
 from vidur.execution_time_predictor.random_forrest_execution_time_predictor import RandomForrestExecutionTimePredictor
-from vidur.execution_time_predictor.sklearn_execution_time_predictor import ModelType
+from vidur.execution_time_predictor.sklearn_execution_time_predictor import ModelType, SklearnExecutionTimePredictor
 from vidur.scheduler.global_scheduler.base_global_scheduler import BaseGlobalScheduler
 from vidur.scheduler.replica_scheduler.sarathi_replica_scheduler import SarathiReplicaScheduler
 from vidur.simulator import Simulator
@@ -74,6 +77,11 @@ HOOKS: tuple[Hook, ...] = (
     Hook("table tokens", RandomForrestExecutionTimePredictor, "_max_tokens", "read"),
     Hook("prediction tables", RandomForrestExecutionTimePredictor, "_predictions", "read"),
     Hook("GQA decode overhead", RandomForrestExecutionTimePredictor, "_attention_decode_batching_overhead_fraction", "read"),
+    # the sklearn predictor's profile readers (tests: what Vidur trains on, read by Vidur's own filters)
+    Hook("read profile csv", SklearnExecutionTimePredictor, "_read_input_file", "call", ("file_path",)),
+    Hook("load compute rows", SklearnExecutionTimePredictor, "_load_compute_df", "call", ("file_path",)),
+    Hook("load attention rows", SklearnExecutionTimePredictor, "_load_attention_df", "call", ("file_path",)),
+    Hook("attention features", SklearnExecutionTimePredictor, "_get_attention_df_with_derived_features", "call", ("df",)),
     # the base predictor: its per-op pieces, which a whole-step predictor replaces
     *(Hook("per-op time", BaseExecutionTimePredictor, member, "override", ("batch",)) for member in (
         "_get_attention_layer_pre_proj_execution_time", "_get_attention_layer_post_proj_execution_time",
@@ -103,6 +111,7 @@ HOOKS: tuple[Hook, ...] = (
     Hook("request decode split", Request, "_num_decode_tokens", "write"),
     Hook("request stage progress", Request, "_num_stage_processed_tokens", "write"),
     Hook("request stage prefill flag", Request, "_is_prefill_stage_complete", "write"),
+    Hook("request prefill flag", Request, "_is_prefill_complete", "write"),
     Hook("entity id counter", BaseEntity, "_id", "write"),
     # the simulator's event loop
     Hook("event queue setup", Simulator, "_init_event_queue", "override"),
@@ -110,6 +119,8 @@ HOOKS: tuple[Hook, ...] = (
     Hook("add event", Simulator, "_add_event", "call", ("event",)),
     Hook("simulated time", Simulator, "_time", "read"),
     Hook("request generator", Simulator, "_request_generator", "read"),
+    Hook("event queue", Simulator, "_event_queue", "read"),
+    Hook("arrival's request", RequestArrivalEvent, "_request", "read"),
     Hook("replica schedulers", BaseGlobalScheduler, "_replica_schedulers", "read"),
 )
 
@@ -132,6 +143,12 @@ class SarathiSeam(SarathiReplicaScheduler):
         super().__init_subclass__(**kwargs)
         for private, public in SarathiSeam._FORWARDS.items():
             setattr(cls, private, getattr(cls, public))
+
+    @classmethod
+    def vidur_name(cls, public: str) -> str:
+        """The private name Vidur calls for the public method ``public``: what a test that wraps
+        the method on a class already defined replaces (the binding is made at class creation)."""
+        return next(private for private, name in SarathiSeam._FORWARDS.items() if name == public)
 
     # defaults: Vidur's own behaviour (its functions, under the public names)
     next_num_q_tokens = SarathiReplicaScheduler._get_request_next_num_q_tokens  # (request, num_batch_tokens): a prefill chunk or 1
@@ -350,6 +367,11 @@ def reset_stage_progress(request: Request) -> None:
     request._is_prefill_stage_complete = False
 
 
+def mark_prefill_complete(request: Request) -> None:
+    """A request whose prompt is done, for a mid-run batch built by hand (tests)."""
+    request._is_prefill_complete = True
+
+
 def reset_entity_ids(root: type = BaseEntity) -> None:
     """Vidur numbers entities with process-global class counters; reset them (``root``'s and its
     subclasses') before every run: a second simulation in one process would start at
@@ -399,3 +421,35 @@ def replica_scheduler(sim: Simulator):
 
 def generated_requests(sim: Simulator) -> list:
     return sim._request_generator.requests
+
+
+def queued_events(sim: Simulator) -> list:
+    """The events queued in a simulator, in heap order (not time order)."""
+    return [event for _, event in sim._event_queue]
+
+
+def queued_requests(sim: Simulator) -> list:
+    """The requests of the arrival events queued in a simulator not yet run."""
+    return [event._request for event in queued_events(sim) if isinstance(event, RequestArrivalEvent)]
+
+
+def vidur_source_dir() -> Path:
+    """The installed Vidur's source folder (the seam's contract test reads Vidur's private names there)."""
+    import vidur
+
+    return Path(vidur.__file__).parent
+
+
+# --- the sklearn predictor's profile readers ----------------------------------------------------------
+def training_frames(mlp_csv: str, attention_csv: str, model_config, block_size: int, tensor_parallel_size: int = 1):
+    """(MLP rows, attention rows): the frames Vidur's sklearn predictor trains on, read and filtered
+    by its own loader methods, on a stand-in that holds just the state those methods read (a real
+    predictor would fit forests on construction)."""
+    from types import SimpleNamespace
+
+    reader = SklearnExecutionTimePredictor
+    stand_in = SimpleNamespace(_model_config=model_config, _replica_config=SimpleNamespace(tensor_parallel_size=tensor_parallel_size), _block_size=block_size)
+    stand_in._read_input_file = lambda path: reader._read_input_file(stand_in, path)
+    mlp = reader._load_compute_df(stand_in, str(mlp_csv))
+    attention = reader._get_attention_df_with_derived_features(stand_in, reader._load_attention_df(stand_in, str(attention_csv)))
+    return mlp, attention
