@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Run the sweep, record data/sweep.csv and data/progress.csv, render the static site (docs/site.md).
+"""Run the sweep, record data/results/sweep.csv and data/results/progress.csv, render the static site (docs/site.md).
 
 Exit codes: 0 built; 2 bad input or an output that cannot be written (message on stderr, checked
 before the sweep; previous CSVs and site untouched).  The CSVs and the site are replaced together
@@ -16,32 +16,33 @@ from simulator.errors import ConfigError
 
 # build.py works from the checkout: its inputs are the folders next to it.
 REPO_ROOT = Path(__file__).resolve().parent
-DATA_DIR = REPO_ROOT / "data"
+DATA_DIR = REPO_ROOT / "data"  # the inputs: specs (*.toml), calibration data, measured profiles
+RESULTS_DIR = DATA_DIR / "results"  # what a build records (CSV, JSON): kept apart from what it reads
 DEFAULT_VALIDATION_REPORT = REPO_ROOT / "validation" / "report.json"
 # where bench/measure_verify_h200.sh writes the verify tables the modeling page shows (pending until measured)
-VERIFY_PROFILE_DIR = DATA_DIR / "profiles" / "h200" / "meta-llama" / "Llama-2-7b-hf"
+VERIFY_TABLES_DIR = DATA_DIR / "profiles" / "h200" / "meta-llama" / "Llama-2-7b-hf"
 
 
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--spec", type=Path, default=DATA_DIR / "sweep.toml", help="sweep spec (TOML); default data/sweep.toml")
-    parser.add_argument("--csv", type=Path, default=DATA_DIR / "sweep.csv", help="sweep CSV to write, or to read with --skip-sweep")
-    parser.add_argument("--progress-csv", type=Path, default=DATA_DIR / "progress.csv", help="batch-1 progress-per-step CSV")
+    parser.add_argument("--csv", type=Path, default=RESULTS_DIR / "sweep.csv", help="sweep CSV to write, or to read with --skip-sweep")
+    parser.add_argument("--progress-csv", type=Path, default=RESULTS_DIR / "progress.csv", help="batch-1 progress-per-step CSV")
     parser.add_argument("--out", type=Path, default=REPO_ROOT / "site", help="site directory; default site/")
     parser.add_argument("--skip-sweep", action="store_true", help="render from the recorded CSVs without simulating")
     parser.add_argument("--jobs", type=int, default=None, help="parallel runs; default: one per CPU core")
     parser.add_argument("--executor", choices=("local", "ray"), default="local", help="local process pool (default) or Ray")
     parser.add_argument("--profile-dir", default=None, help="a Vidur-format profile directory for the seed sweep's model and GPU (and the pays-off deployments on them); everything else uses the built-in profile")
     parser.add_argument("--paysoff-spec", type=Path, default=DATA_DIR / "paysoff.toml", help="the pays-off sweep spec (TOML); default data/paysoff.toml")
-    parser.add_argument("--paysoff-csv", type=Path, default=DATA_DIR / "paysoff.csv", help="pays-off runs CSV to write (or to read with --skip-sweep)")
-    parser.add_argument("--crossovers-csv", type=Path, default=DATA_DIR / "paysoff_crossovers.csv", help="crossovers CSV to write")
-    parser.add_argument("--schedules-json", type=Path, default=DATA_DIR / "recommended_schedules.json", help="recommended k schedules to write")
+    parser.add_argument("--paysoff-csv", type=Path, default=RESULTS_DIR / "paysoff.csv", help="pays-off runs CSV to write (or to read with --skip-sweep)")
+    parser.add_argument("--crossovers-csv", type=Path, default=RESULTS_DIR / "paysoff_crossovers.csv", help="crossovers CSV to write")
+    parser.add_argument("--schedules-json", type=Path, default=RESULTS_DIR / "recommended_schedules.json", help="recommended k schedules to write")
     parser.add_argument("--no-paysoff", action="store_true", help="do not run the pays-off sweep (its page shows the recorded files if they exist)")
     parser.add_argument("--published", type=Path, default=DATA_DIR / "published.toml", help="published measurements to reproduce")
     parser.add_argument(
         "--published-assumptions", type=Path, default=DATA_DIR / "published_assumptions.toml", help="lengths and acceptance the rows leave unstated"
     )
-    parser.add_argument("--published-csv", type=Path, default=DATA_DIR / "published.csv", help="the published-vs-simulated CSV to write")
+    parser.add_argument("--published-csv", type=Path, default=RESULTS_DIR / "published.csv", help="the published-vs-simulated CSV to write")
     parser.add_argument(
         "--step-calibration", type=Path, default=DATA_DIR / "calibration" / "step_time.toml",
         help="the step-time model's declared calibration data, checked against the published check rows",
@@ -98,7 +99,7 @@ def main(argv=None) -> int:
                     paysoff_crossovers_csv=args.crossovers_csv if recorded_paysoff else None,
                     schedules_json=args.schedules_json if recorded_paysoff else None,
                     published_csv=args.published_csv if (args.no_published or args.skip_sweep) and args.published_csv.is_file() else None,
-                    verify_profile_dir=VERIFY_PROFILE_DIR,
+                    verify_tables_dir=VERIFY_TABLES_DIR,
                 ),
                 published=None if args.no_published else PublishedInputs(args.published, args.published_assumptions, args.published_csv, args.step_calibration),
                 paysoff=None if args.no_paysoff else PaysoffInputs(args.paysoff_spec, *paysoff_files),

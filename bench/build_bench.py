@@ -137,7 +137,7 @@ def main() -> None:
         cold = timed_build(args, env)
         warm = timed_build(args, env)
         render = timed_build(args + ["--skip-sweep"], env)
-        identical = (tmp / "sweep.csv").read_bytes() == (REPO_ROOT / "data" / "sweep.csv").read_bytes()
+        identical = (tmp / "sweep.csv").read_bytes() == (REPO_ROOT / "data" / "results" / "sweep.csv").read_bytes()
         size = site_size(tmp / "site")
         chart = first_chart_ms(tmp / "site", options.repeats, options.chromium)
 
@@ -158,7 +158,7 @@ def main() -> None:
         print(f"| {name.replace('_', ' ')} | {r['wall_s']} s, peak RSS {r['peak_tree_rss_mib']} MiB (process tree), {r['peak_single_process_rss_mib']} MiB (largest process) |")
     print(f"| site size | {size['total_kib']} KiB ({', '.join(f'{k} {v} KiB' for k, v in size['kib'].items())}) |")
     print(f"| first chart (file://) | median {result['first_chart_ms']['median']} ms, max {result['first_chart_ms']['max']} ms over {len(chart)} loads |")
-    print(f"| CSV identical to data/sweep.csv | {identical} |")
+    print(f"| CSV identical to data/results/sweep.csv | {identical} |")
     print(f"| load average at end | {result['machine']['load_avg_at_end']} on {os.cpu_count()} CPUs |")
 
 

@@ -41,8 +41,12 @@ KINDS = {
 def config(name: str):
     from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 
+    from simulator.workloads import random_lengths
+
     def closed(concurrency: int, requests: int, prompt: int = 512, output: int = 256):
-        return ClosedLoopWorkload.spread(concurrency, requests, prompt, output, 0.5, 42)
+        # lengths spread around the given ones (what ClosedLoopWorkload.spread built before it became
+        # workloads.spread_closed_loop): random_lengths and the constructor exist in both revisions
+        return ClosedLoopWorkload(concurrency, *random_lengths(requests, prompt, output, 0.5, 42))
 
     pays_off = dict(batch_size_cap=128, chunk_size=2048)
     llama8 = dict(model="meta-llama/Llama-3.1-8B-Instruct", device="h100", **pays_off)

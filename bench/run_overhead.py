@@ -23,7 +23,7 @@ from simulator.progress import quiet_vidur  # noqa: E402
 
 quiet_vidur()
 from simulator.config import RunConfig  # noqa: E402
-from test_run import _direct_vidur_requests  # noqa: E402
+from stock_vidur import direct_vidur_requests  # noqa: E402  (tests/stock_vidur.py: no pytest needed)
 
 
 def main() -> None:
@@ -44,7 +44,7 @@ def main() -> None:
         simulator.run(config)
         wrapper.append(time.perf_counter() - start)
         start = time.perf_counter()
-        _direct_vidur_requests(config)
+        direct_vidur_requests(config)
         direct.append(time.perf_counter() - start)
     w, d = min(wrapper), min(direct)
     print(f"warm, 300 requests (min of {args.repeats}): simulator.run {w:.3f} s, Vidur alone {d:.3f} s, ratio {w / d:.3f}")

@@ -37,7 +37,7 @@ from simulator.config import (
     SpeculationConfig,
 )
 from simulator.errors import ConfigError
-from simulator.speculative.proposers.base import SpecSettings
+from simulator.speculative.proposers.base import SpeculationSettings
 from simulator.proposer_flags import add_proposer_flags, check_acceptance_input, draft_model_help, max_acceptance_length, options_from_args, proposer_kind, require_draft_model
 from simulator.textio import atomic_write_text, check_writable_file
 
@@ -253,7 +253,9 @@ def workload_from_args(args, limits: Optional[vllm_serve.Limits] = None):
     n, prompt, output, seed = args.num_prompts, args.prompt_tokens, args.output_tokens, args.workload_seed
     if concurrency is not None:
         if ratio:
-            return ClosedLoopWorkload.spread(concurrency, n, prompt, output, ratio, seed)
+            from simulator.workloads import spread_closed_loop
+
+            return spread_closed_loop(concurrency, n, prompt, output, ratio, seed)
         return ClosedLoopWorkload.fixed(concurrency, n, prompt, output)
     if ratio:
         from simulator.workloads import poisson_arrivals, random_lengths
@@ -327,7 +329,7 @@ def acceptance_from_args(args) -> tuple[Optional[float], Optional[tuple], Option
     options = options_from_args(args, kind)
     top = max_acceptance_length(kind, k, options)
     if not 1 <= value <= top:
-        if kind.tree(SpecSettings(k=k, options=kind.resolve_options(dict(options)))) is not None:  # its depth or its nodes bound a step
+        if kind.tree(SpeculationSettings(k=k, options=kind.resolve_options(dict(options)))) is not None:  # its depth or its nodes bound a step
             raise ConfigError(
                 f"--acceptance-length {value:g}: a tree of depth {k} (-k) verifying {option_value(args, kind, 'num_draft_tokens')} tokens "
                 f"(--speculative-num-draft-tokens, N + 1) advances at most {top} tokens a step; give an accept length in [1, {top}]"
@@ -397,7 +399,7 @@ def _config(args, limits: vllm_serve.Limits, version: str) -> tuple[RunConfig, O
     options = options_from_args(args, kind)
     if args.num_speculative_tokens > 0 or args.k_schedule:
         require_draft_model(kind, args.draft_model)
-        if args.k_schedule is not None and kind.tree(SpecSettings(k=1, options=kind.resolve_options(dict(options)))) is not None:
+        if args.k_schedule is not None and kind.tree(SpeculationSettings(k=1, options=kind.resolve_options(dict(options)))) is not None:
             raise ConfigError(f"--k-schedule: --proposer {kind.name} drafts a tree at one depth ({kind.engine} has no k schedule); give -k")
     rate, vector, acceptance_note = acceptance_from_args(args)
     for flag, value in (("--proposal-probability", args.proposal_probability), ("--interpolation", args.interpolation)):
@@ -473,7 +475,7 @@ def serve_command(inputs: Inputs) -> Optional[str]:
     flags = ([f"--tensor-parallel-size {config.tensor_parallel_size}"] if config.tensor_parallel_size > 1 else []) + [inputs.limits.serve_flags]
     speculative = None
     if spec.enabled:
-        settings = SpecSettings(k=spec.num_speculative_tokens, options=spec.option_values)
+        settings = SpeculationSettings(k=spec.num_speculative_tokens, options=spec.option_values)
         draft = vllm_serve.served_model_name(spec.draft_model) if spec.draft_model else None
         speculative = kind.speculative_config(settings, draft, spec.draft_tensor_parallel_size)
         if spec.k_schedule:

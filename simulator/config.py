@@ -159,19 +159,6 @@ class ClosedLoopWorkload:
         _require(_is_int(num_requests) and num_requests > 0, "num_requests", num_requests, "must be a positive integer")
         return cls(concurrency, (prompt_tokens,) * num_requests, (output_tokens,) * num_requests)
 
-    @classmethod
-    def spread(
-        cls, concurrency: int, num_requests: int, prompt_tokens: int, output_tokens: int, range_ratio: float, seed: int
-    ) -> "ClosedLoopWorkload":
-        """Lengths drawn uniformly around the given ones, as ``vllm bench serve --random-range-ratio``
-        does (see :func:`simulator.workloads.random_lengths`): fixed lengths finish in lockstep,
-        so a closed loop would refill in waves; a spread lets completions and arrivals interleave."""
-        from simulator.workloads import random_lengths
-
-        _require(_is_int(num_requests) and num_requests > 0, "num_requests", num_requests, "must be a positive integer")
-        prompts, outputs = random_lengths(num_requests, prompt_tokens, output_tokens, range_ratio, seed)
-        return cls(concurrency, prompts, outputs)
-
     @property
     def num_requests(self) -> int:
         return len(self.prompt_tokens)
@@ -328,7 +315,10 @@ class RunConfig:
     tensor_parallel_size: int = 1
     network_profile_dir: Optional[str] = None  # Vidur-format all_reduce.csv dir; None = the profile's own or built-in
     pipeline_stages: int = 1
-    seed: int = 0  # acceptance draws
+    # the run's one seed besides the workload's (workload.seed: arrivals and lengths); what it seeds
+    # is named below (acceptance_seed, vidur_seed).  Kept as one field: it is the CSVs' seed column,
+    # part of every cache key, and --acceptance-seed on the command lines.
+    seed: int = 0
     cache_dir: Optional[str] = None
     # Outside Vidur's op set: LM head + sampler on every logits token, and a fixed per-step
     # engine overhead.  lm_head=False with engine_overhead_ms=0 is stock Vidur's costing.
@@ -451,6 +441,19 @@ class RunConfig:
     def __setstate__(self, state: dict) -> None:
         self.__dict__.update(state)
         self._read_local_models()
+
+    @property
+    def acceptance_seed(self) -> int:
+        """The seed of the acceptance draws (:class:`simulator.speculative.acceptance.AcceptanceSampler`):
+        the only randomness of a run besides its workload's."""
+        return self.seed
+
+    @property
+    def vidur_seed(self) -> int:
+        """The seed handed to Vidur's simulation config.  Vidur reads it only in its own entry point
+        (vidur/main.py's set_seeds), which a run never calls, so it changes no number; it is the
+        acceptance seed so a config printed from Vidur names the same seed as the run."""
+        return self.seed
 
     @property
     def draft_tensor_parallel_size(self) -> int:

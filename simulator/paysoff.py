@@ -6,7 +6,7 @@ TPOT speedup by concurrency x k, with each row's no-speculation TPOT and TTFT an
 that baseline is overloaded, the best k, where speculation stops paying, the recommended
 ``num_speculative_tokens_per_batch_size`` as a ``--speculative-config`` and a full ``vllm serve``
 command, and the best fixed k for a vLLM without the key.  The runs are the build's pays-off sweep
-(:mod:`simulator.sweep.paysoff`) with one deployment, costed as ``python -m simulator`` costs them
+(:mod:`simulator.sweep.paysoff_runner`) with one deployment, costed as ``python -m simulator`` costs them
 (the same scheduler defaults, :mod:`simulator.vllm_serve`), and go through the result cache: a
 repeated question re-simulates nothing, and an interrupted one resumes.
 
@@ -150,7 +150,7 @@ def _ints(text: str, flag: str, doubling: bool) -> tuple[int, ...]:
 
 def _acceptance(args, deployment: dict):
     from simulator.speculative.acceptance_convert import conditional_from_unconditional
-    from simulator.sweep.paysoff_spec import acceptance_profile
+    from simulator.specs.paysoff_sweep import acceptance_profile
 
     flags = {"rate": "--acceptance", "per_position": "--acceptance-per-position", "length": "--acceptance-length", "at_k": "-k", "lengths": "--acceptance-per-position-vllm"}
     given = [f for f, v in (("--acceptance-length", args.acceptance_length), ("--acceptance", args.acceptance), ("--acceptance-per-position", args.acceptance_per_position),
@@ -260,14 +260,14 @@ def _check_system(args) -> str:
 
 
 def kind_settings(kind, args):
-    from simulator.speculative.proposers.base import SpecSettings
+    from simulator.speculative.proposers.base import SpeculationSettings
 
-    return SpecSettings(k=1, options=kind.resolve_options(dict(options_from_args(args, kind))))
+    return SpeculationSettings(k=1, options=kind.resolve_options(dict(options_from_args(args, kind))))
 
 
 def spec_from_args(args):
     """The one-deployment pays-off spec the flags describe (every input checked, nothing simulated)."""
-    from simulator.sweep.paysoff_spec import single_deployment
+    from simulator.specs.paysoff_sweep import single_deployment
 
     device = _check_system(args)
     ks = _ints(args.k_range, "--k-range", doubling=False)
@@ -315,7 +315,7 @@ def check_runs(spec) -> None:
     """The simulator's own checks (head for this target, sharding, context) on the largest run,
     before anything is simulated: a bad combination fails in a second, not after the grid (memory
     is checked by each run, still before anything is written)."""
-    from simulator.sweep.paysoff import closed_loop_workload, run_config, speculation
+    from simulator.sweep.paysoff_runner import closed_loop_workload, run_config, speculation
     from simulator.sweep.runner import warm_predictor
 
     profile = spec.profiles[0]
@@ -353,7 +353,7 @@ def _from(x: Optional[int], spec) -> str:
 def format_answer(spec, output, limits: Optional[vllm_serve.Limits] = None, speculative_input=None) -> str:
     """The table and the recommendation, as printed.  ``limits``: where the scheduler limits came
     from (the command's flags); ``speculative_input``: the user's --speculative-config, read."""
-    from simulator.sweep.metrics import OVERLOAD_TTFT_GROWTH
+    from simulator.schemas import OVERLOAD_TTFT_GROWTH
     from simulator.website import units
 
     doc = output.schedules
@@ -516,7 +516,7 @@ def main(argv=None) -> int:
 
 def _main(args, argv) -> int:
     from simulator.sweep.executors import LocalExecutor
-    from simulator.sweep.paysoff import csv_texts, run_paysoff
+    from simulator.sweep.paysoff_runner import csv_texts, run_paysoff
     from simulator.textio import atomic_write_text, check_writable_file
 
     spec = spec_from_args(args)

@@ -17,13 +17,14 @@ from typing import Callable, Optional
 from simulator.errors import ConfigError
 from simulator.progress import say
 from simulator.published import reproduce as published_reproduce
-from simulator.published import spec as published_spec
+from simulator.specs import published_measurements as published_spec
 from simulator.profiling import step_calibration
-from simulator.sweep import paysoff as paysoff_sweep
+from simulator.sweep import paysoff_runner as paysoff_sweep
 from simulator.sweep.executors import make_executor
-from simulator.sweep.paysoff_spec import load_paysoff_spec
-from simulator.sweep.runner import PROGRESS_COLUMNS, SWEEP_COLUMNS, run_sweep, to_csv_text
-from simulator.sweep.spec import load_spec
+from simulator.specs.paysoff_sweep import load_paysoff_spec
+from simulator.schemas import PROGRESS_COLUMNS, SWEEP_COLUMNS
+from simulator.sweep.runner import run_sweep, to_csv_text
+from simulator.specs.sweep import load_spec
 from simulator.textio import check_writable_dir, check_writable_file
 from simulator.publication import Publication, remove_leftovers
 from simulator.website.render import SiteSources, check_sources, render_into, render_site
@@ -31,7 +32,7 @@ from simulator.website.render import SiteSources, check_sources, render_into, re
 
 @dataclass(frozen=True)
 class PaysoffInputs:
-    """data/paysoff.toml -> data/paysoff.csv, data/paysoff_crossovers.csv, data/recommended_schedules.json."""
+    """data/paysoff.toml -> data/results/paysoff.csv, data/results/paysoff_crossovers.csv, data/results/recommended_schedules.json."""
 
     spec: Path
     csv: Path
@@ -57,7 +58,7 @@ class BuildOptions:
 
 @dataclass(frozen=True)
 class PublishedInputs:
-    """data/published.toml + its assumptions -> data/published.csv (simulated with the sweep); the
+    """data/published.toml + its assumptions -> data/results/published.csv (simulated with the sweep); the
     step-time model's declared calibration data is checked against its check rows."""
 
     measurements: Path

@@ -14,7 +14,7 @@ from typing import Optional
 from simulator.argtypes import Synonyms
 from simulator.errors import ConfigError
 from simulator.speculative import proposers
-from simulator.speculative.proposers.base import ProposerKind, SpecSettings
+from simulator.speculative.proposers.base import ProposerKind, SpeculationSettings
 
 # The CLI flag of an option whose engine has a flag of its own (SGLang's tree settings).
 ENGINE_FLAGS = {"eagle_topk": "--speculative-eagle-topk", "num_draft_tokens": "--speculative-num-draft-tokens"}
@@ -95,7 +95,7 @@ def check_acceptance_input(kind: ProposerKind, given: str) -> None:
 
 def max_acceptance_length(kind: ProposerKind, k: int, options: tuple) -> int:
     """The most tokens one step of ``kind`` can advance by at ``k`` (a tree: its depth or nodes + 1)."""
-    return kind.max_acceptance_length(SpecSettings(k=k, options=kind.resolve_options(dict(options))))
+    return kind.max_acceptance_length(SpeculationSettings(k=k, options=kind.resolve_options(dict(options))))
 
 
 def draft_model_help() -> str:

@@ -3,7 +3,8 @@
 The model hash covers exactly what can change a simulated number: the speculative model, the
 Vidur glue, the profile sources and the built-in profile's physics (with its device
 constants), the run configuration, the catalog of models, the summaries, and the sweep's
-derived metrics (speedups, crossovers, the published rows' mapping to runs).  It does not cover
+derived metrics (speedups, crossovers, the published rows' mapping to runs) and the recorded
+files' columns and thresholds (:mod:`simulator.schemas`).  It does not cover
 the site, the validation client, the sweep's executors,
 the profiler or the command-line front ends.  Python files are hashed as their AST dump with
 docstrings removed, so comments, docstrings and formatting leave it unchanged; data files are
@@ -35,6 +36,7 @@ MODEL_SOURCES = (
     "results.py",
     "workloads.py",
     "sweep/metrics.py",
+    "schemas.py",
     "sweep/crossover.py",
     "published/plan.py",
 )

@@ -103,6 +103,18 @@ def random_lengths(
     return draw(prompt_tokens), draw(output_tokens)
 
 
+def spread_closed_loop(
+    concurrency: int, num_requests: int, prompt_tokens: int, output_tokens: int, range_ratio: float, seed: int
+) -> ClosedLoopWorkload:
+    """A closed loop whose lengths are drawn uniformly around the given ones, as ``vllm bench serve
+    --random-range-ratio`` does (:func:`random_lengths`): fixed lengths finish in lockstep, so a
+    closed loop would refill in waves; a spread lets completions and arrivals interleave."""
+    if not (isinstance(num_requests, int) and not isinstance(num_requests, bool) and num_requests > 0):
+        raise ConfigError(f"num_requests = {num_requests!r}: must be a positive integer")
+    prompts, outputs = random_lengths(num_requests, prompt_tokens, output_tokens, range_ratio, seed)
+    return ClosedLoopWorkload(concurrency, prompts, outputs)
+
+
 def poisson_arrivals(num_requests: int, rate: float, seed: int) -> tuple[float, ...]:
     """Poisson arrival times (exponential gaps, uncapped), seeded; the first request at 0."""
     gaps = np.random.default_rng([seed, 1]).exponential(1.0 / rate, size=num_requests)

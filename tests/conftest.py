@@ -5,12 +5,13 @@ for it, and the Chromium that Playwright drives (``$PLAYWRIGHT_CHROMIUM``, else 
 Tiers, by marker (``pytest -m unit`` runs the fast tier):
 
 * ``browser``: uses Playwright's ``page``; marked here from the fixture.
-* ``torch``: needs PyTorch; marked here from a skip condition that names it.
-* ``shared``: needs ``../shared``; marked here from a skip condition that names it.
+* ``torch``: needs PyTorch; marked by hand with its skip (``tiers.requires("torch", ...)``).
+* ``shared``: needs ``../shared``; marked by hand (``tiers.requires("shared", ...)`` or ``@pytest.mark.shared``).
 * ``simulation``: runs a Vidur simulation; marked in the test module (``pytestmark`` or per test).
-* ``unit``: everything else, marked here.  A unit test that starts a Vidur simulation in the test
-  process (a fixture's included) or in a worker it forks fails, naming the marker it needs, so
-  the tier cannot drift; tests that simulate through a subprocess are marked by hand.
+* ``unit``: everything else, marked here (no tier is read from a skip reason's wording).  A unit
+  test that starts a Vidur simulation in the test process (a fixture's included) or in a worker
+  it forks fails, naming the marker it needs, so the tier cannot drift; tests that simulate
+  through a subprocess are marked by hand.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from repo import DATA_DIR, REPO_ROOT, site_dirs
+from repo import DATA_DIR, REPO_ROOT, RESULTS_DIR, site_dirs
+from tiers import TIERS
 from simulator.website.render import SiteSources, render_site
 
 SYSTEM_CHROMIUM = Path("/usr/bin/chromium")
@@ -59,22 +61,10 @@ def isolated_cache(tmp_path_factory):
         os.environ.pop("VIDUR_SPECDEC_CACHE", None)
 
 
-TIERS = ("simulation", "browser", "torch", "shared")
-
-
-def _skip_reasons(item) -> str:
-    return " ".join(str(m.kwargs.get("reason", "")) for m in item.iter_markers("skipif"))
-
-
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        reasons = _skip_reasons(item)
         if "page" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
-        if "PyTorch" in reasons:
-            item.add_marker(pytest.mark.torch)
-        if "../shared" in reasons:
-            item.add_marker(pytest.mark.shared)
         if not any(item.get_closest_marker(tier) for tier in TIERS):
             item.add_marker(pytest.mark.unit)
 
@@ -103,18 +93,18 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 def _checkout_outputs() -> dict:
-    return {p.name: p.read_bytes() for p in sorted(DATA_DIR.iterdir()) if p.is_file()}
+    return {p.relative_to(DATA_DIR).as_posix(): p.read_bytes() for folder in (DATA_DIR, RESULTS_DIR) for p in sorted(folder.iterdir()) if p.is_file()}
 
 
 @pytest.fixture(scope="session", autouse=True)
 def checkout_untouched():
     """No test writes into the checkout's data/ (a build under test that forgot one of its path
-    flags once rewrote data/paysoff.csv): the session fails if any recorded file changed."""
+    flags once rewrote data/results/paysoff.csv): the session fails if any recorded file changed."""
     before = _checkout_outputs()
     yield
     after = _checkout_outputs()
     changed = sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
-    assert not changed, f"the test session changed data/ in the checkout: {changed}"
+    assert not changed, f"the test session changed data/ or data/results/ in the checkout: {changed}"
 
 
 @pytest.fixture(scope="session")
@@ -138,9 +128,9 @@ def base_url(pytestconfig):
 
 @pytest.fixture(scope="session")
 def committed_csvs() -> tuple[Path, Path]:
-    sweep, progress = DATA_DIR / "sweep.csv", DATA_DIR / "progress.csv"
+    sweep, progress = RESULTS_DIR / "sweep.csv", RESULTS_DIR / "progress.csv"
     if not sweep.is_file() or not progress.is_file():
-        pytest.fail("data/sweep.csv and data/progress.csv are committed results; run `python build.py` to record them")
+        pytest.fail("data/results/sweep.csv and data/results/progress.csv are committed results; run `python build.py` to record them")
     return sweep, progress
 
 
@@ -159,9 +149,9 @@ def recorded_site(tmp_path_factory, committed_csvs) -> Path:
     out = tmp_path_factory.mktemp("recorded") / "site"
     render_site(
         SiteSources(
-            sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1], paysoff_csv=DATA_DIR / "paysoff.csv",
-            paysoff_crossovers_csv=DATA_DIR / "paysoff_crossovers.csv", schedules_json=DATA_DIR / "recommended_schedules.json",
-            published_csv=DATA_DIR / "published.csv", **site_dirs(),
+            sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1], paysoff_csv=RESULTS_DIR / "paysoff.csv",
+            paysoff_crossovers_csv=RESULTS_DIR / "paysoff_crossovers.csv", schedules_json=RESULTS_DIR / "recommended_schedules.json",
+            published_csv=RESULTS_DIR / "published.csv", **site_dirs(),
         ),
         out,
     )

@@ -3,7 +3,8 @@
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-DATA_DIR = REPO_ROOT / "data"
+DATA_DIR = REPO_ROOT / "data"  # the inputs: specs (*.toml), calibration data, measured profiles
+RESULTS_DIR = DATA_DIR / "results"  # what python build.py records
 SHARED_DIR = REPO_ROOT.parent / "shared"
 
 

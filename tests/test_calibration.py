@@ -5,6 +5,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tiers import requires
+
 from simulator.catalog import model_shape
 from simulator.profiles import roofline
 from simulator.profiling import accuracy, calibrate
@@ -12,7 +14,7 @@ from simulator.profiles.hardware import DEVICES_FILE, get_device, load_devices
 from simulator.profiling.measured import read_measurements
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "vidur-profiles" / "a100" / "meta-llama" / "Llama-2-7b-hf"
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/vidur-profiles is absent (measured profiles are not part of a clone)")
+needs_shared = requires("shared", not SHARED.is_dir(), "../shared/vidur-profiles is absent (measured profiles are not part of a clone)")
 LLAMA = model_shape("meta-llama/Llama-2-7b-hf")
 
 
@@ -97,7 +99,7 @@ from simulator.profiling.shards import read_shards
 
 REPO = Path(__file__).resolve().parents[1]
 H100_PROFILES = REPO.parent / "shared" / "vidur-profiles" / "h100"
-needs_h100 = pytest.mark.skipif(not H100_PROFILES.is_dir(), reason="../shared/vidur-profiles/h100 is absent (measured profiles are not part of a clone)")
+needs_h100 = requires("shared", not H100_PROFILES.is_dir(), "../shared/vidur-profiles/h100 is absent (measured profiles are not part of a clone)")
 H100_MODELS = ("meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-70b-hf", "microsoft/phi-2")
 
 

@@ -409,11 +409,11 @@ def test_tied_embeddings_are_one_matrix_in_a_drafts_memory():
     """A draft model with tied embeddings (Qwen2.5-0.5B) holds its embedding and LM head as one matrix."""
     from simulator.engine.memory_plan import model_memory, network_memory
     from simulator.speculative import proposers
-    from simulator.speculative.proposers.base import SpecSettings
+    from simulator.speculative.proposers.base import SpeculationSettings
     from simulator.vidur.configs import ReplicaConfig
 
     def draft_memory(replica, _):
-        return proposers.kind("draft").draft_memory(network_memory(replica), SpecSettings(k=1))
+        return proposers.kind("draft").draft_memory(network_memory(replica), SpeculationSettings(k=1))
 
     name = str(HF / "Qwen2.5-0.5B-Instruct")
     model_shape(name)  # reads the config.json and registers it with Vidur

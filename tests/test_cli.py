@@ -24,6 +24,7 @@ from simulator.config import (
     SpeculationConfig,
 )
 from simulator.results import RunSummary, speedup
+from simulator.workloads import spread_closed_loop
 from simulator.speculative.acceptance_convert import acceptance_length
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -142,7 +143,7 @@ def test_device_names_match_case_insensitively(name):
 def test_seed_sweep_keeps_its_scheduler_limits():
     """The simulator's defaults became vLLM's; the published sweep pins what it always ran with."""
     from simulator.sweep.runner import expand, expand_progress
-    from simulator.sweep.spec import load_spec
+    from simulator.specs.sweep import load_spec
 
     spec = load_spec(ROOT / "data" / "sweep.toml")
     configs = expand(spec) + expand_progress(spec)
@@ -261,13 +262,13 @@ def test_closed_loop_spread_and_start_up_burst(capsys, tmp_path):
 
 
 def test_closed_loop_spread_is_seeded_and_bounded():
-    a = ClosedLoopWorkload.spread(8, 200, 1000, 100, 0.25, seed=3)
-    assert a == ClosedLoopWorkload.spread(8, 200, 1000, 100, 0.25, seed=3)
-    assert a != ClosedLoopWorkload.spread(8, 200, 1000, 100, 0.25, seed=4)
+    a = spread_closed_loop(8, 200, 1000, 100, 0.25, seed=3)
+    assert a == spread_closed_loop(8, 200, 1000, 100, 0.25, seed=3)
+    assert a != spread_closed_loop(8, 200, 1000, 100, 0.25, seed=4)
     prompts, outputs = np.array(a.prompt_tokens), np.array(a.output_tokens)
     assert prompts.min() >= 750 and prompts.max() <= 1250 and outputs.min() >= 75 and outputs.max() <= 125
     assert abs(prompts.mean() - 1000) < 25  # uniform around the given length
-    assert ClosedLoopWorkload.spread(8, 20, 1000, 100, 0.0, seed=3) == ClosedLoopWorkload.fixed(8, 20, 1000, 100)
+    assert spread_closed_loop(8, 20, 1000, 100, 0.0, seed=3) == ClosedLoopWorkload.fixed(8, 20, 1000, 100)
 
 
 # --- typed results and the one speedup ----------------------------------------------------

@@ -8,10 +8,10 @@ import pytest
 
 from simulator.catalog import model_shape
 from simulator.config import DEFAULT_ENGINE_OVERHEAD_MS, ClosedLoopWorkload, RunConfig, SpeculationConfig
-from simulator.engine.batch import SpecBatch
+from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.proposers import ProposerCost, passes_fixed_seconds
 from simulator.speculative import proposers
-from simulator.speculative.proposers.base import ModelFacts, SpecSettings
+from simulator.speculative.proposers.base import ModelFacts, SpeculationSettings
 from simulator.speculative.step import StepPlan
 from simulator.errors import ConfigError
 from simulator.engine import simulation
@@ -125,7 +125,7 @@ class _FixedPredictor:
         return 1e-3
 
 
-def _decode_batch(k: int, rows: int = 2, kv: int = 200) -> SpecBatch:
+def _decode_batch(k: int, rows: int = 2, kv: int = 200) -> SpeculativeBatch:
     """A step of ``rows`` decode rows, each verifying k + 1 tokens over ``kv`` cached ones, all accepted."""
     requests = []
     for _ in range(rows):
@@ -133,7 +133,7 @@ def _decode_batch(k: int, rows: int = 2, kv: int = 200) -> SpecBatch:
         mark_prefill_complete(r)
         requests.append(r)
     plan = StepPlan(requests, [k + 1] * rows, [kv + k + 1] * rows, [True] * rows, [k] * rows, [k] * rows, [k + 1] * rows)
-    return SpecBatch.of_plan(0, plan)
+    return SpeculativeBatch.of_plan(0, plan)
 
 
 EAGLE3_FACTS = ModelFacts(EAGLE3, "LlamaForCausalLMEagle3", 4096, 32000, 1, drafter="eagle3", fc_inputs=3)
@@ -141,7 +141,7 @@ EAGLE3_FACTS = ModelFacts(EAGLE3, "LlamaForCausalLMEagle3", 4096, 32000, 1, draf
 
 def _cost(name, pass_overhead_ms, draft=None):
     kind = proposers.kind(name)
-    model = kind.step_cost(SpecSettings(k=4, draft=draft))
+    model = kind.step_cost(SpeculationSettings(k=4, draft=draft))
     return ProposerCost(model, _FixedPredictor(), model_shape(EAGLE3), 1, get_device("h100"), pass_overhead_ms=pass_overhead_ms)
 
 

@@ -9,12 +9,12 @@ import pytest
 from simulator import versions
 
 PACKAGE = versions.PACKAGE_DIR
-TOOLS = ("simulator.sweep", "simulator.website", "simulator.validation", "simulator.published", "simulator.pipeline", "simulator.paysoff",
-         "simulator.profiling")
+TOOLS = ("simulator.sweep", "simulator.specs", "simulator.website", "simulator.validation", "simulator.published", "simulator.pipeline", "simulator.paysoff",
+         "simulator.profiling", "simulator.publication")
 # The simulator: modelling, Vidur glue, profiles, and what they are configured and reported with.
 CORE = ("speculative", "engine", "vidur", "profiles", "models", "config.py", "catalog.py", "shapes.py", "results.py", "workloads.py",
         "inputs.py", "textio.py", "errors.py", "paths.py", "versions.py", "hashing.py", "progress.py", "argtypes.py", "cli.py", "__init__.py", "__main__.py",
-        "run_cache.py", "vllm_serve.py", "command.py", "speculative_config.py", "proposer_flags.py")
+        "run_cache.py", "vllm_serve.py", "command.py", "speculative_config.py", "proposer_flags.py", "schemas.py")
 
 
 def _imports(path):
@@ -24,6 +24,18 @@ def _imports(path):
             yield node.module
         elif isinstance(node, ast.Import):
             yield from (alias.name for alias in node.names)
+
+
+def test_every_module_is_on_one_side_of_the_layering():
+    """A new module must be placed: in the simulator (CORE) or among the tools (TOOLS), never both, never neither."""
+    tools = {name.split(".", 1)[1] for name in TOOLS}
+    placed = {}
+    for entry in sorted(PACKAGE.iterdir()):
+        if entry.name == "__pycache__" or not (entry.suffix == ".py" or (entry / "__init__.py").is_file()):
+            continue
+        sides = [side for side, found in (("core", entry.name in CORE), ("tools", entry.name.removesuffix(".py") in tools)) if found]
+        placed[entry.name] = sides
+    assert {name: sides for name, sides in placed.items() if len(sides) != 1} == {}
 
 
 def _core_files():
@@ -71,6 +83,132 @@ def test_the_site_only_renders():
         if module.startswith(forbidden)
     ]
     assert offenders == []
+
+
+def _simulator_imports(path):
+    """The simulator modules a file imports: ``from simulator.x import y`` is x.y when y is a module, else x."""
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("simulator"):
+            for alias in node.names:
+                name = f"{node.module}.{alias.name}"
+                yield name if _is_module(name) else node.module
+        elif isinstance(node, ast.Import):
+            yield from (a.name for a in node.names if a.name.startswith("simulator"))
+
+
+# What the site may read besides itself: the file contracts, input checking, the output folder,
+# the proposers' labels, and the committed verify profile's reader and fit (a profile is an input,
+# not a recorded result).  Never a writer of a recorded file (the sweeps, the reproduction, the pipeline).
+SITE_MAY_IMPORT = (
+    "simulator.schemas", "simulator.errors", "simulator.inputs", "simulator.publication", "simulator.speculative.proposers",
+    "simulator.profiling.verify_fit", "simulator.profiling.verify_table",
+)
+
+
+def _is_module(name: str) -> bool:
+    base = PACKAGE.parent.joinpath(*name.split("."))
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+def test_the_site_reads_recorded_files_by_their_contract_not_their_writer():
+    offenders = sorted(
+        f"{path.relative_to(PACKAGE)} imports {module}"
+        for path in sorted((PACKAGE / "website").rglob("*.py"))
+        for module in _simulator_imports(path)
+        if _is_module(module) and module != "simulator" and not module.startswith(("simulator.website",) + SITE_MAY_IMPORT)
+    )
+    assert offenders == []
+
+
+def test_every_file_contract_is_defined_once_in_schemas():
+    """A column list, threshold or field list shared by a writer and the site is assigned only in
+    schemas.py; a writer that kept its own copy could drift from what the site checks."""
+    from simulator import schemas
+
+    contracts = {name for name in vars(schemas) if name.isupper()}
+    redefined = sorted(
+        f"{path.relative_to(PACKAGE)} defines {target.id}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if path.name != "schemas.py"
+        for node in ast.parse(path.read_text()).body
+        if isinstance(node, (ast.Assign, ast.AnnAssign))
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name) and target.id in contracts
+    )
+    assert redefined == []
+    for writer in ("sweep/runner.py", "sweep/paysoff_runner.py", "published/reproduce.py", "pipeline.py", "validation/report.py"):
+        assert "simulator.schemas" in set(_simulator_imports(PACKAGE / writer)), writer
+
+
+def _module_name(path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict:
+    """Module -> the simulator modules it imports, at any depth of the file (a deferred import inside
+    a function is still an edge: deferring hides a circle, it does not break it)."""
+    return {
+        _module_name(path): {m for m in _simulator_imports(path) if _is_module(m)} - {_module_name(path)}
+        for path in sorted(PACKAGE.rglob("*.py"))
+    }
+
+
+def _cycles(graph: dict) -> list[list[str]]:
+    """Each strongly connected group of two or more modules (Tarjan), sorted."""
+    index, low, stack, on_stack, groups = {}, {}, [], set(), []
+
+    def visit(node):
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in on_stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1:
+                groups.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(groups)
+
+
+def test_the_cycle_finder_finds_a_circle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_circle_among_simulator_modules():
+    """A package's __init__ re-exporting its own modules is not a circle between modules; every
+    other loop (config <-> workloads was one) is: the lower layer must not know the upper."""
+    graph = _import_graph()
+    for name, imports in graph.items():  # a package may import its own modules, and they their siblings through it
+        graph[name] = {m for m in imports if not (m.startswith(name + ".") or name.startswith(m + "."))}
+    assert _cycles(graph) == []
+
+
+def test_the_benchmarks_run_without_the_test_extras():
+    """Every bench/*.py starts (``--help``) with pytest unimportable: a benchmark may borrow a
+    pytest-free helper from tests/ (stock_vidur.py), never a test module."""
+    import subprocess
+    import sys
+
+    hide = "import runpy, sys; sys.modules['pytest'] = sys.modules['_pytest'] = None; sys.argv = [sys.argv[1], '--help']; runpy.run_path(sys.argv[0], run_name='__main__')"
+    for script in sorted((PACKAGE.parent / "bench").glob("*.py")):
+        result = subprocess.run([sys.executable, "-c", hide, str(script)], capture_output=True, text=True, cwd=PACKAGE.parent)
+        assert result.returncode == 0 and "usage" in result.stdout, f"{script.name}: {result.stderr[-2000:]}"
 
 
 # --- one adapter package to Vidur ---------------------------------------------------------------

@@ -14,6 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tiers import requires
+
 from simulator.catalog import model_config, model_shape
 from simulator.errors import ConfigError
 from simulator.profiles import grid as vidur_grid
@@ -29,7 +31,7 @@ try:
     import torch
 except ImportError:  # the grid and the error paths are still tested
     torch = None
-needs_torch = pytest.mark.skipif(torch is None, reason="measuring needs PyTorch (pip install -e '.[profile]')")
+needs_torch = requires("torch", torch is None, "measuring needs PyTorch (pip install -e '.[profile]')")
 
 MODEL = "JackFram/llama-68m"  # Llama architecture, 768 wide: one layer builds in well under a second
 TINY = ["--grid", "small", "--max-tokens", "8", "--max-batch", "2", "--max-kv", "32", "--repeats", "3", "--warmup", "1", "--torch-device", "cpu"]

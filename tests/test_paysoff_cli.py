@@ -154,7 +154,7 @@ def test_seeds_mean_what_they_mean_in_python_m_simulator(capsys):
 
 
 def test_proposal_probability_reaches_every_speculative_run():
-    from simulator.sweep.paysoff import speculation
+    from simulator.sweep.paysoff_runner import speculation
 
     spec, _ = _spec("--acceptance", "0.7", "--proposal-probability", "0.6", *SMALL[:4])
     assert speculation(spec, spec.profiles[0], "kv_once", 2)["proposal_probability"] == 0.6
@@ -163,7 +163,7 @@ def test_proposal_probability_reaches_every_speculative_run():
 
 
 def test_the_vllm_version_picks_the_engine_of_every_run():
-    from simulator.sweep.paysoff import fixed_k_jobs
+    from simulator.sweep.paysoff_runner import fixed_k_jobs
 
     spec, _ = _spec("--acceptance", "0.7", "--vllm-version", "0.14.0", *SMALL[:4])
     assert {job.config.engine for job in fixed_k_jobs(spec)} == {"vllm-0.14.0"}
@@ -192,7 +192,7 @@ def test_more_bad_input_is_one_line_with_one_prefix(argv, message, capsys, tmp_p
 
 
 def test_ctrl_c_exits_130_with_one_line_and_writes_nothing(capsys, tmp_path, monkeypatch):
-    from simulator.sweep import paysoff as sweep
+    from simulator.sweep import paysoff_runner as sweep
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
@@ -238,7 +238,7 @@ def _fake_runs(speedups):
 def _answer(speedups, *argv):
     from simulator import paysoff
     from simulator.sweep.executors import LocalExecutor
-    from simulator.sweep.paysoff import run_paysoff
+    from simulator.sweep.paysoff_runner import run_paysoff
 
     args = paysoff.build_parser().parse_args(["--acceptance", "0.7", "--concurrency", "8,32", "--request-rate", "2,16", "--k-range", "1-2",
                                               "--max-num-seqs", "64", *argv])

@@ -149,9 +149,9 @@ def test_vllms_prompt_lookup_defaults_apply_to_an_ngram_config():
 
 
 def _settings(spec):
-    from simulator.speculative.proposers.base import SpecSettings
+    from simulator.speculative.proposers.base import SpeculationSettings
 
-    return SpecSettings(k=spec.num_speculative_tokens, options=spec.option_values)
+    return SpeculationSettings(k=spec.num_speculative_tokens, options=spec.option_values)
 
 
 NGRAM4 = '{"method":"ngram","num_speculative_tokens":4}'

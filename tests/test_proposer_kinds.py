@@ -10,7 +10,7 @@ from simulator import ClosedLoopWorkload, RunConfig, SpeculationConfig
 from simulator.engine.resolve import resolve_run
 from simulator.errors import ConfigError
 from simulator.speculative import proposers
-from simulator.speculative.proposers.base import ModelFacts, SpecSettings
+from simulator.speculative.proposers.base import ModelFacts, SpeculationSettings
 from simulator.speculative.proposers.suffix import truncated_geometric
 
 MIMO, QWEN3, DFLASH = "XiaomiMiMo/MiMo-7B-Base", "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16"
@@ -32,11 +32,11 @@ def test_mtp_reuses_its_layers_only_for_a_multiple_of_their_count():
     kind = proposers.kind("mtp")
     target = ModelFacts("t", "MiMoForCausalLM", 1024, 1000, 8, mtp_layers=2, mtp_field="num_nextn_predict_layers")
     for k in (1, 2, 4):
-        kind.check(SpecSettings(k=k, target=target), target, 1, 1)
+        kind.check(SpeculationSettings(k=k, target=target), target, 1, 1)
     with pytest.raises(ConfigError, match="num_speculative_tokens = 3: t has 2 MTP layers"):
-        kind.check(SpecSettings(k=3, target=target), target, 1, 1)
+        kind.check(SpeculationSettings(k=3, target=target), target, 1, 1)
     with pytest.raises(ConfigError, match="field 'num_nextn_predict_layers' = 0"):
-        kind.check(SpecSettings(k=1), ModelFacts("u", "X", 1, 1, 1, mtp_field="num_nextn_predict_layers"), 1, 1)
+        kind.check(SpeculationSettings(k=1), ModelFacts("u", "X", 1, 1, 1, mtp_field="num_nextn_predict_layers"), 1, 1)
 
 
 def test_mtp_memory_is_its_layer_and_fc_and_one_layer_of_kv():

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from simulator.engine.batch import SpecBatch
+from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.proposers import ProposerCost
 from simulator.errors import ConfigError
 from simulator.profiles import roofline
@@ -22,7 +22,7 @@ from simulator.profiles.hardware import get_device
 from simulator.shapes import ModelShape
 from simulator.speculative import proposers
 from simulator.speculative.memory import BYTES, ModelMemory
-from simulator.speculative.proposers.base import ACCEPTANCE_INPUTS, DraftSource, ModelFacts, NetworkMemory, SpecSettings
+from simulator.speculative.proposers.base import ACCEPTANCE_INPUTS, DraftSource, ModelFacts, NetworkMemory, SpeculationSettings
 from simulator.speculative.step import StepPlan
 
 KINDS = {kind.name: kind for kind in proposers.KINDS}
@@ -60,9 +60,9 @@ OPTIONS = {"ngram_gpu": {"prompt_lookup_max": 4, "prompt_lookup_min": 2}, "eagle
            "eagle3_tree": {"eagle_topk": 3, "num_draft_tokens": 10}}
 
 
-def settings(name: str, k: int = 4) -> SpecSettings:
+def settings(name: str, k: int = 4) -> SpeculationSettings:
     kind = KINDS[name]
-    return SpecSettings(k=k, options=kind.resolve_options(OPTIONS.get(name, {})), ngram_overhead_ms=0.25, draft=DRAFTS.get(name), target=TARGET)
+    return SpeculationSettings(k=k, options=kind.resolve_options(OPTIONS.get(name, {})), ngram_overhead_ms=0.25, draft=DRAFTS.get(name), target=TARGET)
 
 
 def test_every_kind_is_in_the_tables():
@@ -182,7 +182,7 @@ def independent_cost(work, predictor: RecordingPredictor, layers: int) -> float:
     return total
 
 
-def expected_passes(name: str, step: StepPlan, s: SpecSettings) -> int:
+def expected_passes(name: str, step: StepPlan, s: SpeculationSettings) -> int:
     depth = step.max_proposals
     if name in ("ngram", "ngram_gpu", "suffix"):
         return 0
@@ -202,7 +202,7 @@ def test_a_steps_cost_is_the_sum_of_its_passes(name, seed):
     step = sampled_step(rng, rows=int(rng.integers(1, 9)), k=s.k, tree_nodes=tree.nodes if tree else 0)
     predictor = RecordingPredictor()
     cost = ProposerCost(kind.step_cost(s), predictor, SHAPE, 3, DEVICE, OVERHEAD_MS)
-    seconds = cost.step_seconds(SpecBatch.of_plan(0, step))
+    seconds = cost.step_seconds(SpeculativeBatch.of_plan(0, step))
     work = kind.step_cost(s).work(step)
     assert seconds == pytest.approx(independent_cost(work, RecordingPredictor(), 3), rel=1e-12)
     assert len(work.passes) == len(predictor.batches) == expected_passes(name, step, s)
@@ -235,7 +235,7 @@ def test_the_recommended_config_round_trips_through_vllms_keys(name):
     kind = KINDS[name]
     given = {"ngram": {"prompt_lookup_max": 3}, "ngram_gpu": {"prompt_lookup_max": 6, "prompt_lookup_min": 2},
              "suffix": {"suffix_max_tree_depth": 16, "suffix_min_token_prob": 0.2}}.get(name, {})
-    s = SpecSettings(k=3, options=kind.resolve_options(given))
+    s = SpeculationSettings(k=3, options=kind.resolve_options(given))
     draft = "some/draft" if kind.needs_draft_model else None
     config = json.loads(json.dumps(kind.speculative_config(s, draft, 1 if kind.runs_network else None)))
     assert set(config) <= VLLM_KEYS and config["method"] == kind.vllm_method and config["num_speculative_tokens"] == 3
@@ -250,7 +250,7 @@ def test_the_recommended_config_round_trips_through_vllms_keys(name):
 @pytest.mark.parametrize("name", ["eagle_tree", "eagle3_tree"])
 def test_a_trees_launch_flags_round_trip_through_sglangs_names(name):
     kind = KINDS[name]
-    s = SpecSettings(k=8, options=kind.resolve_options({"eagle_topk": 8, "num_draft_tokens": 64}))
+    s = SpeculationSettings(k=8, options=kind.resolve_options({"eagle_topk": 8, "num_draft_tokens": 64}))
     flags = dict(flag.split(" ", 1) for flag in kind.launch_flags(s, "some/head"))
     assert flags["--speculative-algorithm"] == ("EAGLE" if name == "eagle_tree" else "EAGLE3")
     assert kind.from_launch_flags(flags) == s

@@ -7,8 +7,9 @@ import pytest
 
 from simulator.errors import ConfigError
 from simulator.published.plan import plan, simulated_value
-from simulator.published.reproduce import SIMULATED, summary
-from simulator.published.spec import load, load_assumptions, load_measurements
+from simulator.schemas import SIMULATED
+from simulator.website.published_summary import summary
+from simulator.specs.published_measurements import load, load_assumptions, load_measurements
 from simulator.speculative.acceptance_convert import (
     acceptance_length,
     conditional_from_lengths,
@@ -18,7 +19,7 @@ from simulator.speculative.acceptance_convert import (
 )
 from simulator.speculative.progress import expected_progress
 
-from repo import DATA_DIR
+from repo import DATA_DIR, RESULTS_DIR
 
 PUBLISHED, ASSUMPTIONS = DATA_DIR / "published.toml", DATA_DIR / "published_assumptions.toml"
 
@@ -259,14 +260,14 @@ def test_simulated_metrics():
 
 # --- the committed comparison ------------------------------------------------------------------------
 def test_the_comparison_is_committed():
-    assert (DATA_DIR / "published.csv").is_file(), "data/published.csv is a committed result; run `python build.py` to record it"
+    assert (RESULTS_DIR / "published.csv").is_file(), "data/results/published.csv is a committed result; run `python build.py` to record it"
 
 
 @pytest.fixture(scope="module")
 def committed():
-    path = DATA_DIR / "published.csv"
+    path = RESULTS_DIR / "published.csv"
     if not path.is_file():
-        pytest.fail("data/published.csv is a committed result; run `python build.py` to record it")
+        pytest.fail("data/results/published.csv is a committed result; run `python build.py` to record it")
     return pd.read_csv(path, keep_default_na=False, na_values=[""])
 
 
@@ -375,7 +376,7 @@ def build_workspace(tmp_path, committed_csvs):
     args = ["--spec", str(ws["spec.toml"]), "--csv", str(ws["sweep.csv"]), "--progress-csv", str(ws["progress.csv"]),
             "--out", str(ws["site"]), "--jobs", "1", "--published", str(ws["published.toml"]),
             "--published-assumptions", str(ws["assumptions.toml"]), "--published-csv", str(ws["published.csv"]),
-            "--no-paysoff"]  # without it the build ran the whole pays-off sweep into data/paysoff.csv
+            "--no-paysoff"]  # without it the build ran the whole pays-off sweep into data/results/paysoff.csv
     return build_cli, ws, args
 
 

@@ -8,14 +8,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from stock_vidur import direct_vidur_requests
 
 import simulator
 from simulator.config import PoissonWorkload, RunConfig
 from simulator.engine.resolve import resolve_run
-from simulator.engine.generator import vidur_synthetic_config
-from simulator.vidur.configs import CacheConfig, ClusterConfig, InMemorySimulationConfig, QuietMetricsConfig, RoundRobinGlobalSchedulerConfig, SarathiSchedulerConfig
-from simulator.vidur.runtime import Simulator
-from simulator.vidur.seam import queued_requests, reset_entity_ids
 from simulator.errors import ConfigError
 
 SMALL = RunConfig(workload=PoissonWorkload(num_requests=60, arrival_rate=4.0, seed=7))
@@ -58,31 +55,6 @@ def test_same_seed_same_results_across_processes(small_run, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["requests.csv"]  # nothing else in the CWD
 
 
-def _direct_vidur_requests(config: RunConfig):
-    """Vidur's own Sarathi scheduler, request generator and Request class; only the predictor is ours
-    (the stock one downloads profiles from the hub)."""
-    workload = config.workload
-    run = resolve_run(config)
-    reset_entity_ids()
-    sim = Simulator(
-        InMemorySimulationConfig(
-            cluster_config=ClusterConfig(
-                num_replicas=1,
-                replica_config=run.target.replica,
-                cache_config=CacheConfig(),
-                global_scheduler_config=RoundRobinGlobalSchedulerConfig(),
-                replica_scheduler_config=SarathiSchedulerConfig(chunk_size=config.chunk_size, batch_size_cap=config.batch_size_cap),
-            ),
-            request_generator_config=vidur_synthetic_config(workload, workload.max_request_tokens),
-            execution_time_predictor_config=run.target.predictor,
-            metrics_config=QuietMetricsConfig(),
-        )
-    )
-    requests = sorted(queued_requests(sim), key=lambda r: r.id)
-    sim.run()
-    return requests
-
-
 # Stock Vidur's costing: no LM head or sampler, no engine overhead.
 STOCK = dataclasses.replace(SMALL, lm_head=False, engine_overhead_ms=0.0)
 
@@ -90,7 +62,7 @@ STOCK = dataclasses.replace(SMALL, lm_head=False, engine_overhead_ms=0.0)
 @pytest.mark.simulation
 def test_matches_a_direct_vidur_sarathi_run():
     stock = simulator.run(STOCK)
-    direct = _direct_vidur_requests(STOCK)
+    direct = direct_vidur_requests(STOCK)
     assert len(direct) == len(stock.requests)
     mine = stock.requests
     assert [r.arrived_at for r in direct] == list(mine.arrival_s)

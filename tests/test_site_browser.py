@@ -439,11 +439,11 @@ def test_first_chart_appears_quickly_from_file(browser, built_site):
 def full_site(tmp_path_factory, committed_csvs) -> Path:
     """The site rendered from the committed seed, progress and published results (the pays-off
     page has its own fixture, a small sweep: paysoff_site)."""
-    from repo import DATA_DIR, site_dirs
+    from repo import RESULTS_DIR, site_dirs
     from simulator.website.render import SiteSources, render_site
 
     out = tmp_path_factory.mktemp("full") / "site"
-    render_site(SiteSources(sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1], published_csv=DATA_DIR / "published.csv", **site_dirs()), out)
+    render_site(SiteSources(sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1], published_csv=RESULTS_DIR / "published.csv", **site_dirs()), out)
     return out
 
 
@@ -635,7 +635,7 @@ def test_calibration_tables_fit_a_phone_without_a_lone_percent_sign(page: Page, 
 # speculation (no acceptance used), an error that rounds to zero, speedups, a calibration row, and
 # ids long enough to push the numbers off a phone's screen.
 def _published_rows() -> list[dict]:
-    from simulator.published.reproduce import COLUMNS
+    from simulator.schemas import PUBLISHED_COLUMNS as COLUMNS
 
     def row(id_, metric, published, simulated, role="check", cls="same_source", proposer="eagle", acceptance="", **extra):
         base = {c: "" for c in COLUMNS}
@@ -658,7 +658,7 @@ def _published_rows() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def published_site(tmp_path_factory, committed_csvs) -> Path:
-    from simulator.published.reproduce import COLUMNS
+    from simulator.schemas import PUBLISHED_COLUMNS as COLUMNS
     from simulator.website.render import SiteSources, render_site
 
     from repo import site_dirs
@@ -752,8 +752,8 @@ def test_published_page_with_rows_passes_axe(page: Page, published_site, width):
 def paysoff_site(tmp_path_factory, committed_csvs) -> Path:
     from repo import site_dirs
     from simulator.sweep.executors import LocalExecutor
-    from simulator.sweep.paysoff import csv_texts, run_paysoff, schedules_json_text
-    from simulator.sweep.paysoff_spec import parse_paysoff_spec
+    from simulator.sweep.paysoff_runner import csv_texts, run_paysoff, schedules_json_text
+    from simulator.specs.paysoff_sweep import parse_paysoff_spec
     from simulator.website.render import SiteSources, render_site
     from test_sweep_paysoff import SMALL
 

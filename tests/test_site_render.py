@@ -16,9 +16,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from simulator.errors import ConfigError
-from repo import REPO_ROOT, site_dirs
-from simulator.sweep.metrics import OVERLOAD_TTFT_GROWTH
-from simulator.sweep.runner import PROGRESS_COLUMNS, SWEEP_COLUMNS
+from repo import REPO_ROOT, RESULTS_DIR, site_dirs
+from simulator.schemas import OVERLOAD_TTFT_GROWTH, PROGRESS_COLUMNS, SWEEP_COLUMNS
 from simulator.website.recorded import load_recorded
 from simulator.website.render import PAGES, SiteSources, render_site
 
@@ -164,8 +163,8 @@ def documented(name: str) -> set[str]:
 def schedule_document_keys() -> tuple[set[str], set[str], set[str]]:
     """The keys recommended_schedules.json has (top level, per schedule, per comparison), from the
     code that writes it, fed a schedule for every deployment of data/paysoff.toml (nothing simulated)."""
-    from simulator.sweep.paysoff import schedule_document
-    from simulator.sweep.paysoff_spec import load_paysoff_spec
+    from simulator.sweep.paysoff_runner import schedule_document
+    from simulator.specs.paysoff_sweep import load_paysoff_spec
 
     spec = load_paysoff_spec(REPO_ROOT / "data" / "paysoff.toml")
     schedules = {p.name: ((1, spec.batch_size_cap, 2),) for p in spec.profiles}
@@ -176,9 +175,9 @@ def schedule_document_keys() -> tuple[set[str], set[str], set[str]]:
 
 
 def test_data_page_documents_every_column_of_every_file(built_site):
-    from simulator.published.reproduce import COLUMNS as PUBLISHED_COLUMNS
-    from simulator.published.spec import MEASUREMENT_FIELDS
-    from simulator.sweep.paysoff import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
+    from simulator.schemas import PUBLISHED_COLUMNS
+    from simulator.specs.published_measurements import MEASUREMENT_FIELDS
+    from simulator.schemas import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
 
     assert set(SWEEP_COLUMNS) <= documented("sweep")
     assert set(PROGRESS_COLUMNS) <= documented("progress")
@@ -337,7 +336,7 @@ SEED_SETUP = "300 requests per run"
 def test_each_page_footer_states_its_own_setup_and_sources(site_sources_copy, tmp_path, committed_csvs):
     """The seed sweep's setup and files belong to the home page; the other pages say what their
     own numbers come from (issue 20: the footer called everything sweep.csv's)."""
-    published = REPO_ROOT / "data" / "published.csv"
+    published = RESULTS_DIR / "published.csv"
     render_site(replace(site_sources_copy, published_csv=published), tmp_path / "site")
     pages = {name: footer_of((tmp_path / "site" / name).read_text()) for name in PAGES}
     assert SEED_SETUP in pages["index.html"] and "comes from sweep.csv and published.csv" in pages["index.html"]
@@ -426,7 +425,7 @@ def blocks(html: str, attr: str) -> Blocks:
 
 @pytest.fixture(scope="module")
 def schedules() -> dict:
-    return json.loads((REPO_ROOT / "data" / "recommended_schedules.json").read_text())
+    return json.loads((RESULTS_DIR / "recommended_schedules.json").read_text())
 
 
 def test_paysoff_stops_paying_agrees_with_the_schedules_band(recorded_site, schedules):
@@ -464,7 +463,7 @@ def test_paysoff_answers_lead_with_their_own_numbers(recorded_site, schedules):
 
 def test_paysoff_shows_every_crossover_of_every_verify_cost(recorded_site):
     """Issue 26: the per-token crossovers (41 then) were only in paysoff_crossovers.csv."""
-    crossovers = pd.read_csv(REPO_ROOT / "data" / "paysoff_crossovers.csv", keep_default_na=False, na_values=[""])
+    crossovers = pd.read_csv(RESULTS_DIR / "paysoff_crossovers.csv", keep_default_na=False, na_values=[""])
     html = (recorded_site / "paysoff.html").read_text()
     cards = {key: html[html.index(f'data-paysoff-key="{key}"'):] for key in crossovers["acceptance"].unique()}
     crossed = crossovers[crossovers["crossover_x"].notna()]
@@ -484,7 +483,7 @@ def test_paysoff_cards_link_their_closest_published_checks_and_warn(recorded_sit
     """Issue 26: the published page's SGLang batch series missed on the same model and GPU, and the
     page said nothing.  The EAGLE-3 card on Llama-3.1-8B links every check row with its proposer,
     model and GPU, and warns (the expected rows and misses are read from published.csv here)."""
-    published = pd.read_csv(REPO_ROOT / "data" / "published.csv", keep_default_na=False, na_values=[""])
+    published = pd.read_csv(RESULTS_DIR / "published.csv", keep_default_na=False, na_values=[""])
     html = (recorded_site / "paysoff.html").read_text()
     cards, answers = blocks(html, "data-paysoff-key"), blocks(html, "data-answer-key")
     rows = published[(published["role"] == "check") & (published["status"] == "simulated") & (published["gpu"] == "h100")
@@ -514,7 +513,7 @@ def test_paysoff_chart_y_range_fits_its_data(recorded_site, schedules):
     """Issue 26: one deployment's 0.9-2.3x was drawn on an axis from 0.4 to 6x.  The extent of what
     a closed-loop chart plots (fixed k under the primary cost, the schedule under every cost) is read
     from paysoff.csv here."""
-    runs = pd.read_csv(REPO_ROOT / "data" / "paysoff.csv", keep_default_na=False, na_values=[""])
+    runs = pd.read_csv(RESULTS_DIR / "paysoff.csv", keep_default_na=False, na_values=[""])
     html = (recorded_site / "paysoff.html").read_text()
     figures = json.loads(re.search(r'<script type="application/json" id="paysoff-data">(.*?)</script>', html, re.S).group(1))["figures"]
     for entry in schedules["schedules"]:
@@ -528,7 +527,7 @@ def test_paysoff_chart_y_range_fits_its_data(recorded_site, schedules):
 
 # --- issue 26: the published page leads with its misses; the home page; the modeling page -------------
 def _published_checks() -> pd.DataFrame:
-    frame = pd.read_csv(REPO_ROOT / "data" / "published.csv", keep_default_na=False, na_values=[""])
+    frame = pd.read_csv(RESULTS_DIR / "published.csv", keep_default_na=False, na_values=[""])
     return frame[(frame["role"] == "check") & (frame["status"] == "simulated")]
 
 

@@ -30,7 +30,7 @@ def _verify_table(directory, lam):
 
 def test_without_a_measurement_the_page_says_it_is_pending(tmp_path, committed_csvs):
     out = tmp_path / "site"
-    render_site(SiteSources(sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1], **site_dirs(), verify_profile_dir=tmp_path / "none"), out)
+    render_site(SiteSources(sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1], **site_dirs(), verify_tables_dir=tmp_path / "none"), out)
     page = (out / "modeling.html").read_text()
     assert "Not measured yet" in page and "bash bench/measure_verify_h200.sh" in page
 
@@ -38,7 +38,7 @@ def test_without_a_measurement_the_page_says_it_is_pending(tmp_path, committed_c
 def test_a_measured_table_shows_its_fitted_lambda(tmp_path, committed_csvs):
     sources = SiteSources(sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1], **site_dirs())
     out = tmp_path / "site"
-    render_site(dataclasses.replace(sources, verify_profile_dir=_verify_table(tmp_path / "verify", 0.3)), out)
+    render_site(dataclasses.replace(sources, verify_tables_dir=_verify_table(tmp_path / "verify", 0.3)), out)
     page = (out / "modeling.html").read_text()
     assert "Not measured yet" not in page
     assert "Fitted λ of the interpolated mode: <strong>0.3</strong>" in page

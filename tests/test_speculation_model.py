@@ -1,7 +1,5 @@
 """Pure speculative-decoding pieces: acceptance draws, progress, verify cost, memory."""
 
-import math
-
 import numpy as np
 import pytest
 
@@ -37,6 +35,11 @@ def test_a_varying_draft_length_follows_its_distribution_and_moves_no_acceptance
     lengths = np.array([v.length for _, v in pairs])
     assert set(lengths.tolist()) == {0, 2, 6}
     assert [(lengths == n).mean() for n in (0, 2, 6)] == pytest.approx([0.2, 0.3, 0.5], abs=0.015)
+    # the lengths are seeded per request: another instance, asked in another order, draws the same; another seed does not
+    again = AcceptanceSampler([0.8] * 6, seed=1, length_pmf=[0.2, 0.0, 0.3, 0.0, 0.0, 0.0, 0.5])
+    assert [again.draw(r, 7).length for r in reversed(range(100))] == [varying.draw(r, 7).length for r in reversed(range(100))]
+    other = AcceptanceSampler([0.8] * 6, seed=2, length_pmf=[0.2, 0.0, 0.3, 0.0, 0.0, 0.0, 0.5])
+    assert [other.draw(r, 7).length for r in range(100)] != [varying.draw(r, 7).length for r in range(100)]
 
 
 def _lookup(batch, kv):
@@ -65,15 +68,17 @@ def test_extrapolation_past_the_profiled_batch():
 
 
 def test_draft_memory_shrinks_capacity_by_exactly_its_weights_and_kv():
-    target = ModelMemory(weight_bytes=13_000_000_000, kv_bytes_per_token=524288)
-    draft = ModelMemory(weight_bytes=2_200_000_000, kv_bytes_per_token=45056)
-    memory = 80 * 2**30
-    alone = kv_capacity_tokens(memory, 0.1, target, None)
-    both = kv_capacity_tokens(memory, 0.1, target, draft)
-    usable = memory * 0.9 - target.weight_bytes
-    assert alone == math.floor(usable / target.kv_bytes_per_token)
-    assert both == math.floor((usable - draft.weight_bytes) / (target.kv_bytes_per_token + draft.kv_bytes_per_token))
-    assert both * (target.kv_bytes_per_token + draft.kv_bytes_per_token) + draft.weight_bytes <= usable
+    # worked by hand: 10 GiB less a 10 % margin is 9 GiB; the target's 1 GiB of weights leaves
+    # 8 GiB = 8192 slots of 1 MiB; a draft's 0.5 GiB of weights and 1 MiB per token more leave
+    # 7.5 GiB over 2 MiB per slot = 3840 slots
+    target = ModelMemory(weight_bytes=2**30, kv_bytes_per_token=2**20)
+    draft = ModelMemory(weight_bytes=2**29, kv_bytes_per_token=2**20)
+    memory = 10 * 2**30
+    assert kv_capacity_tokens(memory, 0.1, target, None) == 8192
+    assert kv_capacity_tokens(memory, 0.1, target, draft) == 3840
+    # a slot short of whole is not a slot; no room at all is zero, not negative
+    assert kv_capacity_tokens(memory - 1, 0.0, target, None) == 9215
+    assert kv_capacity_tokens(2**29, 0.0, target, draft) == 0
 
 
 @pytest.mark.parametrize(

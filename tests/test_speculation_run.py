@@ -7,14 +7,13 @@ import pytest
 import simulator
 from simulator.config import ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.engine import simulation
-from simulator.engine.batch import SpecBatch
+from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.memory_plan import model_memory
 from simulator.engine.resolve import resolve_run
-from simulator.engine.scheduler import SpecSarathiScheduler
+from simulator.engine.scheduler import SpeculativeSarathiScheduler
 from simulator.errors import ConfigError
 from simulator.speculative.progress import expected_progress
 from simulator.profiles.attention import AttentionRows, attention_ms
-from simulator.speculative.verify_cost import verify_attention_ms
 from simulator.vidur.entities import Request
 from simulator.vidur.seam import mark_prefill_complete
 
@@ -72,25 +71,27 @@ def test_verify_step_cost_ordering_and_formula():
     for r in requests:
         mark_prefill_complete(r)
     kv = [1005 + 37 * i for i in range(24)]
-    batch = lambda: SpecBatch(0, requests, [5] * 24, kv, [True] * 24)  # noqa: E731
+    batch = lambda: SpeculativeBatch(0, requests, [5] * 24, kv, [True] * 24)  # noqa: E731
     times = {mode: p.get_execution_time(batch(), 0) for mode, p in predictors.items()}
     assert times["kv_once"].total_time < times["interpolated"].total_time < times["per_token"].total_time
     # the attention term is verify_cost's definition over the backend's decode cost (a verify row
     # attends over its cache and its own 5 tokens)
     model = predictors["kv_once"].predictor_config.step_model
-    rows = [(5, c + 5) for c in kv]
     lookup = lambda b, mean_kv: attention_ms(AttentionRows(decode=((1, mean_kv),) * b), model.shape, model.device)  # noqa: E731
-    for mode in ("kv_once", "interpolated", "per_token"):
-        per_layer = times[mode].cost.attention_ms / model.num_layers
-        assert per_layer == pytest.approx(verify_attention_ms(rows, lookup, mode, 0.5), rel=1e-9), mode
-    # per-token = the decode cost of a batch of B (k + 1) queries; KV-once = a batch of B queries
-    assert times["per_token"].cost.attention_ms / model.num_layers == pytest.approx(lookup(24 * 5, sum(kv) / 24 + 5), rel=1e-9)
+    per_layer = {mode: times[mode].cost.attention_ms / model.num_layers for mode in times}
+    mean_kv = sum(kv) / 24 + 5  # every row has 5 query tokens, so the weighted and plain means agree
+    # KV-once = the decode cost of a batch of B queries over the mean cache; per-token = a batch of
+    # B (k + 1) queries; interpolated at 0.5 = halfway between them
+    once, per_token = lookup(24, mean_kv), lookup(24 * 5, mean_kv)
+    assert per_layer["kv_once"] == pytest.approx(once, rel=1e-9)
+    assert per_layer["per_token"] == pytest.approx(per_token, rel=1e-9)
+    assert per_layer["interpolated"] == pytest.approx((once + per_token) / 2, rel=1e-9)
 
 
 @pytest.fixture
 def recorded_batches(monkeypatch):
     seen = []
-    original = SpecSarathiScheduler.next_batch
+    original = SpeculativeSarathiScheduler.next_batch
 
     def recording(self, time):
         batch = original(self, time)
@@ -98,7 +99,7 @@ def recorded_batches(monkeypatch):
             seen.append((self, list(batch.num_q_tokens), self.allocated_blocks))
         return batch
 
-    monkeypatch.setattr(SpecSarathiScheduler, SpecSarathiScheduler.vidur_name("next_batch"), recording)
+    monkeypatch.setattr(SpeculativeSarathiScheduler, SpeculativeSarathiScheduler.vidur_name("next_batch"), recording)
     return seen
 
 

@@ -10,7 +10,7 @@ import pytest
 from simulator.errors import ConfigError
 from simulator.profiles.hardware import get_device
 from simulator.profiling import step_calibration
-from simulator.published.spec import load_measurements
+from simulator.specs.published_measurements import load_measurements
 
 REPO = Path(__file__).resolve().parents[1]
 DECLARED = REPO / "data" / "calibration" / "step_time.toml"

@@ -14,7 +14,7 @@ from simulator.catalog import model_config, model_shape
 from simulator.config import PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.engine import simulation
 from simulator.engine.analytic import AnalyticPredictor, batch_rows
-from simulator.engine.batch import SpecBatch
+from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.predictor import ProfilePredictor
 from simulator.engine.resolve import resolve_run
 from simulator.errors import ConfigError
@@ -189,7 +189,7 @@ def test_batch_rows_reads_a_vidur_batch():
     requests = [Request(0.0, 100, 10) for _ in range(3)]
     for r in requests[:2]:
         mark_prefill_complete(r)  # building a mid-run batch by hand
-    batch = SpecBatch(0, requests, [4, 1, 50], [300, 400, 50], [True, True, False])
+    batch = SpeculativeBatch(0, requests, [4, 1, 50], [300, 400, 50], [True, True, False])
     rows, tokens, logits, uniform = batch_rows(batch)
     assert rows.decode == ((4, 304), (1, 401)) and rows.prefill == ((50, 50),)
     assert tokens == 55 and logits == 4 + 1 and not uniform  # the chunk ends half-way through its 100-token prompt: no logits

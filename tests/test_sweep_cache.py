@@ -12,8 +12,9 @@ from simulator.config import PoissonWorkload, RunConfig, SpeculationConfig
 from simulator import run_cache as cache
 from simulator.sweep import runner
 from simulator.sweep.executors import LocalExecutor
-from simulator.sweep.runner import SWEEP_COLUMNS, run_sweep, to_csv_text
-from simulator.sweep.spec import parse_spec
+from simulator.schemas import SWEEP_COLUMNS
+from simulator.sweep.runner import run_sweep, to_csv_text
+from simulator.specs.sweep import parse_spec
 
 SPEC = """
 [run]

@@ -16,9 +16,10 @@ from simulator.errors import ConfigError
 from simulator.speculative.k_schedule import check_schedule, k_for_batch
 from simulator.sweep.crossover import NONE_IN_RANGE, best_k, crossings, crossover_rows
 from simulator.sweep.executors import LocalExecutor
-from simulator.sweep.paysoff import PAYSOFF_COLUMNS, closed_loop_workload, csv_texts, run_paysoff, schedules_json_text
-from simulator.sweep.paysoff_spec import load_paysoff_spec, parse_paysoff_spec
-from simulator.website import paysoff as page  # noqa: F401
+from simulator.schemas import PAYSOFF_COLUMNS, SCHEDULE_ENTRY_FIELDS, SCHEDULES_FIELDS
+from simulator.sweep.paysoff_runner import closed_loop_workload, csv_texts, run_paysoff, schedules_json_text
+from simulator.specs.paysoff_sweep import load_paysoff_spec, parse_paysoff_spec
+from simulator.website import paysoff_page as page  # noqa: F401
 
 _spec = importlib.util.spec_from_file_location("build_cli_paysoff", REPO_ROOT / "build.py")
 build = importlib.util.module_from_spec(_spec)
@@ -105,20 +106,32 @@ def test_the_committed_spec_parses_and_covers_the_issue():
 def test_every_committed_deployment_resolves():
     """Each deployment passes the simulator's own checks (head for its target, sharding, context) at its
     largest run, so a bad combination fails here rather than in the build."""
-    from simulator.sweep.paysoff import closed_loop_workload, run_config, speculation
+    from simulator.sweep.paysoff_runner import closed_loop_workload, run_config, speculation
     from simulator.sweep.runner import warm_predictor
 
     spec = load_paysoff_spec(DATA_DIR / "paysoff.toml")
-    for profile in spec.profiles:
+
+    def largest_run(profile, system):
         workload = closed_loop_workload(spec, max(spec.concurrency), profile.model)
-        warm_predictor(run_config(spec, profile.system, workload, speculation(spec, profile, spec.attention, max(spec.speculative_tokens))))
+        return run_config(spec, system, workload, speculation(spec, profile, spec.attention, max(spec.speculative_tokens)))
+
+    for profile in spec.profiles:
+        config = largest_run(profile, profile.system)
+        warm_predictor(config)  # resolves the run: raises ConfigError on a bad combination
+        assert (config.model, config.device, config.tensor_parallel_size) == profile.system
+        assert config.speculation.num_speculative_tokens == max(spec.speculative_tokens) and config.speculation.draft_model == profile.draft_model
+        assert config.workload.concurrency == max(spec.concurrency)
+    # the same path refuses a deployment the simulator cannot run (3-way TP of a 32-head model)
+    profile = spec.profiles[0]
+    with pytest.raises(ConfigError, match="tensor"):
+        warm_predictor(largest_run(profile, (profile.model, profile.device, 3)))
 
 
 def test_the_committed_spec_run_count_stays_modest():
     """The cold build's time (docs/performance.md) is mostly the pays-off grid: eleven acceptance
     profiles over seven concurrencies, five k and two verify bounds, plus their schedules.  A
     deployment more needs a second look at that budget."""
-    from simulator.sweep.paysoff import fixed_k_jobs
+    from simulator.sweep.paysoff_runner import fixed_k_jobs
 
     spec = load_paysoff_spec(DATA_DIR / "paysoff.toml")
     phase1 = len(fixed_k_jobs(spec))
@@ -276,6 +289,8 @@ def test_rows_speedups_and_the_recommended_schedules(small_run):
     document = json.loads(schedules_json_text(small_run.schedules))
     entries = {e["acceptance"]: e for e in document["schedules"]}
     assert set(entries) == {"iid-0.3", "iid-0.8", "decaying", "draft-len"}
+    # the document the site reads has exactly the contract's fields, in its order
+    assert tuple(document) == SCHEDULES_FIELDS and all(tuple(e) == SCHEDULE_ENTRY_FIELDS for e in document["schedules"])
     assert document["verify_cost"]["attention"] == "kv_once" or document["verify_cost"]["attention"] in document["verify_cost"]["why"]
     assert "0.24.0" in document["vllm"]["text"] and all(src.startswith("https://github.com/vllm-project/vllm/") for src in document["vllm"]["sources"])
     for entry in entries.values():
@@ -413,7 +428,7 @@ def test_best_k_table_marks_off_and_rises_without_mangling_two_digit_k():
 def test_a_profile_dir_applies_only_to_the_deployments_on_its_model_and_gpu(tmp_path):
     """build.py --profile-dir is measured for the seed sweep's model and GPU; the pays-off sweep's other
     deployments (other models, other GPUs) keep the built-in profile instead of failing on it."""
-    from simulator.sweep.paysoff import fixed_k_jobs, profile_dirs
+    from simulator.sweep.paysoff_runner import fixed_k_jobs, profile_dirs
 
     spec = load_paysoff_spec(DATA_DIR / "paysoff.toml")
     mine = str(tmp_path)  # RunConfig checks that the directory exists; nothing is simulated here

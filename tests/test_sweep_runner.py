@@ -15,8 +15,9 @@ from repo import DATA_DIR
 from simulator.speculative.progress import expected_progress
 from simulator.sweep.executors import LocalExecutor, RayExecutor, make_executor
 from simulator.sweep.metrics import queue_growth, with_speedups
-from simulator.sweep.runner import METRIC_COLUMNS, PROGRESS_COLUMNS, SWEEP_COLUMNS, run_sweep, to_csv_text
-from simulator.sweep.spec import SweepSpec, load_spec, parse_spec
+from simulator.schemas import PROGRESS_COLUMNS, SWEEP_COLUMNS, SWEEP_METRIC_COLUMNS as METRIC_COLUMNS
+from simulator.sweep.runner import run_sweep, to_csv_text
+from simulator.specs.sweep import SweepSpec, load_spec, parse_spec
 
 SMALL = """
 [run]
@@ -164,7 +165,7 @@ def committed_subset():
 
 @pytest.mark.simulation
 def test_committed_csv_values_are_reproduced(committed_csvs, committed_subset):
-    """The simulator reproduces the recorded numbers (else data/ is stale: run build.py)."""
+    """The simulator reproduces the recorded numbers (else data/results/ is stale: run build.py)."""
     sweep = pd.read_csv(committed_csvs[0])
     numeric = [c for c in METRIC_COLUMNS if c not in ("overloaded",)]
     for row in committed_subset.rows:

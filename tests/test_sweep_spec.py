@@ -7,7 +7,7 @@ import pytest
 from simulator.errors import ConfigError
 from repo import DATA_DIR
 from simulator.sweep.runner import expand, expand_progress
-from simulator.sweep.spec import load_spec, parse_spec
+from simulator.specs.sweep import load_spec, parse_spec
 
 SMALL = """
 [run]

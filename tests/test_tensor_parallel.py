@@ -12,6 +12,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from tiers import requires
+
 import simulator
 from repo import SHARED_DIR
 from simulator.catalog import model_config, model_shape
@@ -30,8 +32,8 @@ from simulator.speculative.memory import kv_blocks
 
 L7, L70 = "meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-70b-hf"
 PROFILES = SHARED_DIR / "vidur-profiles"
-needs_shared = pytest.mark.skipif(
-    not PROFILES.is_dir(), reason=f"Vidur's measured profiles are not at {PROFILES} (../shared/vidur-profiles)"
+needs_shared = requires(
+    "shared", not PROFILES.is_dir(), f"Vidur's measured profiles are not at {PROFILES} (../shared/vidur-profiles)"
 )
 
 

@@ -13,9 +13,23 @@ def _copy_package(tmp_path):
     return target
 
 
-def test_hash_is_this_packages_hash():
-    assert versions.source_hash() == versions.model_hash(versions.PACKAGE_DIR)
-    assert len(versions.source_hash()) == 16
+def _installed_hash(package_root) -> str:
+    """``source_hash()`` as a fresh process that imports the package from ``package_root`` reports it."""
+    code = "from simulator import versions; print(versions.source_hash())"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=package_root, check=True)
+    return result.stdout.strip()
+
+
+def test_the_reported_hash_follows_the_imported_packages_model_code(tmp_path):
+    """What provenance and cache keys carry is the hash of the model code actually imported: a
+    copy of the package reports the same 16 hex digits until one of its model constants changes."""
+    package = _copy_package(tmp_path)
+    same = _installed_hash(tmp_path)
+    assert len(same) == 16 and int(same, 16) >= 0
+    assert same == versions.source_hash()
+    path = package / "engine" / "memory_plan.py"
+    path.write_text(path.read_text().replace("MEMORY_MARGIN = 0.1", "MEMORY_MARGIN = 0.2"))
+    assert _installed_hash(tmp_path) != same
 
 
 def test_comments_docstrings_and_layout_keep_the_hash(tmp_path):

@@ -20,7 +20,7 @@ from __future__ import annotations
 import operator
 from typing import Optional
 
-from simulator.engine.batch import SpecBatch
+from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.predictor_config import AnalyticPredictorConfig  # noqa: F401  (its configuration, importable from here)
 from simulator.engine.types import ExtensionType
 from simulator.profiles.attention import AttentionRows
@@ -42,7 +42,7 @@ class StepTime:
 
 def batch_rows(batch) -> tuple[AttentionRows, int, int, bool]:
     """(attention rows, computed tokens, logits rows, uniform decode) of a batch: a Vidur batch, a
-    :class:`SpecBatch` or a draft pass's :class:`DraftBatch`.
+    :class:`SpeculativeBatch` or a draft pass's :class:`DraftBatch`.
 
     A decode or verify row attends over its cache and the step's own tokens; a prefill chunk
     over the prompt cached before it.  Logits come from every decode/verify token and from the
@@ -87,7 +87,7 @@ class AnalyticPredictor(WholeStepPredictorSeam):
         cost = self.forward_cost(batch)
         model_s = cost.total_ms * 1e-3
         gpu_s = model_s
-        if self.proposer is not None and isinstance(batch, SpecBatch):
+        if self.proposer is not None and isinstance(batch, SpeculativeBatch):
             gpu_s += self.proposer.step_seconds(batch)
         if self._async:
             total_s = max(gpu_s, self._overhead_s) + self._async_gap_s

@@ -2,7 +2,7 @@
 
 Vidur's Batch hands each request its ``num_q_tokens`` both as work (to the predictor) and as
 progress (to ``Request.on_batch_end``).  In a verify step a request computes k' + 1 tokens but
-advances by accepted + 1, so a :class:`SpecBatch` keeps the step's
+advances by accepted + 1, so a :class:`SpeculativeBatch` keeps the step's
 :class:`~simulator.speculative.step.StepPlan`: ``num_q_tokens`` stays the computed count Vidur
 costs, and the requests receive the plan's progress.  Nothing here recomputes the plan.
 """
@@ -16,7 +16,7 @@ from simulator.vidur.entities import Batch, BatchStage
 from simulator.vidur.seam import adopt, batch_stage_kwargs, q_tokens_as
 
 
-class SpecBatchStage(BatchStage):
+class SpeculativeBatchStage(BatchStage):
     def __init__(self, *args, progress_tokens: List[int], **kwargs):
         super().__init__(*args, **kwargs)
         self.progress_tokens = progress_tokens
@@ -26,7 +26,7 @@ class SpecBatchStage(BatchStage):
             super().on_stage_end(time)
 
 
-class SpecBatch(Batch):
+class SpeculativeBatch(Batch):
     """A batch and its step plan (``plan``).  Also built directly for a draft pass: rows of
     several queries over their cache (``decode_rows``) are costed as verify rows."""
 
@@ -36,15 +36,15 @@ class SpecBatch(Batch):
         self.prefill_rows = None  # the predictor's (KV, chunk) rows of the prefill chunks, once computed
 
     @classmethod
-    def of_plan(cls, replica_id, plan: StepPlan) -> "SpecBatch":
+    def of_plan(cls, replica_id, plan: StepPlan) -> "SpeculativeBatch":
         """A batch of ``plan``'s rows (a step built outside a run: tests, calibration)."""
         batch = cls(replica_id, plan.requests, plan.computed, plan.kv_tokens, plan.decode)
         batch.plan = plan
         return batch
 
     @classmethod
-    def adopt(cls, batch: Batch, plan: StepPlan) -> "SpecBatch":
-        """Turn the Batch Sarathi just built into a SpecBatch in place (same id, no second build)."""
+    def adopt(cls, batch: Batch, plan: StepPlan) -> "SpeculativeBatch":
+        """Turn the Batch Sarathi just built into a SpeculativeBatch in place (same id, no second build)."""
         batch = adopt(batch, cls)
         batch.plan = plan
         batch.prefill_rows = None
@@ -63,8 +63,8 @@ class SpecBatch(Batch):
         with q_tokens_as(self, self.plan.progress):
             super().on_batch_end(time)
 
-    def to_batch_stage(self, stage_id, execution_time) -> SpecBatchStage:
-        return SpecBatchStage(**batch_stage_kwargs(self, stage_id, execution_time), progress_tokens=self.plan.progress)
+    def to_batch_stage(self, stage_id, execution_time) -> SpeculativeBatchStage:
+        return SpeculativeBatchStage(**batch_stage_kwargs(self, stage_id, execution_time), progress_tokens=self.plan.progress)
 
 
 
@@ -83,8 +83,8 @@ class DraftBatch(NamedTuple):
 
     def vidur_batch(self) -> Batch:
         """The pass as a Vidur batch, for a predictor that sums Vidur's per-op times (a profile
-        directory's): a SpecBatch when the rows say how their attention runs, else a plain Batch."""
+        directory's): a SpeculativeBatch when the rows say how their attention runs, else a plain Batch."""
         requests, q, kv = list(self.requests), list(self.num_q_tokens), list(self.num_kv_tokens)
         if self.decode_rows is None:
             return Batch(self.replica_id, requests, q, kv)
-        return SpecBatch(self.replica_id, requests, q, kv, list(self.decode_rows))
+        return SpeculativeBatch(self.replica_id, requests, q, kv, list(self.decode_rows))

@@ -3,7 +3,7 @@
 Vidur queues an arrival event for every generated request up front.  This subclass of its
 Simulator queues only the first ``concurrency``; the others wait, and after every event that
 completed requests, one waiting request arrives per completion at the current time.
-Completions are reported by the requests themselves (:class:`SpecRequest`'s hook), so each
+Completions are reported by the requests themselves (:class:`SpeculativeRequest`'s hook), so each
 event costs O(1) extra work.
 """
 

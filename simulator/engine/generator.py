@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import List
 
 from simulator.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, Workload
-from simulator.engine.request import SpecRequest
+from simulator.engine.request import SpeculativeRequest
 from simulator.engine.types import ExtensionType
 from simulator.vidur.configs import (
     BaseRequestGeneratorConfig,
@@ -45,9 +45,9 @@ class WorkloadRequestGeneratorConfig(BaseRequestGeneratorConfig):
 class WorkloadRequestGenerator(BaseRequestGenerator):
     def __init__(self, config: WorkloadRequestGeneratorConfig):
         super().__init__(config)
-        self.requests: List[SpecRequest] = []
+        self.requests: List[SpeculativeRequest] = []
 
-    def generate_requests(self) -> List[SpecRequest]:
+    def generate_requests(self) -> List[SpeculativeRequest]:
         workload = self.config.workload
         if isinstance(workload, ExplicitWorkload):
             rows = zip(workload.arrival_s, workload.prompt_tokens, workload.output_tokens)
@@ -56,7 +56,7 @@ class WorkloadRequestGenerator(BaseRequestGenerator):
             rows = zip([0.0] * workload.num_requests, workload.prompt_tokens, workload.output_tokens)
         else:  # the stock stream; its ids are given back, so ours are numbered from zero in arrival order
             rows = synthetic_request_rows(vidur_synthetic_config(workload, self.config.max_tokens))
-        self.requests = [SpecRequest(float(t), int(p), int(d)) for t, p, d in rows]
+        self.requests = [SpeculativeRequest(float(t), int(p), int(d)) for t, p, d in rows]
         return self.requests
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from sklearn.ensemble import RandomForestRegressor
 
-from simulator.engine.batch import DraftBatch, SpecBatch
+from simulator.engine.batch import DraftBatch, SpeculativeBatch
 from simulator.engine.predictor_config import ProfilePredictorConfig  # noqa: F401  (its configuration, importable from here)
 from simulator.hashing import json_digest
 from simulator.progress import say
@@ -120,7 +120,7 @@ class ProfilePredictor(ForestPredictorSeam):
         return verify_attention_ms(rows, self._decode_lookup, config.attention_mode, config.interpolation)
 
     def prefill_attention_rows(self, batch):
-        if not isinstance(batch, SpecBatch):
+        if not isinstance(batch, SpeculativeBatch):
             return super().prefill_attention_rows(batch)
         if batch.prefill_rows is None:  # once per batch: Vidur asks once per layer group
             batch.prefill_rows = [
@@ -129,7 +129,7 @@ class ProfilePredictor(ForestPredictorSeam):
         return batch.prefill_rows
 
     def decode_attention_time(self, batch) -> float:
-        if not isinstance(batch, SpecBatch):
+        if not isinstance(batch, SpeculativeBatch):
             # Vidur's own costing, but past the profiled batch range it extrapolates instead of failing
             size, mean_kv = self.decode_attention_rows(batch)
             return self._decode_lookup(size, mean_kv) if size else 0
@@ -150,7 +150,7 @@ class ProfilePredictor(ForestPredictorSeam):
     def get_execution_time(self, batch, pipeline_stage: int):
         base = super().get_execution_time(batch, pipeline_stage)
         extra_ms = self.predictor_config.engine_overhead_ms + self.logits_ms(logits_tokens(batch))
-        if self.proposer is not None and isinstance(batch, SpecBatch):
+        if self.proposer is not None and isinstance(batch, SpeculativeBatch):
             extra_ms += 1e3 * self.proposer.step_seconds(batch)
         return ExecutionTimePlus(base, extra_ms * 1e-3) if extra_ms else base
 

@@ -22,7 +22,7 @@ network.  This module prices each and adds them; a step's cost is exactly that s
 from __future__ import annotations
 
 from simulator.config import DEFAULT_DRAFT_PASS_OVERHEAD_MS
-from simulator.engine.batch import DraftBatch, SpecBatch
+from simulator.engine.batch import DraftBatch, SpeculativeBatch
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec
 from simulator.shapes import ModelShape
@@ -56,7 +56,7 @@ class ProposerCost:
         self._pass_fixed_s = passes_fixed_seconds(1, pass_overhead_ms)
         self._memo: dict = {}
 
-    def step_seconds(self, batch: SpecBatch) -> float:
+    def step_seconds(self, batch: SpeculativeBatch) -> float:
         return self.work_seconds(self.model.work(batch.plan), batch.replica_id)
 
     def work_seconds(self, work: StepWork, replica_id: int = 0) -> float:

@@ -7,7 +7,7 @@ closed-loop load are :class:`~simulator.vidur.entities.RestartableRequest`'s.
 from simulator.vidur.entities import RestartableRequest
 
 
-class SpecRequest(RestartableRequest):
+class SpeculativeRequest(RestartableRequest):
     def __init__(self, arrived_at: float, num_prefill_tokens: int, num_decode_tokens: int):
         super().__init__(arrived_at, num_prefill_tokens, num_decode_tokens)
         self.acceptance_log: list[tuple[int, int]] = []  # (proposed, accepted) per verify step

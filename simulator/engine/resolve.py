@@ -30,7 +30,7 @@ from simulator.profiles.logits import cached_logits_table
 from simulator.profiles.source import ProfileQuery, ResolvedProfile, resolve
 from simulator.profiles.step import StepModel
 from simulator.shapes import ModelShape
-from simulator.speculative.proposers.base import DraftSource, ModelFacts, SpecSettings
+from simulator.speculative.proposers.base import DraftSource, ModelFacts, SpeculationSettings
 from simulator.textio import check_writable_dir
 from simulator.vidur.configs import BaseModelConfig, ReplicaConfig
 
@@ -97,16 +97,16 @@ class ResolvedRun:
     target: ModelSide
     draft: Optional[ModelSide]  # the proposer's network; None when it runs none (n-gram, suffix) or without speculation
     num_kv_blocks: int
-    settings: SpecSettings  # the proposer's settings, as its kind sees them
+    settings: SpeculationSettings  # the proposer's settings, as its kind sees them
     block_size: int  # tokens per KV-cache block
-    seed: int  # Vidur's seed (and the acceptance draws')
+    seed: int  # Vidur's seed (RunConfig.vidur_seed; the acceptance draws' is in the scheduler plan)
     workload: object  # the run's workload (simulator.config)
     scheduler: SchedulerPlan
     proposer: Optional[ProposerPlan]  # None without speculation
     provenance: dict  # what the run's result records of its inputs (the simulation adds the profiles' and versions)
 
 
-def scheduler_plan(spec, settings: SpecSettings, chunk_size: int, batch_size_cap: int, acceptance_seed: int) -> SchedulerPlan:
+def scheduler_plan(spec, settings: SpeculationSettings, chunk_size: int, batch_size_cap: int, acceptance_seed: int) -> SchedulerPlan:
     """The scheduler's plan for a speculation setting: its kind's lookahead, draft lengths and tree at ``settings``."""
     if not spec.enabled:
         return SchedulerPlan(chunk_size, batch_size_cap, None)
@@ -162,7 +162,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     _check_not_a_drafter(config.model, target_facts)
     drafter = _draft_network(kind, spec.draft_model, config.model, target_facts) if spec.uses_draft_network else None  # an unknown name fails here
     draft_facts = drafter.facts if drafter is not None else None
-    settings = SpecSettings(k=spec.num_speculative_tokens, options=spec.option_values, ngram_overhead_ms=spec.ngram_overhead_ms, draft=draft_facts, target=target_facts)
+    settings = SpeculationSettings(k=spec.num_speculative_tokens, options=spec.option_values, ngram_overhead_ms=spec.ngram_overhead_ms, draft=draft_facts, target=target_facts)
     if spec.enabled:
         kind.check(settings, target_facts, config.draft_tensor_parallel_size, config.tensor_parallel_size)
     costing = _Costing(
@@ -206,9 +206,9 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     return ResolvedRun(
         config, device, engine, costing.cache_dir, max_tokens, target, draft, num_kv_blocks, settings,
         block_size=config.block_size,
-        seed=config.seed,
+        seed=config.vidur_seed,
         workload=config.workload,
-        scheduler=scheduler_plan(spec, settings, config.chunk_size, config.batch_size_cap, config.seed),
+        scheduler=scheduler_plan(spec, settings, config.chunk_size, config.batch_size_cap, config.acceptance_seed),
         proposer=ProposerPlan(kind, spec.draft_pass_overhead_ms) if spec.enabled else None,
         provenance=provenance,
     )

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from simulator.engine.batch import SpecBatch
+from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.types import ExtensionType
 from simulator.speculative.acceptance import AcceptanceSampler
 from simulator.speculative.k_schedule import k_table
@@ -29,7 +29,7 @@ from simulator.vidur.seam import SarathiSeam
 
 
 @dataclass
-class SpecSarathiSchedulerConfig(SarathiSchedulerConfig):
+class SpeculativeSarathiSchedulerConfig(SarathiSchedulerConfig):
     num_speculative_tokens: int = 0
     conditional_acceptance: tuple = field(default_factory=tuple)
     acceptance_seed: int = 0
@@ -73,7 +73,7 @@ class TrackedSarathiScheduler(SarathiSeam):
         self.forward_passes += 1
 
 
-class SpecSarathiScheduler(TrackedSarathiScheduler):
+class SpeculativeSarathiScheduler(TrackedSarathiScheduler):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         config = self.scheduler_config
@@ -132,8 +132,8 @@ class SpecSarathiScheduler(TrackedSarathiScheduler):
             return batch
         self.scheduled_k_steps += 1
         self.scheduled_k_sum += self.step.step_k
-        return SpecBatch.adopt(batch, plan)
+        return SpeculativeBatch.adopt(batch, plan)
 
 
 ReplicaSchedulerRegistry.register(ExtensionType.TRACKED_SARATHI, TrackedSarathiScheduler)
-ReplicaSchedulerRegistry.register(ExtensionType.SPEC_SARATHI, SpecSarathiScheduler)
+ReplicaSchedulerRegistry.register(ExtensionType.SPEC_SARATHI, SpeculativeSarathiScheduler)

@@ -17,7 +17,7 @@ from simulator.engine import predictor  # noqa: F401  (registers a profile direc
 from simulator.engine.analytic import AnalyticPredictorConfig
 from simulator.engine.proposers import ProposerCost
 from simulator.engine.resolve import ModelSide, ResolvedRun, SchedulerPlan
-from simulator.engine.scheduler import SpecSarathiSchedulerConfig, TrackedSarathiScheduler, TrackedSarathiSchedulerConfig
+from simulator.engine.scheduler import SpeculativeSarathiSchedulerConfig, TrackedSarathiScheduler, TrackedSarathiSchedulerConfig
 from simulator.results import REQUEST_COLUMNS, RunResult, inter_token_gaps, summarize, tpot
 from simulator.versions import simulator_version, source_hash, vidur_version
 from simulator.vidur.configs import CacheConfig, ClusterConfig, InMemorySimulationConfig, QuietMetricsConfig, RoundRobinGlobalSchedulerConfig
@@ -59,7 +59,7 @@ def _scheduler_config(plan: SchedulerPlan):
     if plan.verify is None:
         return TrackedSarathiSchedulerConfig(chunk_size=plan.chunk_size, batch_size_cap=plan.batch_size_cap)
     verify = {f.name: getattr(plan.verify, f.name) for f in fields(plan.verify)}  # as they are (a tree stays an object)
-    return SpecSarathiSchedulerConfig(chunk_size=plan.chunk_size, batch_size_cap=plan.batch_size_cap, **verify)
+    return SpeculativeSarathiSchedulerConfig(chunk_size=plan.chunk_size, batch_size_cap=plan.batch_size_cap, **verify)
 
 
 def vidur_config(run: ResolvedRun, proposer_=None) -> InMemorySimulationConfig:

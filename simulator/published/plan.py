@@ -40,7 +40,7 @@ from simulator.errors import ConfigError
 from simulator.results import speedup
 from simulator.profiles.engines import engine_for_version, get_engine
 from simulator.profiles.hardware import known_devices
-from simulator.published.spec import NO_SPECULATION, TREE_FIELDS, Assumptions, Measurement
+from simulator.specs.published_measurements import NO_SPECULATION, TREE_FIELDS, Assumptions, Measurement
 from simulator.speculative import proposers
 from simulator.speculative.acceptance_convert import conditional_from_unconditional, iid_rate_from_length
 from simulator.speculative.proposers.base import DraftSource

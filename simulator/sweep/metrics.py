@@ -12,10 +12,8 @@ import pandas as pd
 
 from simulator.errors import ConfigError
 from simulator.results import speedup
+from simulator.schemas import OVERLOAD_TTFT_GROWTH  # the overloaded column's definition, shared with the site
 
-# A run is called overloaded when the median TTFT of its last tenth of requests (by arrival)
-# is more than this multiple of its first tenth's: the queue grew through the run.
-OVERLOAD_TTFT_GROWTH = 2.0
 
 
 def queue_growth(requests: pd.DataFrame) -> dict:

@@ -16,59 +16,8 @@ import pandas as pd
 from simulator.progress import say
 from simulator.config import ATTENTION_MODES, ExplicitWorkload, PoissonWorkload, RunConfig
 from simulator.sweep.metrics import mean_decode_batch, queue_growth, with_speedups
-from simulator.sweep.spec import SweepSpec
-
-INPUT_COLUMNS = (
-    "model",
-    "device",
-    "num_requests",
-    "prompt_tokens",
-    "output_tokens",
-    "arrival_rate",
-    "workload_seed",
-    "num_speculative_tokens",
-    "acceptance_rate",
-    "proposer",
-    "attention",
-    "seed",
-)
-LATENCY_COLUMNS = tuple(f"{m}_p{p}_s" for m in ("ttft", "tpot", "e2e") for p in (50, 90, 99))
-METRIC_COLUMNS = LATENCY_COLUMNS + (
-    "tpot_speedup",
-    "realized_acceptance_rate",
-    "mean_acceptance_length",
-    "proposed_tokens",
-    "accepted_tokens",
-    "verify_steps",
-    "makespan_s",
-    "throughput_tok_s",
-    "mean_decode_batch",
-    "preemptions",
-    "peak_kv_blocks",
-    "kv_blocks_total",
-    "ttft_first_tenth_p50_s",
-    "ttft_last_tenth_p50_s",
-    "ttft_growth",
-    "overloaded",
-)
-PROVENANCE_COLUMNS = ("profile_source", "profile_id", "vidur_version", "simulator_version", "simulator_source_hash")
-SWEEP_COLUMNS = INPUT_COLUMNS + METRIC_COLUMNS + PROVENANCE_COLUMNS
-
-PROGRESS_COLUMNS = (
-    "model",
-    "device",
-    "num_requests",
-    "prompt_tokens",
-    "output_tokens",
-    "interarrival_s",
-    "num_speculative_tokens",
-    "acceptance_rate",
-    "seed",
-    "verify_steps",
-    "realized_acceptance_rate",
-    "simulated_progress_per_step",
-    "closed_form_progress_per_step",
-) + PROVENANCE_COLUMNS
+from simulator.specs.sweep import SweepSpec
+from simulator.schemas import LATENCY_COLUMNS, PROVENANCE_COLUMNS
 
 FLOAT_FORMAT = "%.6g"
 

@@ -205,7 +205,7 @@ def _models(root: str, args) -> tuple[str, str]:
 def run_bench(args) -> int:
     """The whole run; Ctrl-C at any stage is one line and exit 130 (outputs are written
     atomically and replay records one complete line at a time, so nothing is half-written)."""
-    from simulator.validation.cli import EXIT_INTERRUPTED
+    from simulator.validation.exits import EXIT_INTERRUPTED
 
     stage = {"name": "checking the flags", "work": None}
     try:
@@ -219,7 +219,7 @@ def run_bench(args) -> int:
 def _bench(args, stage: dict) -> int:
     from simulator.textio import atomic_write_text, check_creatable_dir
     from simulator.validation.calibrate import calibrate
-    from simulator.validation.cli import EXIT_CLOSING_SCRAPE_FAILED, EXIT_OK, EXIT_REQUESTS_FAILED, unfinished_message
+    from simulator.validation.exits import EXIT_CLOSING_SCRAPE_FAILED, EXIT_OK, EXIT_REQUESTS_FAILED, unfinished_message
     from simulator.validation.files import atomic_write_json, check_output_dir, check_output_file
     from simulator.validation.random_dataset import generate_random
     from simulator.validation.replay import ReplayOptions, replay

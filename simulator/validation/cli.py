@@ -18,13 +18,8 @@ from typing import Optional, Sequence
 from simulator.argtypes import DeprecatedAlias, positive_int, speculative_tokens
 from simulator.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
 from simulator.errors import ConfigError
+from simulator.validation.exits import EXIT_BAD_INPUT, EXIT_CLOSING_SCRAPE_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_REQUESTS_FAILED, unfinished_message
 
-# Exit codes, also listed in --help and docs/validation.md.
-EXIT_OK = 0
-EXIT_BAD_INPUT = 2  # a ConfigError: bad input, unreachable or non-vLLM server, unusable output path
-EXIT_REQUESTS_FAILED = 3  # replay: some requests have no successful record; every record is kept
-EXIT_CLOSING_SCRAPE_FAILED = 4  # replay: the closing /metrics scrape failed (server down?); records kept
-EXIT_INTERRUPTED = 130
 EXIT_CODES = f"""exit codes:
   {EXIT_OK}    done (replay: every request of the workload has a successful record)
   1    an unexpected error (a bug: please report it with the traceback)
@@ -201,19 +196,6 @@ def _replay(args) -> int:
         print(f"error: {summary['unreported_speculation']}", file=sys.stderr)
         code = EXIT_BAD_INPUT
     return code
-
-
-def unfinished_message(workload, results, unfinished: list) -> str:
-    """"N of M requests have no successful record (k short: ...)": how many, and why."""
-    from simulator.validation.replay_files import STATUS_WORDS
-
-    records = results.records if results else {}
-    why: dict[str, int] = {}
-    for rid in unfinished:
-        status = (records.get(rid) or {}).get("status", "not_sent")
-        why[status] = why.get(status, 0) + 1
-    words = ", ".join(f"{n} {status}: {STATUS_WORDS.get(status, 'no record yet')}" for status, n in sorted(why.items()))
-    return f"{len(unfinished)} of {len(workload)} requests have no successful record ({words}; e.g. request {unfinished[0]})"
 
 
 def _calibrate(args) -> None:

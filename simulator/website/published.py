@@ -1,4 +1,4 @@
-"""The "Published measurements" page: data/published.csv as a table, a chart and the misses.
+"""The "Published measurements" page: data/results/published.csv as a table, a chart and the misses.
 
 Markup lives in ``templates/published.html`` and the prose in ``content/published.md``; this
 module only reads the CSV and shapes what the template shows.
@@ -13,9 +13,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from simulator.errors import ConfigError
-from simulator.published.reproduce import COLUMNS, SIMULATED, summary
-from simulator.published.spec import ACCEPTANCE_CLASSES
+from simulator.schemas import ACCEPTANCE_CLASSES, PUBLISHED_COLUMNS, PUBLISHED_LATER_COLUMNS, SIMULATED
 from simulator.website.charts import PLOT_CONFIG, REFERENCE_COLOR, _style, export_layout, figure_json
+from simulator.website.published_summary import summary
 
 CSV_NAME = "published.csv"
 MISS_PCT = 15.0  # a row is listed among the misses above this |error|
@@ -40,9 +40,6 @@ CLASS_LABELS = {
     "assumed": "acceptance assumed",
 }
 CLASS_SHORT = {"same_source": "same source", "same_setting_other_run": "another run", "other_dataset": "another dataset", "assumed": "assumed"}
-# Columns added with roles and acceptance classes: a CSV recorded before them still renders,
-# with every row unlabelled (no check rows) and a warning to re-record.
-LATER_COLUMNS = ("role", "acceptance_class", "calibrated_by", "plausible", "error_range_pct")
 
 
 def load_published(path: Path) -> pd.DataFrame:
@@ -50,10 +47,10 @@ def load_published(path: Path) -> pd.DataFrame:
         frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
     except FileNotFoundError:
         raise ConfigError(f"published comparison {path}: file not found; run python build.py") from None
-    for column in LATER_COLUMNS:
+    for column in PUBLISHED_LATER_COLUMNS:  # recorded before roles: every row unlabelled, a warning to re-record
         if column not in frame.columns:
             frame[column] = float("nan")
-    missing = [c for c in COLUMNS if c not in frame.columns]
+    missing = [c for c in PUBLISHED_COLUMNS if c not in frame.columns]
     if missing:
         raise ConfigError(f"published comparison {path}: missing column(s) {missing}")
     return frame

@@ -12,17 +12,12 @@ from pathlib import Path
 import pandas as pd
 
 from simulator.errors import ConfigError
-from simulator.sweep.runner import PROGRESS_COLUMNS, PROVENANCE_COLUMNS, SWEEP_COLUMNS
-
-NUMERIC_SWEEP = (
-    "num_requests", "prompt_tokens", "output_tokens", "arrival_rate", "workload_seed", "num_speculative_tokens", "seed",
-    "ttft_p50_s", "tpot_p50_s", "e2e_p50_s", "tpot_speedup", "ttft_first_tenth_p50_s", "ttft_last_tenth_p50_s", "ttft_growth",
-    "mean_acceptance_length", "realized_acceptance_rate", "mean_decode_batch",
-)
-NUMERIC_PROGRESS = ("num_speculative_tokens", "acceptance_rate", "simulated_progress_per_step", "closed_form_progress_per_step")
-# Columns that must hold a single value in the whole CSV: the setup line states them once.
-SETUP_COLUMNS = (
-    "model", "device", "num_requests", "prompt_tokens", "output_tokens", "workload_seed", "seed", *PROVENANCE_COLUMNS,
+from simulator.schemas import (
+    PROGRESS_COLUMNS,
+    PROGRESS_NUMERIC as NUMERIC_PROGRESS,
+    SWEEP_COLUMNS,
+    SWEEP_NUMERIC as NUMERIC_SWEEP,
+    SWEEP_SETUP_COLUMNS as SETUP_COLUMNS,
 )
 
 

@@ -18,12 +18,11 @@ import jinja2
 import pandas as pd
 
 from simulator.errors import ConfigError
-from simulator.schemas import VALIDATION_REPORT_SCHEMA
-from simulator.sweep.metrics import OVERLOAD_TTFT_GROWTH
+from simulator.schemas import OVERLOAD_TTFT_GROWTH, VALIDATION_REPORT_SCHEMA
 from simulator.website import data_page
 from simulator.website import fonts
 from simulator.website import markdown as site_markdown
-from simulator.website import paysoff as paysoff_page
+from simulator.website import paysoff_page
 from simulator.website import provenance as page_provenance
 from simulator.website import published as published_page
 from simulator.website import verify as verify_section
@@ -62,12 +61,12 @@ class SiteSources:
     docs_dir: Path
     validation_report: Optional[Path] = None
     source_url: Optional[str] = None  # repository URL at a commit: "Source:" links become absolute
-    # the pays-off sweep's files (data/paysoff.csv, data/paysoff_crossovers.csv, data/recommended_schedules.json)
+    # the pays-off sweep's files (data/results/paysoff.csv, data/results/paysoff_crossovers.csv, data/results/recommended_schedules.json)
     paysoff_csv: Optional[Path] = None
     paysoff_crossovers_csv: Optional[Path] = None
     schedules_json: Optional[Path] = None
-    published_csv: Optional[Path] = None  # data/published.csv: the published-measurements page
-    verify_profile_dir: Optional[Path] = None  # a profile dir with verify_attention.csv: the measured verify step
+    published_csv: Optional[Path] = None  # data/results/published.csv: the published-measurements page
+    verify_tables_dir: Optional[Path] = None  # a profile dir with verify_attention.csv: the measured verify step
 
 
 def check_sources(sources: SiteSources) -> None:
@@ -108,7 +107,7 @@ def render_into(sources: SiteSources, directory: Path) -> None:
     progress = load_progress(sources.progress_csv)
     paysoff_data = paysoff_page.load(sources.paysoff_csv, sources.paysoff_crossovers_csv, sources.schedules_json)
     published_frame = _published_frame(sources.published_csv)
-    verify = verify_section.context(sources.verify_profile_dir)
+    verify = verify_section.context(sources.verify_tables_dir)
     markdown = site_markdown.parser()
     env = _environment(sources.templates_dir)
     copy = _copy(markdown, sources)

@@ -164,7 +164,7 @@ class Option:
 
 
 @dataclass(frozen=True)
-class SpecSettings:
+class SpeculationSettings:
     """A run's proposer settings, as a kind's models see them."""
 
     k: int
@@ -238,19 +238,19 @@ class ProposerKind:
         draft (0 for a proposer without a draft KV cache)."""
         return 0
 
-    def tree(self, settings: SpecSettings) -> Optional[TreeShape]:
+    def tree(self, settings: SpeculationSettings) -> Optional[TreeShape]:
         """The draft tree a step verifies, or None for a chain."""
         return None
 
-    def draft_length_pmf(self, settings: SpecSettings) -> tuple[float, ...]:
+    def draft_length_pmf(self, settings: SpeculationSettings) -> tuple[float, ...]:
         """P(the proposer offers L tokens), L = 0, 1, ...; empty: it always offers k."""
         return ()
 
-    def max_acceptance_length(self, settings: SpecSettings) -> int:
+    def max_acceptance_length(self, settings: SpeculationSettings) -> int:
         """The most tokens one step can advance by (bonus included)."""
         return settings.k + 1
 
-    def check(self, settings: SpecSettings, target: ModelFacts, draft_tp: int, tp: int) -> None:
+    def check(self, settings: SpeculationSettings, target: ModelFacts, draft_tp: int, tp: int) -> None:
         """Refuse a target / draft combination the engine would not run (ConfigError)."""
         if self.needs_draft_model:
             self._check_drafter(settings.draft, target)
@@ -278,17 +278,17 @@ class ProposerKind:
                 f"target than {target.name}"
             )
 
-    def draft_memory(self, network: NetworkMemory, settings: SpecSettings) -> ModelMemory:
+    def draft_memory(self, network: NetworkMemory, settings: SpeculationSettings) -> ModelMemory:
         """One GPU's weights and KV bytes per cached token of what the kind drafts with."""
         raise NotImplementedError(f"proposer '{self.name}' runs no network")
 
-    def step_cost(self, settings: SpecSettings):
+    def step_cost(self, settings: SpeculationSettings):
         """A per-run object whose ``work(step: StepPlan) -> StepWork`` says what a step's
         proposing runs."""
         return NoWork()
 
     # --- vLLM -----------------------------------------------------------------------------
-    def speculative_config(self, settings: SpecSettings, draft_model: Optional[str], draft_tp: Optional[int]) -> dict:
+    def speculative_config(self, settings: SpeculationSettings, draft_model: Optional[str], draft_tp: Optional[int]) -> dict:
         """vLLM's ``--speculative-config`` for the kind at ``settings.k`` (without a schedule)."""
         config = {"method": self.vllm_method}
         if draft_model and self.needs_draft_model:
@@ -303,11 +303,11 @@ class ProposerKind:
         config["num_speculative_tokens"] = settings.k
         return config
 
-    def from_speculative_config(self, config: dict) -> tuple[SpecSettings, Optional[str], Optional[int]]:
+    def from_speculative_config(self, config: dict) -> tuple[SpeculationSettings, Optional[str], Optional[int]]:
         """The inverse of :meth:`speculative_config`: (settings, draft model, draft TP) from a
         ``--speculative-config`` object in vLLM's key names."""
         return (
-            SpecSettings(k=int(config["num_speculative_tokens"]), options=self.resolve_options(self.options_from_speculative_config(config))),
+            SpeculationSettings(k=int(config["num_speculative_tokens"]), options=self.resolve_options(self.options_from_speculative_config(config))),
             config.get("model") if self.needs_draft_model else None,
             config.get("draft_tensor_parallel_size"),
         )

@@ -13,7 +13,7 @@ token.  Lookahead: k slots (vLLM's ``num_lookahead_tokens`` for draft models).
 from __future__ import annotations
 
 from simulator.speculative.memory import ModelMemory
-from simulator.speculative.proposers.base import DraftPass, DraftSource, NetworkMemory, PassRow, ProposerKind, SpecSettings, StepWork
+from simulator.speculative.proposers.base import DraftPass, DraftSource, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork
 from simulator.speculative.step import StepPlan
 
 
@@ -28,10 +28,10 @@ class DraftModelKind(ProposerKind):
     def lookahead_slots(self, k: int) -> int:
         return k
 
-    def draft_memory(self, network: NetworkMemory, settings: SpecSettings) -> ModelMemory:
+    def draft_memory(self, network: NetworkMemory, settings: SpeculationSettings) -> ModelMemory:
         return ModelMemory(network.layers.weight_bytes + network.embeddings_bytes, network.layers.kv_bytes_per_token)
 
-    def step_cost(self, settings: SpecSettings):
+    def step_cost(self, settings: SpeculationSettings):
         return _DraftModelPasses()
 
 

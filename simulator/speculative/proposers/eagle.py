@@ -18,7 +18,7 @@ target's embedding and LM head), plus one layer of KV per cached token.  Lookahe
 from __future__ import annotations
 
 from simulator.speculative.memory import BYTES, ModelMemory
-from simulator.speculative.proposers.base import DraftPass, DraftSource, NetworkMemory, PassRow, ProposerKind, SpecSettings, StepWork
+from simulator.speculative.proposers.base import DraftPass, DraftSource, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork
 from simulator.speculative.step import StepPlan
 
 
@@ -38,12 +38,12 @@ class EagleKind(ProposerKind):
     def lookahead_slots(self, k: int) -> int:
         return k
 
-    def draft_memory(self, network: NetworkMemory, settings: SpecSettings) -> ModelMemory:
+    def draft_memory(self, network: NetworkMemory, settings: SpeculationSettings) -> ModelMemory:
         draft, h, tp = settings.draft, network.hidden_size, network.tensor_parallel
         params = draft.fc_inputs * h * h + (draft.vocab_size * h if self.own_lm_head else 0)
         return ModelMemory(network.layers.weight_bytes + BYTES * params // tp, network.layers.kv_bytes_per_token)
 
-    def step_cost(self, settings: SpecSettings):
+    def step_cost(self, settings: SpeculationSettings):
         return EaglePasses(settings.draft.fc_inputs, self.fc_every_pass)
 
 

@@ -26,7 +26,7 @@ k schedule, so a tree runs at one depth.
 from __future__ import annotations
 
 from simulator.errors import ConfigError
-from simulator.speculative.proposers.base import DraftPass, Option, PassRow, SpecSettings, StepWork
+from simulator.speculative.proposers.base import DraftPass, Option, PassRow, SpeculationSettings, StepWork
 from simulator.speculative.proposers.eagle import EAGLE, EAGLE3, EagleKind
 from simulator.speculative.step import StepPlan, TreeShape
 
@@ -55,14 +55,14 @@ class EagleTreeKind(EagleKind):
     def names(self) -> tuple[str, ...]:
         return (self.name,)
 
-    def tree(self, settings: SpecSettings) -> TreeShape:
+    def tree(self, settings: SpeculationSettings) -> TreeShape:
         return TreeShape(nodes=settings.options["num_draft_tokens"] - 1, depth=settings.k)
 
-    def max_acceptance_length(self, settings: SpecSettings) -> int:
+    def max_acceptance_length(self, settings: SpeculationSettings) -> int:
         tree = self.tree(settings)
         return min(tree.depth, tree.nodes) + 1
 
-    def check(self, settings: SpecSettings, target, draft_tp: int, tp: int) -> None:
+    def check(self, settings: SpeculationSettings, target, draft_tp: int, tp: int) -> None:
         self._check_drafter(settings.draft, target)
         topk, tokens, depth = settings.options["eagle_topk"], settings.options["num_draft_tokens"], settings.k
         pool = topk + (depth - 1) * topk * topk
@@ -74,13 +74,13 @@ class EagleTreeKind(EagleKind):
         if topk == 1 and tokens != depth + 1:
             raise ConfigError(f"num_draft_tokens = {tokens}: with eagle_topk = 1 the tree is a chain of depth {depth}, so SGLang verifies {depth + 1} tokens; give {depth + 1}")
 
-    def step_cost(self, settings: SpecSettings):
+    def step_cost(self, settings: SpeculationSettings):
         return _TreePasses(settings.draft.fc_inputs, self.fc_every_pass, settings.options["eagle_topk"], settings.k)
 
     def speculative_config(self, settings, draft_model, draft_tp) -> dict:
         raise ConfigError(f"proposer '{self.name}': SGLang's tree drafting has no vLLM --speculative-config; see its launch command")
 
-    def launch_flags(self, settings: SpecSettings, draft_model: str) -> list[str]:
+    def launch_flags(self, settings: SpeculationSettings, draft_model: str) -> list[str]:
         """SGLang's speculative flags for the tree."""
         return [
             f"--speculative-algorithm {self.algorithm}", f"--speculative-draft-model-path {draft_model}",
@@ -88,9 +88,9 @@ class EagleTreeKind(EagleKind):
             f"--speculative-num-draft-tokens {settings.options['num_draft_tokens']}",
         ]
 
-    def from_launch_flags(self, flags: dict) -> SpecSettings:
+    def from_launch_flags(self, flags: dict) -> SpeculationSettings:
         """The inverse of :meth:`launch_flags` (flag -> value, SGLang's names)."""
-        return SpecSettings(k=int(flags["--speculative-num-steps"]), options=self.resolve_options({
+        return SpeculationSettings(k=int(flags["--speculative-num-steps"]), options=self.resolve_options({
             "eagle_topk": int(flags["--speculative-eagle-topk"]), "num_draft_tokens": int(flags["--speculative-num-draft-tokens"])}))
 
     def serve_command(self, target: str, flags, config) -> str:

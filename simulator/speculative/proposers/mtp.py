@@ -28,7 +28,7 @@ from __future__ import annotations
 from simulator.errors import ConfigError
 from simulator.models.spec import MTP_LAYER_FIELDS
 from simulator.speculative.memory import BYTES, ModelMemory
-from simulator.speculative.proposers.base import DraftSource, ModelFacts, NetworkMemory, ProposerKind, SpecSettings
+from simulator.speculative.proposers.base import DraftSource, ModelFacts, NetworkMemory, ProposerKind, SpeculationSettings
 from simulator.speculative.proposers.eagle import EaglePasses
 
 # vLLM's model-specific MTP method names (its MTPModelTypes in vllm/config/speculative.py of a
@@ -53,7 +53,7 @@ class MtpKind(ProposerKind):
     def lookahead_slots(self, k: int) -> int:
         return k
 
-    def check(self, settings: SpecSettings, target: ModelFacts, draft_tp: int, tp: int) -> None:
+    def check(self, settings: SpeculationSettings, target: ModelFacts, draft_tp: int, tp: int) -> None:
         if target.mtp_layers <= 0:
             where = f"field '{target.mtp_field}' = 0" if target.mtp_field else f"no field {' or '.join(repr(f) for f in MTP_LAYER_FIELDS)}"
             raise ConfigError(
@@ -67,14 +67,14 @@ class MtpKind(ProposerKind):
                 f"is a multiple of {n}; use k <= {n} or a multiple of {n}"
             )
 
-    def draft_memory(self, network: NetworkMemory, settings: SpecSettings) -> ModelMemory:
+    def draft_memory(self, network: NetworkMemory, settings: SpeculationSettings) -> ModelMemory:
         """Every MTP layer of the checkpoint: one decoder layer and its fc layer each, and their KV."""
         layers = settings.target.mtp_layers
         h, tp = network.hidden_size, network.tensor_parallel
         one = network.layers.weight_bytes + BYTES * FC_INPUTS * h * h // tp
         return ModelMemory(layers * one, layers * network.layers.kv_bytes_per_token)
 
-    def step_cost(self, settings: SpecSettings):
+    def step_cost(self, settings: SpeculationSettings):
         return EaglePasses(FC_INPUTS, fc_every_pass=True)
 
 

@@ -8,7 +8,7 @@ set it from your own server); vLLM V1 runs the lookup on the CPU (numba), betwee
 from __future__ import annotations
 
 from simulator.errors import ConfigError
-from simulator.speculative.proposers.base import Option, ProposerKind, SpecSettings, StepWork
+from simulator.speculative.proposers.base import Option, ProposerKind, SpeculationSettings, StepWork
 from simulator.speculative.step import StepPlan
 
 # prompt_lookup_max in the recommended config, always written: older vLLM required one of
@@ -27,7 +27,7 @@ PROMPT_LOOKUP_MIN = Option(
 VLLM_UNSET_LOOKUP = 5
 
 
-def lookup_window(settings: SpecSettings) -> tuple[int, int]:
+def lookup_window(settings: SpeculationSettings) -> tuple[int, int]:
     """(prompt_lookup_min, prompt_lookup_max) a run uses, the minimum copying the maximum when unset."""
     high = settings.options["prompt_lookup_max"]
     low = settings.options.get("prompt_lookup_min") or high
@@ -52,13 +52,13 @@ class NgramKind(ProposerKind):
     options = (PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN)
     rank = 10
 
-    def check(self, settings: SpecSettings, target, draft_tp: int, tp: int) -> None:
+    def check(self, settings: SpeculationSettings, target, draft_tp: int, tp: int) -> None:
         lookup_window(settings)
 
     def options_from_speculative_config(self, config: dict) -> dict:
         return {**super().options_from_speculative_config(config), **lookup_options_from_config(config)}
 
-    def step_cost(self, settings: SpecSettings):
+    def step_cost(self, settings: SpeculationSettings):
         return _HostLookup(settings.ngram_overhead_ms * 1e-3)
 
 

@@ -11,7 +11,7 @@ this is the physical model's estimate, not a fitted figure.  No host lookup time
 
 from __future__ import annotations
 
-from simulator.speculative.proposers.base import ProposerKind, SpecSettings, StepWork, TokenScan
+from simulator.speculative.proposers.base import ProposerKind, SpeculationSettings, StepWork, TokenScan
 from simulator.speculative.proposers.ngram import PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN, lookup_options_from_config, lookup_window
 from simulator.speculative.step import StepPlan
 
@@ -26,16 +26,16 @@ class NgramGpuKind(ProposerKind):
     rank = 12
 
     @staticmethod
-    def window(settings: SpecSettings) -> tuple[int, int]:
+    def window(settings: SpeculationSettings) -> tuple[int, int]:
         return lookup_window(settings)
 
-    def check(self, settings: SpecSettings, target, draft_tp: int, tp: int) -> None:
+    def check(self, settings: SpeculationSettings, target, draft_tp: int, tp: int) -> None:
         lookup_window(settings)
 
     def options_from_speculative_config(self, config: dict) -> dict:
         return {**super().options_from_speculative_config(config), **lookup_options_from_config(config)}
 
-    def step_cost(self, settings: SpecSettings):
+    def step_cost(self, settings: SpeculationSettings):
         return _GpuScan(*self.window(settings))
 
 

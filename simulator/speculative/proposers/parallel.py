@@ -25,7 +25,7 @@ from __future__ import annotations
 from simulator.errors import ConfigError
 from simulator.models.spec import DFLASH_ARCHITECTURES
 from simulator.speculative.memory import BYTES, ModelMemory
-from simulator.speculative.proposers.base import DraftPass, DraftSource, ModelFacts, NetworkMemory, PassRow, ProposerKind, SpecSettings, StepWork
+from simulator.speculative.proposers.base import DraftPass, DraftSource, ModelFacts, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork
 from simulator.speculative.proposers.eagle import EAGLE3
 from simulator.speculative.step import StepPlan
 
@@ -41,7 +41,7 @@ class DFlashKind(ProposerKind):
     def lookahead_slots(self, k: int) -> int:
         return k + 1
 
-    def check(self, settings: SpecSettings, target: ModelFacts, draft_tp: int, tp: int) -> None:
+    def check(self, settings: SpeculationSettings, target: ModelFacts, draft_tp: int, tp: int) -> None:
         self._check_drafter(settings.draft, target)
         draft = settings.draft
         if settings.k > draft.block_size - 1:
@@ -53,13 +53,13 @@ class DFlashKind(ProposerKind):
         if beyond:
             raise ConfigError(f"draft_model '{draft.name}': dflash_config.target_layer_ids {beyond} are not layers of {target.name} ({target.num_layers} layers)")
 
-    def draft_memory(self, network: NetworkMemory, settings: SpecSettings) -> ModelMemory:
+    def draft_memory(self, network: NetworkMemory, settings: SpeculationSettings) -> ModelMemory:
         """Its decoder layers and its fc layer (taps x h -> h); KV for every cached token in every
         layer (the projected context); no embedding or LM head (the target's)."""
         h, tp = network.hidden_size, network.tensor_parallel
         return ModelMemory(network.layers.weight_bytes + BYTES * settings.draft.fc_inputs * h * h // tp, network.layers.kv_bytes_per_token)
 
-    def step_cost(self, settings: SpecSettings):
+    def step_cost(self, settings: SpeculationSettings):
         return _BlockPass(settings.draft.fc_inputs)
 
 
@@ -95,7 +95,7 @@ class ParallelEagleKind(ProposerKind):
     def lookahead_slots(self, k: int) -> int:
         return k
 
-    def check(self, settings: SpecSettings, target: ModelFacts, draft_tp: int, tp: int) -> None:
+    def check(self, settings: SpeculationSettings, target: ModelFacts, draft_tp: int, tp: int) -> None:
         self._check_drafter(settings.draft, target)
         if not settings.draft.mask_token:
             raise ConfigError(
@@ -103,10 +103,10 @@ class ParallelEagleKind(ProposerKind):
                 "drafting (vLLM reads the mask token from there); use proposer = 'eagle3'"
             )
 
-    def draft_memory(self, network: NetworkMemory, settings: SpecSettings) -> ModelMemory:
+    def draft_memory(self, network: NetworkMemory, settings: SpeculationSettings) -> ModelMemory:
         return EAGLE3.draft_memory(network, settings)
 
-    def step_cost(self, settings: SpecSettings):
+    def step_cost(self, settings: SpeculationSettings):
         return _ParallelEaglePass(settings.draft.fc_inputs)
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 
 from simulator.errors import ConfigError
-from simulator.speculative.proposers.base import Option, ProposerKind, SpecSettings, StepWork
+from simulator.speculative.proposers.base import Option, ProposerKind, SpeculationSettings, StepWork
 from simulator.speculative.step import StepPlan
 
 SOURCE = "https://github.com/snowflakedb/ArcticInference/pull/212 (avg_spec_toks 3.260117; spec_ms_per_tok 0.006288 + update_ms_per_tok 0.004126)"
@@ -77,15 +77,15 @@ class SuffixKind(ProposerKind):
     options = OPTIONS
     rank = 15
 
-    def draft_length_pmf(self, settings: SpecSettings) -> tuple[float, ...]:
+    def draft_length_pmf(self, settings: SpeculationSettings) -> tuple[float, ...]:
         return truncated_geometric(settings.options["suffix_mean_draft_length"], settings.options["suffix_max_tree_depth"])
 
-    def check(self, settings: SpecSettings, target, draft_tp: int, tp: int) -> None:
+    def check(self, settings: SpeculationSettings, target, draft_tp: int, tp: int) -> None:
         mean, depth = settings.options["suffix_mean_draft_length"], settings.options["suffix_max_tree_depth"]
         if mean > depth:
             raise ConfigError(f"suffix_mean_draft_length = {mean:g}: above the longest draft the trees allow, suffix_max_tree_depth = {depth}; lower one or raise the other")
 
-    def step_cost(self, settings: SpecSettings):
+    def step_cost(self, settings: SpeculationSettings):
         return _SuffixLookup(settings.options["suffix_lookup_us_per_token"] * 1e-6)
 
 

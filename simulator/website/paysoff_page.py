@@ -19,6 +19,7 @@ import pandas as pd
 
 from simulator.errors import ConfigError
 from simulator.inputs import read_json
+from simulator.schemas import CROSSOVER_REQUIRED, PAYSOFF_REQUIRED, SCHEDULE_ENTRY_FIELDS, SCHEDULES_FIELDS
 from simulator.website import crosscheck, units
 from simulator.website.charts import PLOT_CONFIG, export_layout, figure_json
 from simulator.website.paysoff_answer import answer, setting_label
@@ -33,7 +34,6 @@ SCRIPT = Path(__file__).resolve().parent / "static" / "paysoff.js"
 CODE_PATH = re.compile(r"\s*\(simulator(?:\.\w+)+[^)]*\)|(?:;\s*|,?\s*solved by\s+)?\bsimulator(?:\.\w+)+")
 # the page opens on the first deployment of this proposer (a learned drafter most readers compare against)
 DEFAULT_PROPOSER = "eagle3"
-REQUIRED = ("mode", "acceptance", "tpot_speedup", "num_speculative_tokens", "k_schedule", "attention", "model", "device", "tensor_parallel_size", "mean_decode_batch")
 
 
 def proposer_label(name: str) -> str:
@@ -54,17 +54,19 @@ def load(paysoff_csv: Optional[Path], crossovers_csv: Optional[Path], schedules_
         crossovers = pd.read_csv(crossovers_csv, keep_default_na=False, na_values=[""])
     except (OSError, ValueError) as exc:
         raise ConfigError(f"pays-off CSV {paysoff_csv}: not readable ({exc})") from exc
-    for name in REQUIRED:
+    for name in PAYSOFF_REQUIRED:
         if name not in rows.columns:
             raise ConfigError(f"pays-off CSV {paysoff_csv}: missing column {name!r}; rebuild with `python build.py`")
     for name in ("acceptance", "k_schedule", "attention"):
         rows[name] = rows[name].fillna("")
-    for name in ("crossover", "crossings"):
+    for name in CROSSOVER_REQUIRED:
         if name not in crossovers.columns:
             raise ConfigError(f"crossovers CSV {crossovers_csv}: missing column {name!r}; rebuild with `python build.py`")
         crossovers[name] = crossovers[name].fillna("").astype(str)
     schedules = read_json(schedules_json, "recommended schedules")
-    if "verify_cost" not in schedules or any("deployment" not in e for e in schedules.get("schedules", [])):
+    if not isinstance(schedules, dict) or any(f not in schedules for f in SCHEDULES_FIELDS) or any(
+        f not in e for e in schedules["schedules"] for f in SCHEDULE_ENTRY_FIELDS
+    ):
         raise ConfigError(f"recommended schedules {schedules_json}: from an older sweep (no deployments or verify cost); rebuild with `python build.py`")
     return rows, crossovers, schedules
 

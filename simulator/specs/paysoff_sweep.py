@@ -303,10 +303,10 @@ def check_spec(spec: PaysoffSpec, where: str = "pays-off spec") -> PaysoffSpec:
 
 def kind_settings(profile: AcceptanceProfile, k: int):
     """The deployment's proposer settings at ``k``, its options checked by its kind."""
-    from simulator.speculative.proposers.base import SpecSettings
+    from simulator.speculative.proposers.base import SpeculationSettings
 
     kind = profile.kind
-    return SpecSettings(k=k, options=kind.resolve_options(dict(profile.options)))
+    return SpeculationSettings(k=k, options=kind.resolve_options(dict(profile.options)))
 
 
 def load_paysoff_spec(path) -> PaysoffSpec:

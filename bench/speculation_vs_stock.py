@@ -1,6 +1,6 @@
 """Wall time of a speculative run against the stock run of the same 300-request workload.
 
-    python bench/spec_vs_stock.py [--repeats 5]
+    python bench/speculation_vs_stock.py [--repeats 5]
 
 Speculative runs use k = 4, acceptance 0.7, n-gram proposer, on the default workload
 (Llama-2-7B, A100 built-in profile, 1024/256 tokens, Poisson 4 req/s) and on the same requests

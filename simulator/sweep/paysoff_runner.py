@@ -30,10 +30,11 @@ import numpy as np
 
 from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig
 from simulator.results import speedup
+from simulator.schemas import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
 from simulator.speculative.k_schedule import Schedule, max_k, to_vllm
 from simulator.sweep.crossover import TIE, best_fixed_k, best_k, crossover_rows, recommended_schedule, x_of
 from simulator.vllm_serve import DYNAMIC_SD_VERSION
-from simulator.sweep.paysoff_spec import AcceptanceProfile, PaysoffSpec, kind_settings, profile_length, verify_settings
+from simulator.specs.paysoff_sweep import AcceptanceProfile, PaysoffSpec, kind_settings, profile_length, verify_settings
 from simulator.sweep.runner import simulate_all, to_csv_text
 
 # The vLLM release whose speculative_config accepts num_speculative_tokens_per_batch_size
@@ -49,63 +50,6 @@ VLLM_DYNAMIC_SD = {
         "https://github.com/vllm-project/vllm/pull/32374",
     ],
 }
-
-PAYSOFF_COLUMNS = (
-    "mode",
-    "concurrency",
-    "arrival_rate",
-    "deployment",
-    "model",
-    "device",
-    "tensor_parallel_size",
-    "proposer",
-    "draft_model",
-    "num_requests",
-    "prompt_tokens",
-    "output_tokens",
-    "acceptance",
-    "acceptance_rate",
-    "num_speculative_tokens",
-    "k_schedule",
-    "attention",
-    "interpolation",
-    "seed",
-    "workload_seed",
-    "ttft_p50_s",
-    "ttft_p99_s",
-    "tpot_p50_s",
-    "tpot_p90_s",
-    "tpot_p99_s",
-    "e2e_p50_s",
-    "throughput_tok_s",
-    "tpot_speedup",
-    "throughput_speedup",
-    "best_k",
-    "mean_acceptance_length",
-    "realized_acceptance_rate",
-    "mean_decode_batch",
-    "mean_scheduled_k",
-    "preemptions",
-    "overloaded",
-    "profile_source",
-    "profile_id",
-    "vidur_version",
-    "simulator_source_hash",
-)
-CROSSOVER_COLUMNS = (
-    "mode",
-    "acceptance",
-    "attention",
-    "num_speculative_tokens",
-    "crossover_x",
-    "crossover",
-    "crossings",
-    "x_min",
-    "x_max",
-    "speedup_at_x_min",
-    "speedup_at_x_max",
-)
-
 
 @dataclass(frozen=True)
 class Job:
@@ -377,7 +321,7 @@ def fixed_k_fallback(spec: PaysoffSpec, profile: AcceptanceProfile, rows: Sequen
 
 
 def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequence[dict]) -> dict:
-    """``data/recommended_schedules.json``: per deployment, the schedule in vLLM's format, the exact
+    """``data/results/recommended_schedules.json``: per deployment, the schedule in vLLM's format, the exact
     ``--speculative-config`` and ``vllm serve`` command, and the schedule simulated at every
     concurrency and load under the primary verify setting, with both bounds as its band."""
     provenance = next((r for r in rows), {})

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from simulator.errors import ConfigError
+from simulator.schemas import ACCEPTANCE_CLASSES
 from simulator.inputs import check_table, non_empty_str, positive_int, positive_number, probability, read_toml, require
 from simulator.speculative import proposers
 from simulator.speculative.proposers.base import DraftSource
@@ -34,10 +35,9 @@ ARRIVALS = ("poisson", "constant")
 # model; they are never counted as evidence of its accuracy.  ``check`` rows share no source with
 # any calibration data (data/calibration/, checked by the build).
 ROLES = ("calibration", "check")
-# Where the acceptance a row is simulated with comes from, most to least independent of guesswork:
-# the row's own source and setting; another run of the same setting (same model, proposer, draft,
-# k and dataset, all stated); a figure measured on another dataset; an assumption.
-ACCEPTANCE_CLASSES = ("same_source", "same_setting_other_run", "other_dataset", "assumed")
+# Where the acceptance a row is simulated with comes from (schemas.ACCEPTANCE_CLASSES), most to
+# least independent of guesswork: the row's own source and setting; another run of the same setting
+# (same model, proposer, draft, k and dataset, all stated); a figure measured on another dataset; an assumption.
 # Settings a source leaves unknowable that a row may give a plausible range for: [low, high] for a
 # length, the candidate devices for a GPU the source does not name (the row's ``gpu`` among them).
 # The reproduction runs the row at each value and reports the error's range.
