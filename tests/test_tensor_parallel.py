@@ -27,7 +27,7 @@ from simulator.profiling.tp_accuracy import mlp_side_errors
 from simulator.profiles.vidur_format import single_node_all_reduce_rows, write_profile
 from simulator.vidur.configs import CacheConfig, ClusterConfig, InMemorySimulationConfig, QuietMetricsConfig, RoundRobinGlobalSchedulerConfig, SarathiSchedulerConfig
 from simulator.vidur.runtime import MemoryPlanner, Simulator
-from simulator.vidur.seam import queued_requests, replica_scheduler, reset_entity_ids
+from simulator.vidur.seam import queued_requests, replica_scheduler, reset_entity_ids, scheduler_predictor
 from simulator.speculative.memory import kv_blocks
 
 L7, L70 = "meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-70b-hf"
@@ -306,7 +306,7 @@ def test_stock_tp4_70b_matches_a_direct_vidur_sarathi_run(tmp_path):
         )
     )
     direct = sorted(queued_requests(sim), key=lambda r: r.id)
-    predictor = replica_scheduler(sim).execution_time_predictor
+    predictor = scheduler_predictor(replica_scheduler(sim))
     assert predictor.replica_config.tensor_parallel_size == 4 and "all_reduce" in predictor.predictions
     sim.run()
     frame = mine.requests

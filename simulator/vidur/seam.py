@@ -419,6 +419,12 @@ def replica_scheduler(sim: Simulator):
     return next(iter(sim.scheduler._replica_schedulers.values()))
 
 
+def scheduler_predictor(scheduler: SarathiReplicaScheduler) -> BaseExecutionTimePredictor:
+    """The execution-time predictor of a Sarathi replica scheduler, Vidur's own class included
+    (the project's scheduler exposes it as a property; a stock one only privately)."""
+    return scheduler._execution_time_predictor
+
+
 def generated_requests(sim: Simulator) -> list:
     return sim._request_generator.requests
 
