@@ -4,6 +4,7 @@ The expected numbers below are copied from the models' public Hugging Face confi
 not from the code, so the catalog's files are checked against their source.
 """
 
+import dataclasses
 import json
 import pickle
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 
 import simulator
 from simulator import ClosedLoopWorkload, RunConfig, SpeculationConfig
-from simulator.catalog import eagle_head, known_models, model_config, model_shape, shape_of
+from simulator.catalog import CATALOG, eagle_head, known_models, model_config, model_shape, shape_of
 from simulator.errors import ConfigError
 from simulator.models.context import TABLE_FLOOR, table_tokens
 from simulator.models.spec import parse_config
@@ -134,9 +135,20 @@ def test_eagle3_heads_for_todays_models(name):
     assert head.embedding_dim == model_config(target).embedding_dim
 
 
+def test_the_catalog_is_values_that_cannot_be_changed():
+    """The catalog's specs are built once, as immutable values: Vidur's classes are made from them
+    (by the adapter package), and no caller can edit a model's numbers in place."""
+    name = "meta-llama/Llama-3.1-8B-Instruct"
+    with pytest.raises(TypeError):
+        CATALOG[name] = CATALOG[name]  # a read-only mapping
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        CATALOG[name].num_layers = 1
+    assert model_config(name).num_layers == CATALOG[name].num_layers == 32
+
+
 def test_every_catalog_entry_is_checked_here_and_names_are_unchanged():
-    ours = {n for n in known_models() if model_config(n).__class__.__module__ == "simulator.catalog" and not n.endswith(" (MTP layer)")}
-    assert ours == set(CARDS) | set(HEADS) | set(DRAFTERS) | set(MODERN) | set(MODERN_HEADS)
+    ours = {n for n in known_models() if model_config(n).__class__.__module__ == "simulator.vidur.models" and not n.endswith(" (MTP layer)")}
+    assert ours == set(CATALOG) == set(CARDS) | set(HEADS) | set(DRAFTERS) | set(MODERN) | set(MODERN_HEADS)
     assert "meta-llama/Llama-2-7b-hf" in known_models()  # Vidur's own models stay known
 
 
