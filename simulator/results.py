@@ -144,6 +144,26 @@ def inter_token_gaps(emission_times: Iterable[Sequence[float]]) -> np.ndarray:
     return np.concatenate(gaps) if gaps else np.empty(0)
 
 
+def request_frame(requests) -> pd.DataFrame:
+    """One row per simulated request (:data:`REQUEST_COLUMNS`), read off the requests Vidur ran."""
+    frame = pd.DataFrame(
+        {
+            "request_id": [r.id for r in requests],
+            "arrival_s": [r.arrived_at for r in requests],
+            "prompt_tokens": [r.total_tokens - r.output_tokens for r in requests],
+            "output_tokens": [r.output_tokens for r in requests],
+            "ttft_s": [r.prefill_completed_at - r.arrived_at for r in requests],
+            "e2e_s": [r.completed_at - r.arrived_at for r in requests],
+            "restarts": [r.num_restarts for r in requests],
+            "verify_steps": [r.verify_steps for r in requests],
+            "proposed_tokens": [r.proposed_tokens for r in requests],
+            "accepted_tokens": [r.accepted_tokens for r in requests],
+        }
+    )
+    frame["tpot_s"] = tpot(frame.e2e_s, frame.ttft_s, frame.output_tokens)
+    return frame[list(REQUEST_COLUMNS)]
+
+
 def _statistics(values: np.ndarray) -> dict:
     values = values[~np.isnan(values)]
     if not len(values):

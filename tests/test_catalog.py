@@ -4,6 +4,7 @@ The expected numbers below are copied from the models' public Hugging Face confi
 not from the code, so the catalog's files are checked against their source.
 """
 
+import dataclasses
 import json
 import pickle
 import subprocess
@@ -13,7 +14,7 @@ import pytest
 
 import simulator
 from simulator import ClosedLoopWorkload, RunConfig, SpeculationConfig
-from simulator.catalog import eagle_head, known_models, model_config, model_shape
+from simulator.catalog import CATALOG, eagle_head, known_models, model_config, model_shape, shape_of
 from simulator.errors import ConfigError
 from simulator.models.context import TABLE_FLOOR, table_tokens
 from simulator.models.spec import parse_config
@@ -134,9 +135,20 @@ def test_eagle3_heads_for_todays_models(name):
     assert head.embedding_dim == model_config(target).embedding_dim
 
 
+def test_the_catalog_is_values_that_cannot_be_changed():
+    """The catalog's specs are built once, as immutable values: Vidur's classes are made from them
+    (by the adapter package), and no caller can edit a model's numbers in place."""
+    name = "meta-llama/Llama-3.1-8B-Instruct"
+    with pytest.raises(TypeError):
+        CATALOG[name] = CATALOG[name]  # a read-only mapping
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        CATALOG[name].num_layers = 1
+    assert model_config(name).num_layers == CATALOG[name].num_layers == 32
+
+
 def test_every_catalog_entry_is_checked_here_and_names_are_unchanged():
     ours = {n for n in known_models() if model_config(n).__class__.__module__ == "simulator.catalog" and not n.endswith(" (MTP layer)")}
-    assert ours == set(CARDS) | set(HEADS) | set(DRAFTERS) | set(MODERN) | set(MODERN_HEADS)
+    assert ours == set(CATALOG) == set(CARDS) | set(HEADS) | set(DRAFTERS) | set(MODERN) | set(MODERN_HEADS)
     assert "meta-llama/Llama-2-7b-hf" in known_models()  # Vidur's own models stay known
 
 
@@ -186,7 +198,7 @@ def test_an_explicit_head_dim_is_costed_and_holds_kv():
     shape = model_shape(name)
     assert (shape.head_dim, shape.qkv_dim) == (128, (16 + 2 * 8) * 128)
     replica = ReplicaConfig(model_name=name, device="a100", network_device="a100_dgx", num_pipeline_stages=1, tensor_parallel_size=1)
-    memory = model_memory(replica, include_embeddings=False)
+    memory = model_memory(replica, include_embeddings=False, shape=shape)
     assert memory.kv_bytes_per_token == 2 * 2 * 128 * 8 * 28  # K and V, 16-bit, 8 KV heads of 128, 28 layers
     # Q, K, V and O at 128 per head (the config's 0.44B non-embedding parameters), not at Vidur's 64
     per_layer = 1024 * 128 * (16 + 2 * 8) + 16 * 128 * 1024 + 3 * 1024 * 3072
@@ -413,21 +425,21 @@ def test_tied_embeddings_are_one_matrix_in_a_drafts_memory():
     from simulator.vidur.configs import ReplicaConfig
 
     def draft_memory(replica, _):
-        return proposers.kind("draft").draft_memory(network_memory(replica), SpeculationSettings(k=1))
+        return proposers.kind("draft").draft_memory(network_memory(replica, shape_of(replica.model_config)), SpeculationSettings(k=1))
 
     name = str(HF / "Qwen2.5-0.5B-Instruct")
     model_shape(name)  # reads the config.json and registers it with Vidur
     replica = ReplicaConfig(model_name=name, device="a100", network_device="a100_dgx", num_pipeline_stages=1, tensor_parallel_size=1)
     model = replica.model_config
     assert model.tie_word_embeddings
-    layers = model_memory(replica, include_embeddings=False).weight_bytes
+    layers = model_memory(replica, include_embeddings=False, shape=shape_of(model)).weight_bytes
     assert draft_memory(replica, None).weight_bytes - layers == 2 * model.vocab_size * model.embedding_dim  # one 16-bit matrix
     untied_name = str(HF / "Qwen2.5-7B-Instruct")  # tie_word_embeddings false: embedding and LM head are two matrices
     model_shape(untied_name)
     untied = ReplicaConfig(model_name=untied_name, device="a100", network_device="a100_dgx", num_pipeline_stages=1, tensor_parallel_size=1)
     m = untied.model_config
     assert not m.tie_word_embeddings
-    extra = draft_memory(untied, None).weight_bytes - model_memory(untied, include_embeddings=False).weight_bytes
+    extra = draft_memory(untied, None).weight_bytes - model_memory(untied, include_embeddings=False, shape=shape_of(m)).weight_bytes
     assert extra == 2 * 2 * m.vocab_size * m.embedding_dim
 
 

@@ -183,7 +183,7 @@ def test_mla_prefill_up_projects_the_cached_prefix():
 
 def test_mla_on_a_gpu_without_a_modelled_backend_is_refused():
     with pytest.raises(ConfigError, match="multi-head latent attention"):
-        target_run_shape(RunConfig(model=DSV3, device="a100"), model_shape(DSV3).with_precision(Precision()), get_device("a100"))
+        target_run_shape(model_shape(DSV3).with_precision(Precision()), get_device("a100"), DSV3)
 
 
 # --- sliding windows --------------------------------------------------------------------------------
@@ -268,7 +268,7 @@ def test_fp8_weights_halve_the_bytes_and_compute_at_the_fp8_peak():
     big_fp8 = float(roofline.gemm_ms(8192, 14336, 4096, dev, 1.0, 1.0, "fp8"))
     assert big_fp8 == pytest.approx(big_bf16 / 2, rel=0.1)  # compute-bound: twice the peak
     shape = model_shape("meta-llama/Llama-3.1-8B-Instruct")
-    fp8_shape = target_run_shape(RunConfig(model="meta-llama/Llama-3.1-8B-Instruct", device="h100", quantization="fp8"), shape, dev)
+    fp8_shape = target_run_shape(shape, dev, "meta-llama/Llama-3.1-8B-Instruct", quantization="fp8")
     assert weights.weight_bytes(fp8_shape, 32, False) == weights.weight_bytes(shape, 32, False) // 2
 
 
@@ -428,9 +428,8 @@ def test_data_parallel_ranks_split_the_experts_and_exchange_tokens():
     hidden states and reduce-scatters the experts' outputs (vLLM's default all-to-all backend)."""
     from simulator.profiles import collectives
 
-    config = RunConfig(model=DSV3, device="h200", data_parallel_size=8, expert_parallel=True)
     dev = get_device("h200")
-    shape = target_run_shape(config, model_shape(DSV3), dev)
+    shape = target_run_shape(model_shape(DSV3), dev, DSV3, data_parallel_size=8, expert_parallel=True)
     assert (shape.moe.data_parallel, shape.moe.expert_parallel, shape.moe.expert_groups(1)) == (8, True, 8)
     assert len(moe_model.local_probabilities(shape.moe, 1)) == 32
     tp8 = model_shape(DSV3).sharded(8)

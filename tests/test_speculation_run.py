@@ -8,6 +8,7 @@ import simulator
 from simulator.config import ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.engine import simulation
 from simulator.engine.batch import SpeculativeBatch
+from simulator.catalog import shape_of
 from simulator.engine.memory_plan import model_memory
 from simulator.engine.resolve import resolve_run
 from simulator.engine.scheduler import SpeculativeSarathiScheduler
@@ -148,8 +149,8 @@ def test_draft_model_costs_time_and_memory():
 def test_draft_blocks_follow_the_memory_formula():
     config = RunConfig(speculation=spec(4, 0.7, proposer="draft", draft_model="TinyLlama/TinyLlama-1.1B-Chat-v1.0"))
     run = resolve_run(config)
-    target = model_memory(run.target.replica, include_embeddings=False)
-    draft = model_memory(run.draft.replica, include_embeddings=True)
+    target = model_memory(run.target.replica, include_embeddings=False, shape=shape_of(run.target.replica.model_config))
+    draft = model_memory(run.draft.replica, include_embeddings=True, shape=shape_of(run.draft.replica.model_config))
     usable = 80 * 2**30 * 0.9 - target.weight_bytes - draft.weight_bytes
     tokens = int(usable // (target.kv_bytes_per_token + draft.kv_bytes_per_token))
     assert run.num_kv_blocks == (1280 // 16) * (tokens // 1280)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-from simulator.catalog import shape_of
 from simulator.errors import ConfigError
 from simulator.models import weights
 from simulator.profiles.hardware import DeviceSpec
@@ -23,20 +22,19 @@ from simulator.vidur.configs import ReplicaConfig
 MEMORY_MARGIN = 0.1  # Vidur's default memory_margin_fraction
 
 
-def model_memory(replica: ReplicaConfig, include_embeddings: bool, shape: Optional[ModelShape] = None) -> ModelMemory:
+def model_memory(replica: ReplicaConfig, include_embeddings: bool, shape: ModelShape) -> ModelMemory:
     """One GPU's share of the model ``replica`` runs: its weights (embedding and LM head where
     ``include_embeddings``) and its cache per token.  ``shape``: the whole model as the run
-    resolved it (its precision, expert placement); default: the model's config."""
+    resolved it (its precision, expert placement), a value: nothing is looked up here."""
     model = replica.model_config
-    whole = shape if shape is not None else shape_of(model)
-    shard = whole.sharded(replica.tensor_parallel_size)
+    shard = shape.sharded(replica.tensor_parallel_size)
     layers = replica.num_layers_per_pipeline_stage
     weight = weights.weight_bytes(shard, layers, include_embeddings, getattr(model, "tie_word_embeddings", False))
     full, windows, state = weights.kv_layout(shard, layers)
     return ModelMemory(weight, full, windows, state)
 
 
-def network_memory(replica: ReplicaConfig, shape: Optional[ModelShape] = None) -> NetworkMemory:
+def network_memory(replica: ReplicaConfig, shape: ModelShape) -> NetworkMemory:
     """A draft network's share of one GPU, for its proposer kind to count what it holds
     (:meth:`~simulator.speculative.proposers.base.ProposerKind.draft_memory`): its decoder layers,
     its own embedding and LM head, its width and TP degree."""

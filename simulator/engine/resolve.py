@@ -103,7 +103,7 @@ class ResolvedRun:
     workload: object  # the run's workload (simulator.config)
     scheduler: SchedulerPlan
     proposer: Optional[ProposerPlan]  # None without speculation
-    provenance: dict  # what the run's result records of its inputs (the simulation adds the profiles' and versions)
+    provenance: dict  # what the run's result records of its inputs and of the LM head's costing (the simulation adds the profiles' and versions)
 
 
 def scheduler_plan(spec, settings: SpeculationSettings, chunk_size: int, batch_size_cap: int, acceptance_seed: int) -> SchedulerPlan:
@@ -144,8 +144,7 @@ class _Costing:
 
 def resolve_run(config: RunConfig) -> ResolvedRun:
     """Check ``config`` and resolve it into everything a simulation needs, once.  This is the one
-    function that reads the RunConfig (with :func:`target_run_shape`, for the target's precision and
-    expert placement): everything it calls takes values."""
+    function that reads the RunConfig: everything it calls takes values."""
     spec = config.speculation
     kind = spec.kind
     device = get_device(config.device)
@@ -156,7 +155,11 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     step_tokens = config.chunk_size + config.batch_size_cap
     # a profile directory's prediction tables cover the model's context and no more (the built-in step model costs any token count)
     _check_context(config.model, target_config.max_model_len, longest, step_tokens if config.profile_dir is not None else None)
-    target_shape = target_run_shape(config, entry.shape, device)
+    target_shape = target_run_shape(
+        entry.shape, device, config.model, quantization=config.quantization, kv_cache_dtype=config.kv_cache_dtype,
+        expert_parallel=config.expert_parallel, moe_routing_skew=config.moe_routing_skew,
+        data_parallel_size=config.data_parallel_size, tensor_parallel_size=config.tensor_parallel_size,
+    )
     # the predictor's tables cover what this run costs, not the whole context
     max_tokens = table_tokens(target_config.max_model_len, max(longest, step_tokens))
     _check_not_a_drafter(config.model, target_facts)
@@ -202,6 +205,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
         "seed": config.seed,
         "workload_seed": getattr(config.workload, "seed", None),
         "engine_overhead_ms": config.engine_overhead_ms,
+        "lm_head_source": lm_head_source(target.predictor),
     }
     return ResolvedRun(
         config, device, engine, costing.cache_dir, max_tokens, target, draft, num_kv_blocks, settings,
@@ -212,6 +216,13 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
         proposer=ProposerPlan(kind, spec.draft_pass_overhead_ms) if spec.enabled else None,
         provenance=provenance,
     )
+
+
+def lm_head_source(predictor) -> str:
+    """What the target's LM head and sampler are costed from, for the result's provenance."""
+    if isinstance(predictor, AnalyticPredictorConfig):
+        return "step-time model" if predictor.step_model.lm_head else "not costed"
+    return predictor.logits.source if predictor.logits else "not costed"
 
 
 def _draft_network(kind, draft_model: Optional[str], target_name: str, target: ModelFacts) -> Optional[ModelEntry]:
@@ -231,38 +242,40 @@ def _check_context(model: str, max_len: int, longest: int, step_tokens: Optional
         raise ConfigError(f"workload: a request of {longest} tokens (prompt + output) exceeds {model}'s context of {max_len}")
 
 
-def target_run_shape(config: RunConfig, shape: ModelShape, device: DeviceSpec) -> ModelShape:
+def target_run_shape(
+    shape: ModelShape, device: DeviceSpec, model: str, *, quantization: Optional[str] = None, kv_cache_dtype: str = "auto",
+    expert_parallel: bool = False, moe_routing_skew: float = 0.0, data_parallel_size: int = 1, tensor_parallel_size: int = 1,
+) -> ModelShape:
     """The target's shape as this run holds it: its precision (the checkpoint's with the run's
     --quantization and --kv-cache-dtype, which the GPU must support), and for a mixture of
-    experts the run's expert placement and routing skew."""
-    precision = run_precision(shape.precision, shape.moe is not None, config.quantization, config.kv_cache_dtype, config.model)
-    problem = precision_problem(precision, device.datasheet.has_dtype, config.device)
+    experts the run's expert placement and routing skew.  Values in (the run's fields, as
+    :func:`resolve_run` reads them); ``model`` names the model in a refusal."""
+    precision = run_precision(shape.precision, shape.moe is not None, quantization, kv_cache_dtype, model)
+    problem = precision_problem(precision, device.datasheet.has_dtype, device.name)
     if problem:
         raise ConfigError(problem)
     if shape.mla is not None and not device.attention.mla_backend:
-        raise ConfigError(f"device = '{config.device}': {config.model} uses multi-head latent attention, which has no modelled backend on this device")
-    options = (("expert_parallel", config.expert_parallel, False), ("moe_routing_skew", config.moe_routing_skew, 0.0), ("data_parallel_size", config.data_parallel_size, 1))
+        raise ConfigError(f"device = '{device.name}': {model} uses multi-head latent attention, which has no modelled backend on this device")
+    options = (("expert_parallel", expert_parallel, False), ("moe_routing_skew", moe_routing_skew, 0.0), ("data_parallel_size", data_parallel_size, 1))
     if shape.moe is None:
         for name, value, off in options:
             if value != off:
                 raise ConfigError(
-                    f"{name} = {value!r}: {config.model} is not a mixture-of-experts model"
+                    f"{name} = {value!r}: {model} is not a mixture-of-experts model"
                     + (" (a dense model's data-parallel replicas are independent: simulate one)" if name == "data_parallel_size" else "")
                 )
         return shape.with_precision(precision)
-    if config.data_parallel_size > 1 and not config.expert_parallel:
+    if data_parallel_size > 1 and not expert_parallel:
         raise ConfigError(
-            f"data_parallel_size = {config.data_parallel_size}: data parallelism without expert parallelism (experts split over DP x TP) "
+            f"data_parallel_size = {data_parallel_size}: data parallelism without expert parallelism (experts split over DP x TP) "
             "is not modelled; add expert_parallel (--enable-expert-parallel)"
         )
-    if config.data_parallel_size > 1 and config.tensor_parallel_size > 1:
+    if data_parallel_size > 1 and tensor_parallel_size > 1:
         raise ConfigError(
-            f"data_parallel_size = {config.data_parallel_size} with tensor_parallel_size = {config.tensor_parallel_size}: data-parallel "
+            f"data_parallel_size = {data_parallel_size} with tensor_parallel_size = {tensor_parallel_size}: data-parallel "
             "attention is modelled at tensor parallelism 1 only"
         )
-    return shape.with_precision(precision).with_moe(
-        expert_parallel=config.expert_parallel, routing_skew=float(config.moe_routing_skew), data_parallel=config.data_parallel_size
-    )
+    return shape.with_precision(precision).with_moe(expert_parallel=expert_parallel, routing_skew=float(moe_routing_skew), data_parallel=data_parallel_size)
 
 
 def _check_not_a_drafter(name: str, facts: ModelFacts) -> None:
@@ -318,7 +331,7 @@ class _SideQuery:
     tensor_parallel: int
     profile_dir: Optional[str]
     fields: tuple[str, str]  # (TP field, profile-directory field)
-    memory: Callable[[ReplicaConfig], ModelMemory]
+    memory: Callable[[ReplicaConfig], ModelMemory]  # one GPU's share of the replica (built once the sharding is checked)
     engine_overhead_ms: float
 
 
@@ -333,7 +346,7 @@ def _side(costing: _Costing, side: _SideQuery) -> ModelSide:
             profile_dir=side.profile_dir, network_dir=costing.network_dir, tp_field=tp_field, profile_field=profile_field,
         )
     )
-    replica = replica_config(costing.device, name, tp, costing.pipeline_stages)
+    replica = replica_config(costing.device, name, tp, costing.pipeline_stages)  # Vidur asserts the sharding: after the profile's check
     if profile.builtin is not None:
         predictor = analytic_config(costing, model.num_layers, profile, engine_overhead_ms)
     else:

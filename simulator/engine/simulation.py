@@ -8,17 +8,15 @@ off and its output directory is never created.
 from __future__ import annotations
 
 from dataclasses import fields, replace
-import pandas as pd
 
 from simulator.config import ClosedLoopWorkload
 from simulator.engine.closed_loop import ClosedLoopSimulator
 from simulator.engine.generator import WorkloadRequestGeneratorConfig
-from simulator.engine import predictor  # noqa: F401  (registers a profile directory's predictor with Vidur's registry)
-from simulator.engine.analytic import AnalyticPredictorConfig
+from simulator.engine import analytic, predictor  # noqa: F401  (register the built-in and the profile-directory predictors with Vidur's registry)
 from simulator.engine.proposers import ProposerCost
 from simulator.engine.resolve import ModelSide, ResolvedRun, SchedulerPlan
 from simulator.engine.scheduler import SpeculativeSarathiSchedulerConfig, TrackedSarathiScheduler, TrackedSarathiSchedulerConfig
-from simulator.results import REQUEST_COLUMNS, RunResult, inter_token_gaps, summarize, tpot
+from simulator.results import RunResult, inter_token_gaps, request_frame, summarize
 from simulator.versions import simulator_version, source_hash, vidur_version
 from simulator.vidur.configs import CacheConfig, ClusterConfig, InMemorySimulationConfig, QuietMetricsConfig, RoundRobinGlobalSchedulerConfig
 from simulator.vidur.runtime import ExecutionTimePredictorRegistry, Simulator
@@ -124,33 +122,8 @@ def simulate(run: ResolvedRun) -> RunResult:
         "workload_seed": given["workload_seed"],
         "engine_overhead_ms": given["engine_overhead_ms"],
         "engine": run.engine.name,
-        "lm_head_source": _lm_head_source(run.target.predictor),
+        "lm_head_source": given["lm_head_source"],
     }
     if run.draft is not None:
         provenance.update({f"draft_{key}": value for key, value in run.draft.profile.provenance().items()})
     return RunResult(run.config, frame, summary, provenance, {r.id: list(r.acceptance_log) for r in requests}, {r.id: list(r.emission_times) for r in requests})
-
-
-def _lm_head_source(predictor_config) -> str:
-    if isinstance(predictor_config, AnalyticPredictorConfig):
-        return "step-time model" if predictor_config.step_model.lm_head else "not costed"
-    return predictor_config.logits.source if predictor_config.logits else "not costed"
-
-
-def request_frame(requests) -> pd.DataFrame:
-    frame = pd.DataFrame(
-        {
-            "request_id": [r.id for r in requests],
-            "arrival_s": [r.arrived_at for r in requests],
-            "prompt_tokens": [r.total_tokens - r.output_tokens for r in requests],
-            "output_tokens": [r.output_tokens for r in requests],
-            "ttft_s": [r.prefill_completed_at - r.arrived_at for r in requests],
-            "e2e_s": [r.completed_at - r.arrived_at for r in requests],
-            "restarts": [r.num_restarts for r in requests],
-            "verify_steps": [r.verify_steps for r in requests],
-            "proposed_tokens": [r.proposed_tokens for r in requests],
-            "accepted_tokens": [r.accepted_tokens for r in requests],
-        }
-    )
-    frame["tpot_s"] = tpot(frame.e2e_s, frame.ttft_s, frame.output_tokens)
-    return frame[list(REQUEST_COLUMNS)]

@@ -14,10 +14,9 @@ import numpy as np
 import pandas as pd
 
 from simulator.hashing import text_digest
-from simulator.profiles import grid, network, roofline
+from simulator.profiles import grid, network, roofline, sharding
 from simulator.profiles.hardware import DeviceSpec, NetworkSpec
 from simulator.shapes import ModelShape
-from simulator.profiles.sharding import shardable
 from simulator.profiles.vidur_format import ATTENTION_OPS, MLP_OPS, with_point_stats
 
 # Bump when the model's equations change: it is part of every cache key and provenance string.
@@ -27,8 +26,7 @@ MAX_DECODE_BATCH = 1024
 
 def tp_degrees(shape: ModelShape, dev: DeviceSpec) -> tuple[int, ...]:
     """The TP degrees the built-in profile covers for this model on this device."""
-    per_node = dev.network.gpus_per_node if dev.network else 1
-    return tuple(tp for tp in network.TP_DEGREES if tp <= per_node and shardable(shape, tp))
+    return sharding.tp_degrees(shape, dev.network.gpus_per_node if dev.network else 1)
 
 
 def _per_degree(table, shape: ModelShape, degrees) -> pd.DataFrame:

@@ -21,7 +21,6 @@ import pandas as pd
 from simulator.profiles.hardware import NetworkSpec
 from simulator.profiles.vidur_format import with_point_stats
 
-TP_DEGREES = (1, 2, 4, 8)
 BYTES = 2  # fp16 / bf16 activations
 # The messages a Llama-2-7B (embedding 4096) or 70B (8192) step all-reduces: 1 to 4,096 tokens.
 STEP_MESSAGE_BYTES = (1 * 4096 * BYTES, 4096 * 8192 * BYTES)

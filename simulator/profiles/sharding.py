@@ -43,6 +43,14 @@ def shardable(shape: ModelShape, tp: int) -> bool:
     return sharding_problem(shape, tp) is None
 
 
+TP_DEGREES = (1, 2, 4, 8)  # the tensor-parallel degrees a single node's profile covers
+
+
+def tp_degrees(shape: ModelShape, gpus_per_node: int) -> tuple[int, ...]:
+    """The TP degrees of one node that ``shape`` shards over (what a built-in profile covers)."""
+    return tuple(tp for tp in TP_DEGREES if tp <= gpus_per_node and shardable(shape, tp))
+
+
 def check_sharding(shape: ModelShape, tp: int, field: str, model: str) -> None:
     problem = sharding_problem(shape, tp)
     if problem:

@@ -21,7 +21,7 @@ from simulator.errors import ConfigError
 from simulator.hashing import text_digest
 from simulator.profiles import builtin, network
 from simulator.profiles.hardware import DeviceSpec, NetworkSpec, get_device
-from simulator.profiles.sharding import check_sharding
+from simulator.profiles.sharding import check_sharding, tp_degrees
 from simulator.shapes import ModelShape
 from simulator.profiles.vidur_format import (
     ProfileFiles,
@@ -100,12 +100,14 @@ def builtin_profile_dir(model: str, device: str, root: Path, max_seq_len: int = 
     return target
 
 
-def builtin_network_file(shape: ModelShape, dev: DeviceSpec, root: Path, max_seq_len: int = 4096) -> Path:
-    """The built-in all-reduce rows alone (for a profile directory without its own), generated once."""
+def builtin_network_file(shape: ModelShape, dev: DeviceSpec, root: Path, max_seq_len: int, degrees: tuple[int, ...]) -> Path:
+    """The built-in all-reduce rows alone (for a profile directory without its own), generated
+    once, at ``degrees``: the TP degrees of the node the model shards over (checked once, by
+    :func:`resolve`)."""
     text = f"network|{shape.embedding_dim}|{dev.fingerprint()}|{max_seq_len}|v{builtin.GENERATOR_VERSION}"
     target = Path(root) / f"builtin-network-{dev.name}-{text_digest(text, 16)}.csv"
     if not target.is_file():
-        frame = builtin.all_reduce_table(shape, dev, max_seq_len, builtin.tp_degrees(shape, dev))
+        frame = builtin.all_reduce_table(shape, dev, max_seq_len, degrees)
         Path(root).mkdir(parents=True, exist_ok=True)
         with atomic_path(target) as tmp:
             frame.to_csv(tmp, index=False, float_format="%.6g")
@@ -156,7 +158,9 @@ def resolve(query: ProfileQuery) -> ResolvedProfile:
     """The profile a run side trains on: the sharding checked (here, once), then the built-in model
     or a Vidur-format directory with its all-reduce rows (:func:`_network`); validated and hashed
     once per process for unchanged files."""
+    dev = query.device
     check_sharding(query.shape, query.tensor_parallel, query.tp_field, query.model)
+    degrees = tp_degrees(query.shape, dev.network.gpus_per_node if dev.network else 1)  # what built-in all-reduce rows cover
     if query.profile_dir is not None and not query.shape.is_plain:
         raise ConfigError(
             f"{query.profile_field} = {query.profile_dir}: a Vidur-format profile holds a dense 16-bit Llama-style layer's ops, and "
@@ -165,8 +169,8 @@ def resolve(query: ProfileQuery) -> ResolvedProfile:
     directory = Path(query.profile_dir) if query.profile_dir is not None else None
     net = Path(query.network_dir) if query.network_dir is not None else None
     return _resolve(
-        directory, _stamp(directory), net, _stamp(net), query.model, query.shape, query.device, Path(query.cache_dir),
-        query.max_seq_len, query.block_size, query.tensor_parallel,
+        directory, _stamp(directory), net, _stamp(net), query.model, query.shape, dev, Path(query.cache_dir),
+        query.max_seq_len, query.block_size, query.tensor_parallel, degrees,
     )
 
 
@@ -177,7 +181,9 @@ class _Network:
     spec: Optional[NetworkSpec] = None  # the built-in profile's ring model (fitted to measured rows, or the device's)
 
 
-def _network(profile_dir, network_dir, whole: ModelShape, dev: DeviceSpec, cache_dir: Path, max_seq_len: int, tp: int, ranks: int) -> _Network:
+def _network(
+    profile_dir, network_dir, whole: ModelShape, dev: DeviceSpec, cache_dir: Path, max_seq_len: int, tp: int, ranks: int, degrees: tuple[int, ...]
+) -> _Network:
     """Where a TP group's all-reduce times come from, for either profile source, in one order:
     measured rows in ``network_dir``, then a profile directory's own ``all_reduce.csv``, then the
     device's NVLink model.  The built-in profile evaluates a ring model: measured rows replace the
@@ -205,20 +211,21 @@ def _network(profile_dir, network_dir, whole: ModelShape, dev: DeviceSpec, cache
     if tp == 1:
         return _Network()
     _check_device_covers(dev, tp)
-    return _Network(builtin_network_file(whole, dev, Path(cache_dir) / "profiles", max_seq_len), "builtin")
+    return _Network(builtin_network_file(whole, dev, Path(cache_dir) / "profiles", max_seq_len, degrees), "builtin")
 
 
 @lru_cache(maxsize=32)
 def _resolve(
-    profile_dir, stamp, network_dir, network_stamp, model: str, whole: ModelShape, device: DeviceSpec, cache_dir: Path, max_seq_len: int, block_size: int, tp: int
+    profile_dir, stamp, network_dir, network_stamp, model: str, whole: ModelShape, device: DeviceSpec, cache_dir: Path, max_seq_len: int, block_size: int,
+    tp: int, degrees: tuple[int, ...],
 ) -> ResolvedProfile:
     shape = whole.sharded(tp)
+    # the GPUs that exchange over NVLink: TP, times a built-in mixture of experts' data-parallel ranks (they exchange tokens too)
+    ranks = tp * (shape.moe.data_parallel if shape.moe is not None and profile_dir is None else 1)
+    network = _network(profile_dir, network_dir, whole, device, cache_dir, max_seq_len, tp, ranks, degrees)
     if profile_dir is None:
-        dp = shape.moe.data_parallel if shape.moe is not None else 1  # data-parallel ranks exchange tokens over the node's NVLink too
-        return _builtin_profile(shape, device, tp, _network(None, network_dir, whole, device, cache_dir, max_seq_len, tp, tp * dp))
-    files = validate_profile_dir(profile_dir, shape, block_size)
-    network = _network(profile_dir, network_dir, whole, device, cache_dir, max_seq_len, tp, tp)
-    files = replace(files, all_reduce=network.all_reduce)
+        return _builtin_profile(shape, device, tp, network)
+    files = replace(validate_profile_dir(profile_dir, shape, block_size), all_reduce=network.all_reduce)
     digest = files.sha256()
     return ResolvedProfile(files, "directory", f"sha256:{digest[:16]}", digest, max_decode_batch(files, shape, block_size), tp, network.source)
 
