@@ -12,7 +12,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 
 # build.py works from the checkout: its inputs are the folders next to it.
 REPO_ROOT = Path(__file__).resolve().parent
@@ -65,7 +65,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     args = parse_args(argv)
-    from simulator.progress import quiet_vidur
+    from simulator.util.progress import quiet_vidur
 
     quiet_vidur()
     report = args.validation_report
@@ -74,8 +74,8 @@ def main(argv=None) -> int:
     try:
         if args.jobs is not None and args.jobs < 1:
             raise ConfigError(f"--jobs {args.jobs}: must be a positive integer")
-        from simulator.pipeline import BuildOptions, PublishedInputs, build
-        from simulator.pipeline import PaysoffInputs
+        from simulator.publish.pipeline import BuildOptions, PublishedInputs, build
+        from simulator.publish.pipeline import PaysoffInputs
         from simulator.website.render import SiteSources
 
         paysoff_files = (args.paysoff_csv, args.crossovers_csv, args.schedules_json)

@@ -39,9 +39,9 @@ KINDS = {
 
 
 def config(name: str):
-    from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+    from simulator.runs.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 
-    from simulator.workloads import random_lengths
+    from simulator.runs.workloads import random_lengths
 
     def closed(concurrency: int, requests: int, prompt: int = 512, output: int = 256):
         # lengths spread around the given ones (what ClosedLoopWorkload.spread built before it became
@@ -80,7 +80,7 @@ def config(name: str):
 def child(names: list[str], inner: int) -> None:
     """One revision's process: every kind warmed once, then ``inner`` timed runs each."""
     import simulator
-    from simulator.progress import quiet_vidur
+    from simulator.util.progress import quiet_vidur
 
     quiet_vidur()
     out = {"simulator": simulator.__file__}

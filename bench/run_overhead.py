@@ -19,10 +19,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import simulator  # noqa: E402
-from simulator.progress import quiet_vidur  # noqa: E402
+from simulator.util.progress import quiet_vidur  # noqa: E402
 
 quiet_vidur()
-from simulator.config import RunConfig  # noqa: E402
+from simulator.runs.config import RunConfig  # noqa: E402
 from stock_vidur import direct_vidur_requests  # noqa: E402  (tests/stock_vidur.py: no pytest needed)
 
 

@@ -15,10 +15,10 @@ import time
 
 
 import simulator  # noqa: E402
-from simulator.progress import quiet_vidur  # noqa: E402
+from simulator.util.progress import quiet_vidur  # noqa: E402
 
 quiet_vidur()
-from simulator.config import PoissonWorkload, RunConfig, SpeculationConfig  # noqa: E402
+from simulator.runs.config import PoissonWorkload, RunConfig, SpeculationConfig  # noqa: E402
 
 WORKLOADS = {
     "Poisson 4 req/s": PoissonWorkload(arrival_rate=4.0),

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from simulator.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.runs.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 
 if TYPE_CHECKING:
-    from simulator.results import RunResult
+    from simulator.runs.results import RunResult
 
 __all__ = ["run", "RunConfig", "RunResult", "PoissonWorkload", "ExplicitWorkload", "ClosedLoopWorkload", "SpeculationConfig"]
 
@@ -27,7 +27,7 @@ def run(config: RunConfig) -> RunResult:
 
 def __getattr__(name: str):
     if name == "RunResult":  # pandas behind it: loaded when asked for
-        from simulator.results import RunResult
+        from simulator.runs.results import RunResult
 
         return RunResult
     raise AttributeError(f"module 'simulator' has no attribute {name!r}")

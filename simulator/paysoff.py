@@ -7,7 +7,7 @@ that baseline is overloaded, the best k, where speculation stops paying, the rec
 ``num_speculative_tokens_per_batch_size`` as a ``--speculative-config`` and a full ``vllm serve``
 command, and the best fixed k for a vLLM without the key.  The runs are the build's pays-off sweep
 (:mod:`simulator.sweep.paysoff_runner`) with one deployment, costed as ``python -m simulator`` costs them
-(the same scheduler defaults, :mod:`simulator.vllm_serve`), and go through the result cache: a
+(the same scheduler defaults, :mod:`simulator.cli.vllm_serve`), and go through the result cache: a
 repeated question re-simulates nothing, and an interrupted one resumes.
 
 Exit codes: 0 answered; 2 bad input (one line on stderr naming the input and the fix; nothing
@@ -22,11 +22,13 @@ import math
 import sys
 from typing import Optional
 
-from simulator import command, vllm_serve
-from simulator.argtypes import DeprecatedAlias, Synonyms, comma_floats
-from simulator.config import KV_CACHE_DTYPES, QUANTIZATIONS, RunConfig
-from simulator.errors import ConfigError
-from simulator.proposer_flags import add_proposer_flags, check_acceptance_input, draft_model_help, options_from_args, proposer_kind, require_draft_model
+from simulator.cli import command
+
+from simulator.cli import vllm_serve
+from simulator.cli.argtypes import DeprecatedAlias, Synonyms, comma_floats
+from simulator.runs.config import KV_CACHE_DTYPES, QUANTIZATIONS, RunConfig
+from simulator.util.errors import ConfigError
+from simulator.cli.proposer_flags import add_proposer_flags, check_acceptance_input, draft_model_help, options_from_args, proposer_kind, require_draft_model
 
 PROG = "python -m simulator.paysoff"
 DEFAULT_CONCURRENCY = "1-128"
@@ -200,7 +202,7 @@ def prepare(args) -> None:
         return
     args._speculative_input = None
     if args.speculative_config is not None:
-        from simulator.speculative_config import Destinations, apply
+        from simulator.cli.speculative_config import Destinations, apply
 
         destinations = Destinations(k=("at_k", "-k"), k_schedule=None)
         args._speculative_input = apply(
@@ -212,7 +214,7 @@ def prepare(args) -> None:
 
 def _check_system(args) -> str:
     """Model, device, draft: named the way the user typed them; returns the device's canonical name."""
-    from simulator.catalog import model_config
+    from simulator.models.catalog import model_config
 
     prepare(args)
     try:
@@ -299,8 +301,8 @@ def spec_from_args(args):
     if profile.per_position is not None and len(profile.per_position) < max(ks):
         raise ConfigError(f"per-position acceptance has {len(profile.per_position)} rates but --k-range goes to {max(ks)}: give {max(ks)} rates or lower --k-range")
     if args.trace:
-        from simulator.catalog import model_config
-        from simulator.workloads import read_trace
+        from simulator.models.catalog import model_config
+        from simulator.runs.workloads import read_trace
 
         read_trace(args.trace, model_config(args.model).max_model_len)  # a bad trace fails now, naming the row
     return single_deployment(
@@ -502,7 +504,7 @@ def answer_document(spec, output, argv, limits: Optional[vllm_serve.Limits] = No
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    from simulator.progress import quiet_vidur
+    from simulator.util.progress import quiet_vidur
 
     quiet_vidur()
     return command.guarded(
@@ -517,7 +519,7 @@ def main(argv=None) -> int:
 def _main(args, argv) -> int:
     from simulator.sweep.executors import LocalExecutor
     from simulator.sweep.paysoff_runner import csv_texts, run_paysoff
-    from simulator.textio import atomic_write_text, check_writable_file
+    from simulator.util.textio import atomic_write_text, check_writable_file
 
     spec = spec_from_args(args)
     for flag, path in (("--json", args.json), ("--csv", args.csv)):

@@ -4,7 +4,7 @@ Every recorded CSV's columns (and which of them are numbers), the values a reade
 and the JSON documents' identifiers and fields live here, so the writers (the sweep runner, the
 pays-off sweep, the published-results reproduction, the validation harness) and the reader (the
 site) agree by importing one module: the site never imports a writer to learn a column name.
-Part of the model hash (:mod:`simulator.versions`): a column or threshold here shapes a
+Part of the model hash (:mod:`simulator.util.versions`): a column or threshold here shapes a
 recorded file.
 """
 

@@ -9,7 +9,7 @@ the benchmark runs without the test extras.
 
 from __future__ import annotations
 
-from simulator.config import RunConfig
+from simulator.runs.config import RunConfig
 from simulator.engine.generator import vidur_synthetic_config
 from simulator.engine.resolve import resolve_run
 from simulator.vidur.configs import CacheConfig, ClusterConfig, InMemorySimulationConfig, QuietMetricsConfig, RoundRobinGlobalSchedulerConfig, SarathiSchedulerConfig

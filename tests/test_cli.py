@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator import cli
-from simulator.config import (
+from simulator.cli import simulate as cli
+from simulator.runs.config import (
     DEFAULT_MAX_NUM_BATCHED_TOKENS,
     DEFAULT_MAX_NUM_SEQS,
     ClosedLoopWorkload,
@@ -23,8 +23,8 @@ from simulator.config import (
     RunConfig,
     SpeculationConfig,
 )
-from simulator.results import RunSummary, speedup
-from simulator.workloads import spread_closed_loop
+from simulator.runs.results import RunSummary, speedup
+from simulator.runs.workloads import spread_closed_loop
 from simulator.speculative.acceptance_convert import acceptance_length
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -396,7 +396,7 @@ def test_the_printed_vllm_serve_line_names_the_model_as_vllm_loads_it(name_or_pa
 def _fake_result(config):
     """A result with made-up numbers, as the cache would hold it: what a run from the cache prints
     must be these numbers, not a simulation's."""
-    from simulator.results import RunResult, RunSummary
+    from simulator.runs.results import RunResult, RunSummary
 
     n = config.workload.num_requests
     frame = pd.DataFrame({
@@ -415,7 +415,7 @@ def _fake_result(config):
 def test_a_single_run_comes_from_the_result_cache(capsys, tmp_path):
     """The unit tier refuses any simulation: the answer can only come from the cache, keyed by the
     resolved run (a run with another seed is a miss)."""
-    from simulator import run_cache as cache
+    from simulator.util import run_cache as cache
 
     argv = [*SMALL, "--request-rate", "8", "--cache-dir", str(tmp_path / "cache")]
     config, _ = cli.config_from_args(_parse(*argv))

@@ -9,8 +9,8 @@ import pytest
 import simulator
 from simulator import ClosedLoopWorkload, RunConfig, SpeculationConfig
 from simulator.engine.resolve import resolve_run
-from simulator.errors import ConfigError
-from simulator.workloads import draw_lengths, read_trace, trace_workload
+from simulator.util.errors import ConfigError
+from simulator.runs.workloads import draw_lengths, read_trace, trace_workload
 
 from repo import SHARED_DIR
 

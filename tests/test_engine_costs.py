@@ -6,14 +6,14 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from simulator.catalog import model_shape
-from simulator.config import DEFAULT_ENGINE_OVERHEAD_MS, ClosedLoopWorkload, RunConfig, SpeculationConfig
+from simulator.models.catalog import model_shape
+from simulator.runs.config import DEFAULT_ENGINE_OVERHEAD_MS, ClosedLoopWorkload, RunConfig, SpeculationConfig
 from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.proposers import ProposerCost, passes_fixed_seconds
 from simulator.speculative import proposers
 from simulator.speculative.proposers.base import ModelFacts, SpeculationSettings
 from simulator.speculative.step import StepPlan
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.engine import simulation
 from simulator.engine.resolve import resolve_run
 from simulator.profiling.engine_costs import draft_pass_fixed_ms, read_engine_costs, series_fit, series_lambda, source_draft_step_ms

@@ -6,15 +6,13 @@ import re
 
 import pytest
 
-from simulator import versions
+from simulator.util import versions
 
 PACKAGE = versions.PACKAGE_DIR
-TOOLS = ("simulator.sweep", "simulator.specs", "simulator.website", "simulator.validation", "simulator.published", "simulator.pipeline", "simulator.paysoff",
-         "simulator.profiling", "simulator.publication")
+TOOLS = ("simulator.sweep", "simulator.specs", "simulator.website", "simulator.validation", "simulator.published", "simulator.publish", "simulator.paysoff",
+         "simulator.profiling")
 # The simulator: modelling, Vidur glue, profiles, and what they are configured and reported with.
-CORE = ("speculative", "engine", "vidur", "profiles", "models", "config.py", "catalog.py", "shapes.py", "results.py", "workloads.py",
-        "inputs.py", "textio.py", "errors.py", "paths.py", "versions.py", "hashing.py", "progress.py", "argtypes.py", "cli.py", "__init__.py", "__main__.py",
-        "run_cache.py", "vllm_serve.py", "command.py", "speculative_config.py", "proposer_flags.py", "schemas.py")
+CORE = ("speculative", "engine", "vidur", "profiles", "models", "runs", "cli", "util", "__init__.py", "__main__.py", "schemas.py")
 
 
 def _imports(path):
@@ -56,7 +54,7 @@ def test_the_simulator_never_imports_the_tools():
 
 def test_catalog_and_profiles_import_one_way():
     # the profiles may ask the catalog for a model's shape; the catalog never imports the profiles
-    assert not [m for m in _imports(PACKAGE / "catalog.py") if m.startswith("simulator.profiles")]
+    assert not [m for m in _imports(PACKAGE / "models" / "catalog.py") if m.startswith("simulator.profiles")]
 
 
 def test_the_run_time_profiles_take_nothing_from_the_profiling_tools():
@@ -74,8 +72,8 @@ def test_the_site_takes_nothing_from_the_validation_harness():
 
 def test_the_site_only_renders():
     """website/ turns recorded files into pages: it never runs a simulation or the build pipeline
-    (the pipeline, simulator/pipeline.py, calls it)."""
-    forbidden = ("simulator.engine", "simulator.vidur", "simulator.pipeline", "simulator.sweep.executors", "simulator.run_cache", "vidur")
+    (the pipeline, simulator/publish/pipeline.py, calls it)."""
+    forbidden = ("simulator.engine", "simulator.vidur", "simulator.publish.pipeline", "simulator.sweep.executors", "simulator.util.run_cache", "vidur")
     offenders = [
         f"{path.relative_to(PACKAGE)} imports {module}"
         for path in sorted((PACKAGE / "website").rglob("*.py"))
@@ -100,7 +98,7 @@ def _simulator_imports(path):
 # the proposers' labels, and the committed verify profile's reader and fit (a profile is an input,
 # not a recorded result).  Never a writer of a recorded file (the sweeps, the reproduction, the pipeline).
 SITE_MAY_IMPORT = (
-    "simulator.schemas", "simulator.errors", "simulator.inputs", "simulator.publication", "simulator.speculative.proposers",
+    "simulator.schemas", "simulator.util.errors", "simulator.util.inputs", "simulator.publish.publication", "simulator.speculative.proposers",
     "simulator.profiling.verify_fit", "simulator.profiling.verify_table",
 )
 
@@ -136,7 +134,7 @@ def test_every_file_contract_is_defined_once_in_schemas():
         if isinstance(target, ast.Name) and target.id in contracts
     )
     assert redefined == []
-    for writer in ("sweep/runner.py", "sweep/paysoff_runner.py", "published/reproduce.py", "pipeline.py", "validation/report.py"):
+    for writer in ("sweep/runner.py", "sweep/paysoff_runner.py", "published/reproduce.py", "publish/pipeline.py", "validation/report.py"):
         assert "simulator.schemas" in set(_simulator_imports(PACKAGE / writer)), writer
 
 

@@ -16,8 +16,8 @@ import pytest
 
 from tiers import requires
 
-from simulator.catalog import model_config, model_shape
-from simulator.errors import ConfigError
+from simulator.models.catalog import model_config, model_shape
+from simulator.util.errors import ConfigError
 from simulator.profiles import grid as vidur_grid
 from simulator.profiling import measure
 from simulator.profiling.measure import timing

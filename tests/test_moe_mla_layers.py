@@ -10,11 +10,11 @@ import json
 import numpy as np
 import pytest
 
-from simulator.catalog import model_config, model_shape
-from simulator.config import ClosedLoopWorkload, RunConfig
-from simulator.vllm_serve import scheduler_defaults
+from simulator.models.catalog import model_config, model_shape
+from simulator.runs.config import ClosedLoopWorkload, RunConfig
+from simulator.cli.vllm_serve import scheduler_defaults
 from simulator.engine.resolve import resolve_run, target_run_shape
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.models import weights
 from simulator.models.spec import parse_config
 from simulator.profiles import attention as attn
@@ -25,7 +25,7 @@ from simulator.profiles.engines import get_engine
 from simulator.profiles.hardware import get_device
 from simulator.profiles.layers import layer_linear_ms
 from simulator.profiles.step import StepModel
-from simulator.shapes import LayerKind, Precision
+from simulator.models.shapes import LayerKind, Precision
 from simulator.speculative.memory import ModelMemory, kv_capacity_tokens
 
 from repo import REPO_ROOT
@@ -273,7 +273,7 @@ def test_fp8_weights_halve_the_bytes_and_compute_at_the_fp8_peak():
 
 
 def test_block_scaled_4bit_formats_carry_their_scales():
-    from simulator.shapes import DTYPE_BYTES
+    from simulator.models.shapes import DTYPE_BYTES
 
     assert DTYPE_BYTES["mxfp4"] == pytest.approx(4.25 / 8) and DTYPE_BYTES["nvfp4"] == pytest.approx(4.5 / 8)
 
@@ -400,7 +400,7 @@ def test_the_dense_weight_count_is_vidurs_param_counter():
     from simulator.vidur.configs import ReplicaConfig
     from simulator.vidur.runtime import ParamCounter
 
-    from simulator.catalog import known_models, shape_of
+    from simulator.models.catalog import known_models, shape_of
     from simulator.profiles.sharding import shardable
 
     checked = 0

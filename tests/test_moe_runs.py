@@ -12,7 +12,7 @@ import pytest
 import simulator
 from simulator import ClosedLoopWorkload, RunConfig, SpeculationConfig
 from simulator.engine.resolve import resolve_run
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 
 from repo import REPO_ROOT as ROOT
 

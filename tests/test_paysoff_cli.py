@@ -213,8 +213,8 @@ OFF_AT_8 = {(8, 1): 0.97, (8, 2): 0.95, (32, 1): 0.9, (32, 2): 0.8}
 
 
 def _fake_runs(speedups):
-    from simulator.config import ClosedLoopWorkload
-    from simulator.results import RunResult, summarize
+    from simulator.runs.config import ClosedLoopWorkload
+    from simulator.runs.results import RunResult, summarize
     from simulator.speculative.k_schedule import k_for_batch
 
     def run(config):

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from simulator.catalog import model_shape
-from simulator.errors import ConfigError
+from simulator.models.catalog import model_shape
+from simulator.util.errors import ConfigError
 from simulator.profiles import builtin, roofline
 from simulator.profiles.hardware import get_device
 from simulator.profiles.vidur_format import MLP_REQUIRED, ATTENTION_REQUIRED, validate_profile_dir, write_profile

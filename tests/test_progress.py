@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from simulator import progress
+from simulator.util import progress
 from simulator.sweep.executors import LocalExecutor
 
 

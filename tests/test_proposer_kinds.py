@@ -8,7 +8,7 @@ import pytest
 import simulator
 from simulator import ClosedLoopWorkload, RunConfig, SpeculationConfig
 from simulator.engine.resolve import resolve_run
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.speculative import proposers
 from simulator.speculative.proposers.base import ModelFacts, SpeculationSettings
 from simulator.speculative.proposers.suffix import truncated_geometric

@@ -16,10 +16,10 @@ import pytest
 
 from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.proposers import ProposerCost
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.profiles import roofline
 from simulator.profiles.hardware import get_device
-from simulator.shapes import ModelShape
+from simulator.models.shapes import ModelShape
 from simulator.speculative import proposers
 from simulator.speculative.memory import BYTES, ModelMemory
 from simulator.speculative.proposers.base import ACCEPTANCE_INPUTS, DraftSource, ModelFacts, NetworkMemory, SpeculationSettings

@@ -5,7 +5,7 @@ committed comparison and its targets."""
 import pandas as pd
 import pytest
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.published.plan import plan, simulated_value
 from simulator.schemas import SIMULATED
 from simulator.website.published_summary import summary

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from repo import DATA_DIR, RESULTS_DIR
-from simulator import versions
+from simulator.util import versions
 
 HASH_FIELD = "simulator_source_hash"
 

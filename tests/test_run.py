@@ -11,9 +11,9 @@ import pytest
 from stock_vidur import direct_vidur_requests
 
 import simulator
-from simulator.config import PoissonWorkload, RunConfig
+from simulator.runs.config import PoissonWorkload, RunConfig
 from simulator.engine.resolve import resolve_run
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 
 SMALL = RunConfig(workload=PoissonWorkload(num_requests=60, arrival_rate=4.0, seed=7))
 ROOT = Path(__file__).resolve().parents[1]
@@ -134,8 +134,8 @@ def test_bad_run_configs(kwargs, message):
 def test_from_deployment_splits_the_fields_and_stores_them_as_given():
     """The one translator every front end calls: flat fields in, the same RunConfig (and cache key) a
     hand-built one has out; a misspelt field is a programming error, not a silent default."""
-    from simulator.config import SpeculationConfig
-    from simulator.run_cache import run_key
+    from simulator.runs.config import SpeculationConfig
+    from simulator.util.run_cache import run_key
 
     flat = RunConfig.from_deployment(
         model="meta-llama/Llama-2-7b-hf", tensor_parallel_size=2, seed=3,
@@ -178,7 +178,7 @@ def test_cli_checks_output_paths_before_simulating(tmp_path):
 
 @pytest.mark.simulation
 def test_stock_decode_past_the_profiled_batch_is_extrapolated(tmp_path):
-    from simulator.catalog import model_shape
+    from simulator.models.catalog import model_shape
     from simulator.profiles import builtin
     from simulator.profiles.hardware import get_device
     from simulator.profiles.vidur_format import write_profile

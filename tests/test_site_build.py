@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from repo import REPO_ROOT, site_dirs
-from simulator.pipeline import BuildOptions, build
+from simulator.publish.pipeline import BuildOptions, build
 from simulator.website.render import SiteSources, render_site
 
 _spec = importlib.util.spec_from_file_location("build_cli", REPO_ROOT / "build.py")
@@ -208,7 +208,8 @@ def test_a_broken_template_keeps_the_previous_site_and_csvs(workspace, site_sour
 # --- publishing the CSVs and the site together ------------------------------------------------
 
 from simulator.sweep.runner import SweepOutput  # noqa: E402
-from simulator import pipeline, publication as publish  # noqa: E402
+from simulator.publish import pipeline
+from simulator.publish import publication as publish  # noqa: E402
 
 SWAP_RENAMES = 6  # three targets (two CSVs, the site), each: old one aside, new one in
 
@@ -346,7 +347,7 @@ def pipeline_options(ws) -> BuildOptions:
 
 
 def test_check_writable_dir_probes_instead_of_trusting_os_access(tmp_path):
-    from simulator.textio import check_writable_dir, check_writable_file
+    from simulator.util.textio import check_writable_dir, check_writable_file
 
     target = unwritable_dir(tmp_path)
     with pytest.raises(ConfigError, match="cannot write there"):

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 from markdown_it import MarkdownIt
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from repo import REPO_ROOT, RESULTS_DIR, site_dirs
 from simulator.schemas import OVERLOAD_TTFT_GROWTH, PROGRESS_COLUMNS, SWEEP_COLUMNS
 from simulator.website.recorded import load_recorded
@@ -262,7 +262,7 @@ def test_calibration_tables_are_formatted_and_their_source_stated(built_site):
 
 
 def test_the_site_does_not_import_the_validation_harness():
-    code = "import sys, simulator.website.render, simulator.pipeline; print(sorted(m for m in sys.modules if m.startswith('simulator.validation')))"
+    code = "import sys, simulator.website.render, simulator.publish.pipeline; print(sorted(m for m in sys.modules if m.startswith('simulator.validation')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
     from simulator.schemas import VALIDATION_REPORT_SCHEMA

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 import simulator
-from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.runs.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.speculative import step as step_module
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.speculative.k_schedule import check_schedule, from_best_k, k_for_batch, k_table, parse_schedule, to_vllm
 
 TIMING = ["request_id", "arrival_s", "ttft_s", "e2e_s", "tpot_s", "restarts", "verify_steps", "proposed_tokens", "accepted_tokens"]

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from simulator.config import RunConfig, SpeculationConfig
-from simulator.errors import ConfigError
+from simulator.runs.config import RunConfig, SpeculationConfig
+from simulator.util.errors import ConfigError
 from simulator.speculative.acceptance import AcceptanceSampler
 from simulator.speculative.memory import ModelMemory, kv_capacity_tokens
 from simulator.speculative.progress import expected_progress, expected_progress_per_position

@@ -5,14 +5,14 @@ import math
 import pytest
 
 import simulator
-from simulator.config import ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.runs.config import ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.engine import simulation
 from simulator.engine.batch import SpeculativeBatch
-from simulator.catalog import shape_of
+from simulator.models.catalog import shape_of
 from simulator.engine.memory_plan import model_memory
 from simulator.engine.resolve import resolve_run
 from simulator.engine.scheduler import SpeculativeSarathiScheduler
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.speculative.progress import expected_progress
 from simulator.profiles.attention import AttentionRows, attention_ms
 from simulator.vidur.entities import Request

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.profiles.hardware import get_device
 from simulator.profiling import step_calibration
 from simulator.specs.published_measurements import load_measurements

@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 
 import simulator
-from simulator.catalog import model_config, model_shape
-from simulator.config import PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.models.catalog import model_config, model_shape
+from simulator.runs.config import PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.engine import simulation
 from simulator.engine.analytic import AnalyticPredictor, batch_rows
 from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.predictor import ProfilePredictor
 from simulator.engine.resolve import resolve_run
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.profiles import collectives, roofline
 from simulator.profiles.attention import AttentionRows, attention_ms
 from simulator.profiles.engines import get_engine, vllm_capture_sizes
@@ -25,7 +25,7 @@ from simulator.profiles.hardware import get_device
 from simulator.profiles.step import ALL_REDUCES_PER_LAYER, ATTENTION_KERNELS, LAYER_KERNELS, StepModel
 from simulator.vidur.entities import Batch, Request
 from simulator.vidur.seam import mark_prefill_complete
-from simulator.shapes import DENSE_LAYER
+from simulator.models.shapes import DENSE_LAYER
 
 L7 = "meta-llama/Llama-2-7b-hf"
 L8 = "meta-llama/Llama-3.1-8B-Instruct"

@@ -7,9 +7,9 @@ import shutil
 import pytest
 
 from repo import DATA_DIR
-from simulator import versions
-from simulator.config import PoissonWorkload, RunConfig, SpeculationConfig
-from simulator import run_cache as cache
+from simulator.util import versions
+from simulator.runs.config import PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.util import run_cache as cache
 from simulator.sweep import runner
 from simulator.sweep.executors import LocalExecutor
 from simulator.schemas import SWEEP_COLUMNS

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from repo import DATA_DIR, REPO_ROOT
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.speculative.k_schedule import check_schedule, k_for_batch
 from simulator.sweep.crossover import NONE_IN_RANGE, best_k, crossings, crossover_rows
 from simulator.sweep.executors import LocalExecutor
@@ -339,7 +339,7 @@ def test_rows_speedups_and_the_recommended_schedules(small_run):
 def test_a_paysoff_row_equals_the_single_run_with_the_same_settings(small_run, acceptance):
     """Costed exactly as `python -m simulator` costs it: simulator.run with the same settings gives the same numbers."""
     from simulator import run
-    from simulator.config import RunConfig, SpeculationConfig
+    from simulator.runs.config import RunConfig, SpeculationConfig
 
     frame = _frame(small_run)
     row = frame[(frame["mode"] == "closed_loop") & (frame["acceptance"] == acceptance) & (frame["concurrency"] == 4)

@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator import versions
-from simulator.errors import ConfigError
+from simulator.util import versions
+from simulator.util.errors import ConfigError
 from repo import DATA_DIR
 from simulator.speculative.progress import expected_progress
 from simulator.sweep.executors import LocalExecutor, RayExecutor, make_executor

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from repo import DATA_DIR
 from simulator.sweep.runner import expand, expand_progress
 from simulator.specs.sweep import load_spec, parse_spec

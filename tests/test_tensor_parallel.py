@@ -16,11 +16,11 @@ from tiers import requires
 
 import simulator
 from repo import SHARED_DIR
-from simulator.catalog import model_config, model_shape
-from simulator.config import PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.models.catalog import model_config, model_shape
+from simulator.runs.config import PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.engine.generator import vidur_synthetic_config
 from simulator.engine.resolve import resolve_run
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.profiles import builtin, network, roofline, source
 from simulator.profiles.hardware import get_device
 from simulator.profiling.tp_accuracy import mlp_side_errors

@@ -2,7 +2,7 @@
 
 import pytest
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.validation.calibrate import acceptance_from_counters, collect_counters, conditional_from_unconditional, iid_alpha
 from simulator.validation.metrics import Snapshot, delta, parse_metrics
 from simulator.validation.replay_files import scrape_path

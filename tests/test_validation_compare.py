@@ -5,7 +5,7 @@ import json
 import pandas as pd
 import pytest
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.validation.cli import main
 from simulator.validation.compare import check_same_workload, error_summary, join, measured_frame, measured_itls, measured_metrics, simulated_metrics
 from simulator.validation.files import DurableAppender, atomic_write_json

@@ -96,7 +96,7 @@ def test_a_wrong_k_is_refused_against_the_chunks(v0_replay, capsys, k, message):
 
 
 def test_a_negative_k_is_refused_by_the_cli_and_the_function(v0_replay, capsys):
-    from simulator.errors import ConfigError
+    from simulator.util.errors import ConfigError
     from simulator.validation.calibrate import calibrate as calibrate_function
 
     with pytest.raises(SystemExit) as exit_:

@@ -1,7 +1,7 @@
 """Inputs the harness used to accept and silently reinterpret (issue 26 section 1): each is now
 refused with exit 2, one line naming the flag(s) and the fix, and nothing written.
 
-The deprecated-alias check lives in the shared action (simulator/argtypes.py), so it is tested
+The deprecated-alias check lives in the shared action (simulator/cli/argtypes.py), so it is tested
 here on a bare parser and on ``python -m simulator``'s parser too."""
 
 import argparse
@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from simulator.argtypes import DeprecatedAlias
+from simulator.cli.argtypes import DeprecatedAlias
 from simulator.validation.cli import main
 
 GENERATE = ["generate", "--num-prompts", "3", "--request-rate", "100"]
@@ -66,7 +66,7 @@ def test_the_shared_action_refuses_an_alias_with_its_flag_in_any_parser(capsys):
 
 
 def test_python_m_simulator_gets_the_same_refusal(capsys):
-    from simulator.cli import build_parser
+    from simulator.cli.simulate import build_parser
 
     with pytest.raises(SystemExit) as exit_:
         build_parser().parse_args(["--num-prompts", "5", "--requests", "6"])

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from fake_vllm import FakeServer, FakeServerConfig
 from simulator.validation.replay import ReplayOptions, pending_requests, replay, request_body
 from simulator.validation.replay_files import list_scrapes, read_results, read_summary, results_path

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from repo import SHARED_DIR
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.validation.cli import main
 from simulator.validation.workload import WorkloadSpec, generate, read_length_trace, read_workload, write_workload
 

@@ -4,7 +4,7 @@ import shutil
 import subprocess
 import sys
 
-from simulator import versions
+from simulator.util import versions
 
 
 def _copy_package(tmp_path):
@@ -15,7 +15,7 @@ def _copy_package(tmp_path):
 
 def _installed_hash(package_root) -> str:
     """``source_hash()`` as a fresh process that imports the package from ``package_root`` reports it."""
-    code = "from simulator import versions; print(versions.source_hash())"
+    code = "from simulator.util import versions; print(versions.source_hash())"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=package_root, check=True)
     return result.stdout.strip()
 
@@ -67,7 +67,7 @@ def test_device_constants_are_part_of_the_model(tmp_path):
 def test_site_and_validation_code_are_not_part_of_the_model(tmp_path):
     package = _copy_package(tmp_path)
     before = versions.model_hash(package)
-    for name in ("website/render.py", "validation/cli.py", "cli.py"):
+    for name in ("website/render.py", "validation/cli.py", "cli/simulate.py"):
         path = package / name
         path.write_text(path.read_text() + "\nUNRELATED = 1\n")
     assert versions.model_hash(package) == before
@@ -80,7 +80,7 @@ def test_version_flag_prints_versions_and_hash():
 
 # Imported by the simulation but unable to change a number: errors, input checking, file
 # writing, the cache location, provenance itself.
-NOT_MODEL = {"errors.py", "inputs.py", "textio.py", "paths.py", "versions.py", "hashing.py", "progress.py", "__init__.py"}
+NOT_MODEL = {f"util/{name}.py" for name in ("errors", "inputs", "textio", "paths", "versions", "hashing", "progress")} | {"__init__.py"}
 
 
 def _module_file(module: str):

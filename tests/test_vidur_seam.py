@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from simulator.catalog import model_shape
-from simulator.config import PoissonWorkload, RunConfig
+from simulator.models.catalog import model_shape
+from simulator.runs.config import PoissonWorkload, RunConfig
 from simulator.engine import simulation
 from simulator.engine.resolve import resolve_run
 from simulator.profiles import builtin
 from simulator.profiles.hardware import get_device
 from simulator.profiles.vidur_format import write_profile
-from simulator.versions import vidur_version
+from simulator.util.versions import vidur_version
 from simulator.vidur import seam
 from simulator.vidur.entities import Batch
 from simulator.vidur.runtime import RequestArrivalEvent, Simulator
@@ -209,7 +209,7 @@ def test_training_frames_are_read_by_vidurs_own_filters(tmp_path):
     """The seam's reader of a profile directory (what tests/test_measure.py checks measured profiles
     with): Vidur's loaders keep only the rows of the model and block size asked for, and add
     Vidur's derived attention features."""
-    from simulator.catalog import model_config
+    from simulator.models.catalog import model_config
 
     name = "meta-llama/Llama-2-7b-hf"
     shape, dev = model_shape(name), get_device("a100")

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from typing import Optional
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.models import weights
 from simulator.profiles.hardware import DeviceSpec
-from simulator.shapes import ModelShape
+from simulator.models.shapes import ModelShape
 from simulator.speculative.memory import ModelMemory, kv_blocks, kv_capacity_tokens
 from simulator.speculative.proposers.base import NetworkMemory
 from simulator.vidur.configs import ReplicaConfig

@@ -20,12 +20,12 @@ from sklearn.ensemble import RandomForestRegressor
 
 from simulator.engine.batch import DraftBatch, SpeculativeBatch
 from simulator.engine.predictor_config import ProfilePredictorConfig  # noqa: F401  (its configuration, importable from here)
-from simulator.hashing import json_digest
-from simulator.progress import say
+from simulator.util.hashing import json_digest
+from simulator.util.progress import say
 from simulator.profiles.vidur_format import PREDICTED_MLP_OPS as PREDICTED_OPS
 from simulator.engine.types import ExtensionType
 from simulator.speculative.verify_cost import extrapolate_batch, verify_attention_ms
-from simulator.versions import vidur_version
+from simulator.util.versions import vidur_version
 from simulator.vidur.entities import ExecutionTimePlus
 from simulator.vidur.runtime import ExecutionTimePredictorRegistry, ModelType
 from simulator.vidur.seam import ForestPredictorSeam

@@ -1,6 +1,6 @@
 """A run resolved once: every lookup, check and plan a simulation needs, made at the top.
 
-:func:`resolve_run` checks a :class:`~simulator.config.RunConfig` against the models' contexts,
+:func:`resolve_run` checks a :class:`~simulator.runs.config.RunConfig` against the models' contexts,
 the device and the tensor-parallel degrees; resolves each model's profile and predictor inputs;
 and plans the KV cache.  Everything below it (the simulation, the sweeps' warm-up) takes the
 :class:`ResolvedRun` and looks nothing up again.  A run has a target side and, when its proposer
@@ -16,22 +16,22 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, Union
 
-from simulator.catalog import ModelEntry, known_entry, mtp_layer_entry
-from simulator.config import RunConfig
+from simulator.models.catalog import ModelEntry, known_entry, mtp_layer_entry
+from simulator.runs.config import RunConfig
 from simulator.engine.memory_plan import ModelMemory, model_memory, network_memory, plan_kv_blocks
 from simulator.engine.predictor_config import AnalyticPredictorConfig, ProfilePredictorConfig
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.models.context import table_tokens
 from simulator.models.precision import precision_problem, run_precision
-from simulator.paths import default_cache_dir
+from simulator.util.paths import default_cache_dir
 from simulator.profiles.engines import EngineSpec, get_engine
 from simulator.profiles.hardware import DeviceSpec, get_device
 from simulator.profiles.logits import cached_logits_table
 from simulator.profiles.source import ProfileQuery, ResolvedProfile, resolve
 from simulator.profiles.step import StepModel
-from simulator.shapes import ModelShape
+from simulator.models.shapes import ModelShape
 from simulator.speculative.proposers.base import DraftSource, ModelFacts, SpeculationSettings
-from simulator.textio import check_writable_dir
+from simulator.util.textio import check_writable_dir
 from simulator.vidur.configs import BaseModelConfig, ReplicaConfig
 
 DEFAULT_NETWORK_DEVICE = "a100_dgx"  # Vidur's node type for a device without a [network] table (TP 1 only)
@@ -100,7 +100,7 @@ class ResolvedRun:
     settings: SpeculationSettings  # the proposer's settings, as its kind sees them
     block_size: int  # tokens per KV-cache block
     seed: int  # Vidur's seed (RunConfig.vidur_seed; the acceptance draws' is in the scheduler plan)
-    workload: object  # the run's workload (simulator.config)
+    workload: object  # the run's workload (simulator.runs.config)
     scheduler: SchedulerPlan
     proposer: Optional[ProposerPlan]  # None without speculation
     provenance: dict  # what the run's result records of its inputs and of the LM head's costing (the simulation adds the profiles' and versions)

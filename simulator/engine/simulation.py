@@ -9,15 +9,15 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 
-from simulator.config import ClosedLoopWorkload
+from simulator.runs.config import ClosedLoopWorkload
 from simulator.engine.closed_loop import ClosedLoopSimulator
 from simulator.engine.generator import WorkloadRequestGeneratorConfig
 from simulator.engine import analytic, predictor  # noqa: F401  (register the built-in and the profile-directory predictors with Vidur's registry)
 from simulator.engine.proposers import ProposerCost
 from simulator.engine.resolve import ModelSide, ResolvedRun, SchedulerPlan
 from simulator.engine.scheduler import SpeculativeSarathiSchedulerConfig, TrackedSarathiScheduler, TrackedSarathiSchedulerConfig
-from simulator.results import RunResult, inter_token_gaps, request_frame, summarize
-from simulator.versions import simulator_version, source_hash, vidur_version
+from simulator.runs.results import RunResult, inter_token_gaps, request_frame, summarize
+from simulator.util.versions import simulator_version, source_hash, vidur_version
 from simulator.vidur.configs import CacheConfig, ClusterConfig, InMemorySimulationConfig, QuietMetricsConfig, RoundRobinGlobalSchedulerConfig
 from simulator.vidur.runtime import ExecutionTimePredictorRegistry, Simulator
 from simulator.vidur.seam import generated_requests, replica_scheduler, reset_entity_ids

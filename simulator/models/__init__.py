@@ -2,6 +2,6 @@
 
 :mod:`~simulator.models.spec` checks a config (dense decoders and EAGLE heads only),
 :mod:`~simulator.models.files` finds them (package data or a local path), and
-:mod:`~simulator.models.context` sizes the tables a run needs; :mod:`simulator.catalog` turns each
+:mod:`~simulator.models.context` sizes the tables a run needs; :mod:`simulator.models.catalog` turns each
 into the ``BaseModelConfig`` subclass Vidur looks models up by.
 """

@@ -14,8 +14,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Optional
 
-from simulator.errors import ConfigError
-from simulator.inputs import read_json
+from simulator.util.errors import ConfigError
+from simulator.util.inputs import read_json
 from simulator.models.spec import ModelSpec, parse_config
 
 DATA_PACKAGE, DATA_DIR = "simulator.models", "data"

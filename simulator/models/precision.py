@@ -19,9 +19,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Optional
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.models.spec import quantization_precision
-from simulator.shapes import Precision
+from simulator.models.shapes import Precision
 
 KV_DTYPES = {"auto": "bf16", "bfloat16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
 

@@ -8,7 +8,7 @@ routing scheme, attention variant or quantization method it does not cover, fiel
 disagree) is refused with the field that says so, never approximated.  An explicit ``head_dim``
 is kept even where it is not ``hidden_size / num_attention_heads`` (Qwen3-0.6B, -4B, -32B,
 GPT-OSS): Vidur derives the head size from those two, so the shape
-(:class:`simulator.shapes.ModelShape`) and the memory plan take it from here.
+(:class:`simulator.models.shapes.ModelShape`) and the memory plan take it from here.
 
 Architectures, by family (the field names are each family's own):
 
@@ -44,9 +44,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from simulator.errors import ConfigError
-from simulator.inputs import TYPE_NAMES, has_type
-from simulator.shapes import LayerKind, LinearAttentionShape, MLAShape, MoEShape, Precision
+from simulator.util.errors import ConfigError
+from simulator.util.inputs import TYPE_NAMES, has_type
+from simulator.models.shapes import LayerKind, LinearAttentionShape, MLAShape, MoEShape, Precision
 
 # MiMoForCausalLM (XiaomiMiMo/MiMo-7B): a Qwen2 decoder (QKV bias) with MTP layers beside it
 DENSE_ARCHITECTURES = ("LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM", "Qwen3ForCausalLM", "MiMoForCausalLM")

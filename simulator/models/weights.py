@@ -2,7 +2,7 @@
 
 Weights are counted as Vidur's ``ParamCounter`` counts a dense layer (the four attention
 projections and the three FFN matrices; no norms or biases), generalised to every layer kind, and
-held at each part's storage dtype (:class:`simulator.shapes.Precision`), all on one worker of
+held at each part's storage dtype (:class:`simulator.models.shapes.Precision`), all on one worker of
 ``shape.tensor_parallel``:
 
 =====================  ================================================================================
@@ -28,7 +28,7 @@ per request.
 
 from __future__ import annotations
 
-from simulator.shapes import DTYPE_BYTES, LayerKind, ModelShape
+from simulator.models.shapes import DTYPE_BYTES, LayerKind, ModelShape
 
 BF16 = DTYPE_BYTES["bf16"]
 

@@ -19,7 +19,7 @@ The backend is the device's (``[<device>.attention]`` in devices.toml):
 * ``flash_attn_2`` (Ampere): the decode and prefill kernels fitted on Vidur's measured A100
   FlashAttention profile (:mod:`simulator.profiles.roofline`), summed.
 
-Layer kinds (:class:`simulator.shapes.LayerKind`):
+Layer kinds (:class:`simulator.models.shapes.LayerKind`):
 
 * ``sliding``: a query sees at most ``window`` keys, so a decode or verify row of q queries over
   kv cached tokens reads min(kv, window + q - 1) of them, and a prefill tile's keys are capped at
@@ -55,7 +55,7 @@ import numpy as np
 
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec
-from simulator.shapes import DENSE_LAYER, LayerKind, ModelShape
+from simulator.models.shapes import DENSE_LAYER, LayerKind, ModelShape
 from simulator.speculative.verify_cost import DecodeLookup, verify_attention_ms
 
 KV_BLOCK = 128  # keys per tile (FlashAttention-3, head dim <= 128)

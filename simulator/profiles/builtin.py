@@ -13,10 +13,10 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from simulator.hashing import text_digest
+from simulator.util.hashing import text_digest
 from simulator.profiles import grid, network, roofline, sharding
 from simulator.profiles.hardware import DeviceSpec, NetworkSpec
-from simulator.shapes import ModelShape
+from simulator.models.shapes import ModelShape
 from simulator.profiles.vidur_format import ATTENTION_OPS, MLP_OPS, with_point_stats
 
 # Bump when the model's equations change: it is part of every cache key and provenance string.

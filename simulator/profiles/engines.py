@@ -29,9 +29,9 @@ from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
-from simulator.config import DEFAULT_ENGINE
-from simulator.errors import ConfigError
-from simulator.inputs import check_table, read_toml, require
+from simulator.runs.config import DEFAULT_ENGINE
+from simulator.util.errors import ConfigError
+from simulator.util.inputs import check_table, read_toml, require
 
 ENGINES_FILE = Path(str(resources.files("simulator.profiles").joinpath("engines.toml")))
 CUDAGRAPH_MODES = ("piecewise", "full_and_piecewise", "none")

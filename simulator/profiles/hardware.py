@@ -17,8 +17,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Optional
 
-from simulator.errors import ConfigError
-from simulator.inputs import read_toml
+from simulator.util.errors import ConfigError
+from simulator.util.inputs import read_toml
 
 # Package data: found the same way from a checkout, an editable install or a wheel.
 DEVICES_FILE = Path(str(resources.files("simulator.profiles").joinpath("devices.toml")))

@@ -20,7 +20,7 @@ FFN                      dense: gate/up GEMM, SiLU-and-mul, down GEMM;
                          the k experts; shared experts as a dense FFN of their width
 =======================  ===============================================================================
 
-Precision (:class:`simulator.shapes.Precision`): each GEMM streams its weights at their storage
+Precision (:class:`simulator.models.shapes.Precision`): each GEMM streams its weights at their storage
 bytes and computes at its compute dtype's tensor peak; a GEMM computing in FP8 or FP4 first
 quantizes its input with one more kernel (vLLM's dynamic per-token or per-group activation
 quantization), except the fused MoE GEMMs, which quantize inside the kernel.
@@ -33,7 +33,7 @@ import numpy as np
 from simulator.profiles import moe as moe_model
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec
-from simulator.shapes import LayerKind, ModelShape
+from simulator.models.shapes import LayerKind, ModelShape
 
 BF16 = roofline.BYTES
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from simulator.profiles import grid, roofline
 from simulator.profiles.hardware import DeviceSpec
-from simulator.shapes import ModelShape
+from simulator.models.shapes import ModelShape
 from simulator.profiles.vidur_format import LOGITS_OPS
 
 FROM_PROFILE = "profile"

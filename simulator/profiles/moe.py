@@ -38,7 +38,7 @@ import numpy as np
 
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec
-from simulator.shapes import MoEShape
+from simulator.models.shapes import MoEShape
 
 SMALL_BLOCK_M, LARGE_BLOCK_M, FP8_BLOCK_M = 16, 64, 64
 

@@ -24,7 +24,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from simulator.shapes import ModelShape  # noqa: F401  (the shapes every cost function takes)
+from simulator.models.shapes import ModelShape  # noqa: F401  (the shapes every cost function takes)
 from simulator.profiles.hardware import DeviceSpec
 
 CTAS_PER_SM = 2

@@ -7,8 +7,8 @@ too when there are at least as many as workers; with fewer, each is replicated o
 
 from __future__ import annotations
 
-from simulator.errors import ConfigError
-from simulator.shapes import ModelShape
+from simulator.util.errors import ConfigError
+from simulator.models.shapes import ModelShape
 
 
 def sharding_problem(shape: ModelShape, tp: int) -> str | None:

@@ -16,13 +16,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from simulator.catalog import model_shape
-from simulator.errors import ConfigError
-from simulator.hashing import text_digest
+from simulator.models.catalog import model_shape
+from simulator.util.errors import ConfigError
+from simulator.util.hashing import text_digest
 from simulator.profiles import builtin, network
 from simulator.profiles.hardware import DeviceSpec, NetworkSpec, get_device
 from simulator.profiles.sharding import check_sharding, tp_degrees
-from simulator.shapes import ModelShape
+from simulator.models.shapes import ModelShape
 from simulator.profiles.vidur_format import (
     ProfileFiles,
     find_all_reduce,
@@ -31,7 +31,7 @@ from simulator.profiles.vidur_format import (
     validate_profile_dir,
     write_profile,
 )
-from simulator.textio import atomic_path
+from simulator.util.textio import atomic_path
 
 
 @dataclass(frozen=True)

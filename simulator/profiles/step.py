@@ -2,7 +2,7 @@
 
 A step is the target's (or a draft's) forward over a batch of rows, then the LM head and the
 sampler on the rows that produce logits.  The forward is the model's decoder layers, grouped by
-kind (:class:`simulator.shapes.LayerKind`: full, sliding-window or linear attention; dense or
+kind (:class:`simulator.models.shapes.LayerKind`: full, sliding-window or linear attention; dense or
 mixture-of-experts FFN): a group of ``n`` layers of one kind costs ``n`` times one such layer,
 and a plain model is one group of ``L`` identical layers.  A layer of the Llama kind is the
 kernels vLLM launches for a Llama-style layer (``vllm/model_executor/models/llama.py``):
@@ -57,7 +57,7 @@ from simulator.profiles.attention import AttentionRows, attention_ms, decode_loo
 from simulator.profiles.engines import EngineSpec
 from simulator.profiles.hardware import DeviceSpec, NetworkSpec
 from simulator.profiles.layers import layer_linear_ms
-from simulator.shapes import LayerKind, ModelShape
+from simulator.models.shapes import LayerKind, ModelShape
 
 # Kernels of one Llama-style decoder layer outside attention and the all-reduces (table above),
 # and the attention call itself (the KV-cache write runs inside it in eager and piecewise modes);

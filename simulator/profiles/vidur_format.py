@@ -16,10 +16,10 @@ from typing import Optional
 
 import pandas as pd
 
-from simulator.errors import ConfigError
-from simulator.hashing import files_digest
-from simulator.shapes import ModelShape
-from simulator.textio import atomic_path, atomic_write_text
+from simulator.util.errors import ConfigError
+from simulator.util.hashing import files_digest
+from simulator.models.shapes import ModelShape
+from simulator.util.textio import atomic_path, atomic_write_text
 
 MLP_OPS = (
     "emb",

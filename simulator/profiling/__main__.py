@@ -10,9 +10,9 @@ from pathlib import Path
 import pandas as pd
 import tomli_w
 
-from simulator.catalog import model_shape
-from simulator.errors import ConfigError
-from simulator.inputs import read_toml
+from simulator.models.catalog import model_shape
+from simulator.util.errors import ConfigError
+from simulator.util.inputs import read_toml
 from simulator.profiles import network
 from simulator.profiling import accuracy, calibrate, holdout, tp_accuracy
 from simulator.profiles.hardware import DEVICES_FILE, get_device, load_devices
@@ -20,7 +20,7 @@ from simulator.profiling.measured import read_measurements
 from simulator.profiling.shards import read_shards
 from simulator.profiles.source import builtin_profile_dir
 from simulator.profiles.vidur_format import single_node_all_reduce_rows
-from simulator.textio import atomic_write_text, check_writable_file
+from simulator.util.textio import atomic_write_text, check_writable_file
 
 
 def _markdown(frame: pd.DataFrame) -> str:

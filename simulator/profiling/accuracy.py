@@ -8,7 +8,7 @@ import pandas as pd
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec
 from simulator.profiling.measured import Measurements, alternate_split
-from simulator.shapes import ModelShape
+from simulator.models.shapes import ModelShape
 from simulator.profiles.vidur_format import PREDICTED_MLP_OPS
 
 

@@ -15,7 +15,7 @@ from scipy.optimize import least_squares
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec, KernelConstants
 from simulator.profiling.measured import Measurements, alternate_split
-from simulator.shapes import ModelShape
+from simulator.models.shapes import ModelShape
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,7 @@
 """The declared calibration data behind the defaults for costs outside Vidur's op set.
 
 ``data/calibration/engine_costs.toml`` holds, with their sources, the numbers that set
-:mod:`simulator.config`'s engine overhead per step, fixed cost per draft pass and verify-attention
+:mod:`simulator.runs.config`'s engine overhead per step, fixed cost per draft pass and verify-attention
 setting.  None of them is a row of ``data/published.toml``: those rows check the model, these set
 it.  This module reads the file (checked like every other input: a bad file is one
 :class:`ConfigError` naming the table and key) and derives the defaults from it, so a test can
@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 import pandas as pd
 
-from simulator.inputs import check_table, non_empty_str, positive_int, positive_number, read_toml, require
+from simulator.util.inputs import check_table, non_empty_str, positive_int, positive_number, read_toml, require
 from simulator.profiling.verify_fit import LambdaFit, fit_lambda, same_run_bounds
 
 SERIES_COLUMNS = ("batch_size", "kv_cache_size", "num_query_tokens", "ms")

@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec
 from simulator.profiling.shards import Shard

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.errors import ConfigError
-from simulator.shapes import ModelShape
+from simulator.util.errors import ConfigError
+from simulator.models.shapes import ModelShape
 from simulator.profiles.vidur_format import PREDICTED_MLP_OPS
 
 

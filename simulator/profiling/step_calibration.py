@@ -24,8 +24,8 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 
-from simulator.errors import ConfigError
-from simulator.inputs import check_table, non_empty_str, read_toml, require
+from simulator.util.errors import ConfigError
+from simulator.util.inputs import check_table, non_empty_str, read_toml, require
 from simulator.profiles import roofline
 from simulator.profiles.engines import ENGINES_FILE
 from simulator.profiles.hardware import DEVICES_FILE, DeviceSpec

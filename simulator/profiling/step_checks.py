@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.catalog import model_config, model_shape
+from simulator.models.catalog import model_config, model_shape
 from simulator.profiles import roofline
 from simulator.profiles.attention import AttentionRows
 from simulator.profiles.engines import get_engine
 from simulator.profiles.hardware import get_device
 from simulator.profiles.step import StepModel
-from simulator.shapes import ModelShape
+from simulator.models.shapes import ModelShape
 
 L8 = "meta-llama/Llama-3.1-8B-Instruct"
 # (source, N, K, {tokens: measured TFLOP/s}): torch bf16 (cuBLAS) on one H100

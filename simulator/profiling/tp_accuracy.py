@@ -7,7 +7,7 @@ import pandas as pd
 
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec
-from simulator.shapes import ModelShape
+from simulator.models.shapes import ModelShape
 from simulator.profiles.vidur_format import PREDICTED_MLP_OPS
 
 

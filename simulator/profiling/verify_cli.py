@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from simulator.catalog import model_shape
-from simulator.errors import ConfigError
+from simulator.models.catalog import model_shape
+from simulator.util.errors import ConfigError
 from simulator.profiling import verify_fit
 from simulator.profiling.measured import read_attention
 from simulator.profiling.verify_table import read_provenance, read_verify_attention
 from simulator.profiles.vidur_format import validate_profile_dir
-from simulator.textio import atomic_write_text
+from simulator.util.textio import atomic_write_text
 
 STATS = ("median", "mean", "min")
 
@@ -73,7 +73,7 @@ def report(fit: verify_fit.LambdaFit, source: str) -> str:
 
 def calibration_main(args: argparse.Namespace) -> int:
     """Fit each declared series; say which one sets the default and what the default is."""
-    from simulator.config import DEFAULT_ATTENTION, DEFAULT_INTERPOLATION
+    from simulator.runs.config import DEFAULT_ATTENTION, DEFAULT_INTERPOLATION
     from simulator.profiling.engine_costs import read_engine_costs, series_fit, series_lambda
 
     costs = read_engine_costs(args.calibration)

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from simulator.errors import ConfigError
-from simulator.inputs import read_json
+from simulator.util.errors import ConfigError
+from simulator.util.inputs import read_json
 
 VERIFY_ATTENTION_REQUIRED = ("batch_size", "kv_cache_size", "num_query_tokens", "time_stats.attention.median")
 

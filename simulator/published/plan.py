@@ -18,7 +18,7 @@ The mapping, the same for every row (no per-row tuning):
   arrivals are Poisson unless the source's generator sent them evenly spaced (``arrivals``).
 * settings: device constants and documented defaults only (``RunConfig`` defaults: 1.2 ms
   engine overhead per step, LM head costed, KV-once verify attention; the scheduler limits the row
-  states, else what ``vllm serve`` of its engine profile picks on its GPU (:mod:`simulator.vllm_serve`), with ``max_num_seqs`` = B for an
+  states, else what ``vllm serve`` of its engine profile picks on its GPU (:mod:`simulator.cli.vllm_serve`), with ``max_num_seqs`` = B for an
   offline batch of B); a draft
   model's tensor parallelism is the row's ``draft_tp``, else vLLM's default (the target's).
 * proposer: the row's kind (:mod:`simulator.speculative.proposers`); a ``drafting = "tree"`` row
@@ -34,10 +34,10 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from simulator.catalog import model_config
-from simulator.config import DEFAULT_ENGINE, ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig
-from simulator.errors import ConfigError
-from simulator.results import speedup
+from simulator.models.catalog import model_config
+from simulator.runs.config import DEFAULT_ENGINE, ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig
+from simulator.util.errors import ConfigError
+from simulator.runs.results import speedup
 from simulator.profiles.engines import engine_for_version, get_engine
 from simulator.profiles.hardware import known_devices
 from simulator.specs.published_measurements import NO_SPECULATION, TREE_FIELDS, Assumptions, Measurement
@@ -205,7 +205,7 @@ def plan(m: Measurement, assumptions: Assumptions, rows: dict, devices=None) -> 
 def _runs(
     m: Measurement, acceptance: Optional[Acceptance], workload, gpu: Optional[str] = None, tp: Optional[int] = None
 ) -> tuple[RunConfig, Optional[RunConfig]]:
-    from simulator.vllm_serve import scheduler_defaults
+    from simulator.cli.vllm_serve import scheduler_defaults
 
     device, engine = gpu or m.gpu, engine_of(m)
     seqs, tokens = scheduler_defaults(device, get_engine(engine).version)

@@ -1,6 +1,6 @@
 """The specifications the build reads: every TOML input that says what to simulate, in one place.
 
-Each module reads one family strictly (:mod:`simulator.inputs`: unknown keys, wrong types and
+Each module reads one family strictly (:mod:`simulator.util.inputs`: unknown keys, wrong types and
 impossible values fail naming the file and the key) and returns frozen values; none runs anything.
 
 * :mod:`.sweep`: the seed sweep (``data/sweep.toml``), expanded to runs by :mod:`simulator.sweep.runner`.

@@ -13,7 +13,7 @@ lengths at consecutive k (converted to per-position rates): :func:`acceptance_pr
 conversions of :mod:`simulator.speculative.acceptance_convert`; the profile records how.
 
 The verify-attention cost is not a spec key: the primary answer uses the simulator's default
-(:class:`simulator.config.SpeculationConfig`), and the two bounds are always simulated as the
+(:class:`simulator.runs.config.SpeculationConfig`), and the two bounds are always simulated as the
 answer's uncertainty band (:func:`verify_settings`).
 
 Strict like the seed sweep's spec: unknown sections or keys, wrong types, repeated values and
@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from simulator.config import DEFAULT_ENGINE, RunConfig, SpeculationConfig
-from simulator.errors import ConfigError
+from simulator.runs.config import DEFAULT_ENGINE, RunConfig, SpeculationConfig
+from simulator.util.errors import ConfigError
 from simulator.speculative import proposers
-from simulator.inputs import (
+from simulator.util.inputs import (
     check_table,
     distinct_values,
     non_empty_str,
@@ -168,7 +168,7 @@ def verify_settings() -> tuple[str, float, str]:
     """(attention, interpolation, why): the primary verify-cost setting, read from the simulator's default."""
     default = SpeculationConfig()
     why = (
-        f"the simulator's default (simulator.config.SpeculationConfig.attention = '{default.attention}'"
+        f"the simulator's default (simulator.runs.config.SpeculationConfig.attention = '{default.attention}'"
         + (f", interpolation = {default.interpolation:g}" if default.attention == "interpolated" else "")
         + "), chosen from published verify-attention kernel timings (docs/model.md, 'What decided the default'); the bounds kv_once (each request's KV read once per verify step) and per_token (read once per verified token) are simulated as the band"
     )

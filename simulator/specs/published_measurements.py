@@ -1,6 +1,6 @@
 """Reading and checking the published measurements and the reproduction's assumptions.
 
-Strict like every input of this project (:mod:`simulator.inputs`): unknown keys, missing
+Strict like every input of this project (:mod:`simulator.util.inputs`): unknown keys, missing
 fields, wrong types and unknown units fail with the row id and the field.
 """
 
@@ -10,9 +10,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Optional
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.schemas import ACCEPTANCE_CLASSES
-from simulator.inputs import check_table, non_empty_str, positive_int, positive_number, probability, read_toml, require
+from simulator.util.inputs import check_table, non_empty_str, positive_int, positive_number, probability, read_toml, require
 from simulator.speculative import proposers
 from simulator.speculative.proposers.base import DraftSource
 from simulator.speculative.acceptance_convert import conditional_from_unconditional

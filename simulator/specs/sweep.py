@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from simulator.config import ATTENTION_MODES
+from simulator.runs.config import ATTENTION_MODES
 from simulator.speculative import proposers
-from simulator.errors import ConfigError
-from simulator.inputs import check_table, distinct_values, non_empty_str as _non_empty_str, non_negative_int as _non_negative_int
-from simulator.inputs import parse_toml, read_text, positive_int as _positive_int, positive_number as _positive_number, probability as _probability
+from simulator.util.errors import ConfigError
+from simulator.util.inputs import check_table, distinct_values, non_empty_str as _non_empty_str, non_negative_int as _non_negative_int
+from simulator.util.inputs import parse_toml, read_text, positive_int as _positive_int, positive_number as _positive_number, probability as _probability
 
 _SECTIONS = {
     "run": {"model": str, "device": str, "seed": int, "max_num_seqs": int, "max_num_batched_tokens": int},

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.speculative.progress import expected_progress_per_position
 
 

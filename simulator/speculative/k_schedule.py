@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Optional, Sequence
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 
 Schedule = tuple[tuple[int, int, int], ...]
 

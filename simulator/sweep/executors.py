@@ -19,8 +19,8 @@ import signal
 from contextlib import closing
 from typing import Callable, Optional, Sequence
 
-from simulator import progress as progress_policy
-from simulator.errors import ConfigError
+from simulator.util import progress as progress_policy
+from simulator.util.errors import ConfigError
 
 EXECUTORS = ("local", "ray")
 

@@ -1,6 +1,6 @@
 """Metrics the sweep derives from runs: TPOT speedup over the baseline, queue growth, mean decoding batch.
 
-Part of the model hash (:mod:`simulator.versions`): a change here changes published numbers.
+Part of the model hash (:mod:`simulator.util.versions`): a change here changes published numbers.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Sequence
 
 import pandas as pd
 
-from simulator.errors import ConfigError
-from simulator.results import speedup
+from simulator.util.errors import ConfigError
+from simulator.runs.results import speedup
 from simulator.schemas import OVERLOAD_TTFT_GROWTH  # the overloaded column's definition, shared with the site
 
 

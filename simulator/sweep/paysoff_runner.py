@@ -28,17 +28,17 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from simulator.config import ClosedLoopWorkload, PoissonWorkload, RunConfig
-from simulator.results import speedup
+from simulator.runs.config import ClosedLoopWorkload, PoissonWorkload, RunConfig
+from simulator.runs.results import speedup
 from simulator.schemas import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
 from simulator.speculative.k_schedule import Schedule, max_k, to_vllm
 from simulator.sweep.crossover import TIE, best_fixed_k, best_k, crossover_rows, recommended_schedule, x_of
-from simulator.vllm_serve import DYNAMIC_SD_VERSION
+from simulator.cli.vllm_serve import DYNAMIC_SD_VERSION
 from simulator.specs.paysoff_sweep import AcceptanceProfile, PaysoffSpec, kind_settings, profile_length, verify_settings
 from simulator.sweep.runner import simulate_all, to_csv_text
 
 # The vLLM release whose speculative_config accepts num_speculative_tokens_per_batch_size
-# (simulator.vllm_serve.DYNAMIC_SD_VERSION), with vLLM's own sources; older releases get the
+# (simulator.cli.vllm_serve.DYNAMIC_SD_VERSION), with vLLM's own sources; older releases get the
 # best fixed k instead (each schedule's fixed_k_fallback).
 VLLM_DYNAMIC_SD = {
     "version": DYNAMIC_SD_VERSION,
@@ -69,8 +69,8 @@ class PaysoffOutput:
 
 
 def _trace_lengths(spec: PaysoffSpec, model: str, n: int, seed) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    from simulator.catalog import model_config
-    from simulator.workloads import draw_lengths, read_trace
+    from simulator.models.catalog import model_config
+    from simulator.runs.workloads import draw_lengths, read_trace
 
     return draw_lengths(read_trace(spec.trace, model_config(model).max_model_len), n, seed)
 
@@ -93,8 +93,8 @@ def closed_loop_workload(spec: PaysoffSpec, concurrency: int, model: Optional[st
 
 def poisson_workload(spec: PaysoffSpec, rate: float, model: Optional[str] = None):
     if spec.trace:
-        from simulator.config import ExplicitWorkload
-        from simulator.workloads import poisson_arrivals
+        from simulator.runs.config import ExplicitWorkload
+        from simulator.runs.workloads import poisson_arrivals
 
         prompts, outputs = _trace_lengths(spec, model or spec.profiles[0].model, spec.poisson_requests, spec.workload_seed)
         return ExplicitWorkload(poisson_arrivals(spec.poisson_requests, rate, spec.workload_seed), prompts, outputs)
@@ -269,7 +269,7 @@ def speculative_config(profile: AcceptanceProfile, schedule: Optional[Schedule],
     k_max = max_k(schedule) if schedule is not None else k
     if not k_max:
         return None
-    from simulator.vllm_serve import served_model_name
+    from simulator.cli.vllm_serve import served_model_name
 
     draft = served_model_name(profile.draft_model) if profile.draft_model else None
     config = profile.kind.speculative_config(kind_settings(profile, k_max), draft, profile.draft_tensor_parallel_size)
@@ -280,7 +280,7 @@ def speculative_config(profile: AcceptanceProfile, schedule: Optional[Schedule],
 
 def serve_command(spec: PaysoffSpec, profile: AcceptanceProfile, config: Optional[dict]) -> str:
     """The ``vllm serve`` line, naming the model as vLLM loads it (not a local config.json path)."""
-    from simulator.vllm_serve import served_model_name
+    from simulator.cli.vllm_serve import served_model_name
 
     flags = [f"--tensor-parallel-size {profile.tensor_parallel_size}"] if profile.tensor_parallel_size > 1 else []
     flags.append(f"--max-num-seqs {spec.batch_size_cap} --max-num-batched-tokens {spec.chunk_size}")

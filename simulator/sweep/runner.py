@@ -13,8 +13,8 @@ from typing import Callable, Optional, Sequence
 
 import pandas as pd
 
-from simulator.progress import say
-from simulator.config import ATTENTION_MODES, ExplicitWorkload, PoissonWorkload, RunConfig
+from simulator.util.progress import say
+from simulator.runs.config import ATTENTION_MODES, ExplicitWorkload, PoissonWorkload, RunConfig
 from simulator.sweep.metrics import mean_decode_batch, queue_growth, with_speedups
 from simulator.specs.sweep import SweepSpec
 from simulator.schemas import LATENCY_COLUMNS, PROVENANCE_COLUMNS
@@ -87,9 +87,9 @@ def run_sweep(spec: SweepSpec, executor, run: Optional[RunFn] = None, profile_di
 
 def simulate_all(configs: Sequence[RunConfig], executor, run: Optional[RunFn] = None, label: str = "simulating") -> list[dict]:
     """One record per config, in order.  Real runs (``run`` None) go through the result cache
-    (:mod:`simulator.run_cache`): only the misses are simulated, so a warm rebuild runs none.
+    (:mod:`simulator.util.run_cache`): only the misses are simulated, so a warm rebuild runs none.
     ``label`` names the stage in the progress lines and bar."""
-    from simulator import run_cache as cache
+    from simulator.util import run_cache as cache
     from simulator.sweep.executors import LocalExecutor
 
     configs = list(configs)
@@ -116,7 +116,7 @@ def simulate_all(configs: Sequence[RunConfig], executor, run: Optional[RunFn] = 
 
 def simulate_and_store(job: tuple[RunConfig, str]) -> dict:
     """Worker entry point of a cached sweep: simulate one config and keep its record in the cache."""
-    from simulator import run_cache as cache
+    from simulator.util import run_cache as cache
 
     config, key = job
     fresh = simulate((None, config))
@@ -141,11 +141,11 @@ def expected_work(config: RunConfig) -> float:
 def warm_predictors(configs: Sequence[RunConfig], progress: Optional[bool] = None, label: str = "simulating") -> None:
     """Every distinct target predictor the runs need, trained here before any worker starts:
     workers forked while one of them trains (with joblib's own pool) wait on its lock forever.
-    Off a terminal it reports at least every few seconds (:mod:`simulator.progress`): a cold
+    Off a terminal it reports at least every few seconds (:mod:`simulator.util.progress`): a cold
     profile can take minutes to build.  Vidur's simulation machinery is imported here too, once:
     forked workers inherit it instead of each importing it (about 2 s of CPU per worker and pool)."""
     import simulator.engine.simulation  # noqa: F401
-    from simulator.progress import bar
+    from simulator.util.progress import bar
 
     todo = {}
     for config in configs:

@@ -25,9 +25,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Optional
 
-from simulator.argtypes import positive_int, request_rate, speculative_tokens
-from simulator.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
-from simulator.errors import ConfigError
+from simulator.cli.argtypes import positive_int, request_rate, speculative_tokens
+from simulator.cli.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
+from simulator.util.errors import ConfigError
 
 DEFAULT_PERCENTILE_METRICS = "ttft,tpot,itl"  # vllm bench serve's default for generative models
 WORK_PREFIX = "vidur-bench-"
@@ -184,7 +184,7 @@ def _models(root: str, args) -> tuple[str, str]:
     --served-model-name, else the first model /v1/models lists (its id and its root)."""
     import httpx
 
-    from simulator.catalog import model_config
+    from simulator.models.catalog import model_config
 
     if args.model is not None:
         api, simulated = args.served_model_name or args.model, args.model
@@ -217,7 +217,7 @@ def run_bench(args) -> int:
 
 
 def _bench(args, stage: dict) -> int:
-    from simulator.textio import atomic_write_text, check_creatable_dir
+    from simulator.util.textio import atomic_write_text, check_creatable_dir
     from simulator.validation.calibrate import calibrate
     from simulator.validation.exits import EXIT_CLOSING_SCRAPE_FAILED, EXIT_OK, EXIT_REQUESTS_FAILED, unfinished_message
     from simulator.validation.files import atomic_write_json, check_output_dir, check_output_file
@@ -307,7 +307,7 @@ def _bench(args, stage: dict) -> int:
 
 
 def _simulate_and_compare(args, work: Path, workload, calibration: dict, sim_model: str, percentiles, metrics, slos, api_model: str):
-    from simulator.progress import quiet_vidur, restore_vidur
+    from simulator.util.progress import quiet_vidur, restore_vidur
     from simulator.validation.bench_result import error_pct, measured_side, simulated_side
     from simulator.validation.replay_files import read_results
     from simulator.validation.report import compare_files

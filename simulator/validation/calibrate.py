@@ -19,8 +19,8 @@ from typing import Optional, Sequence
 
 from scipy.optimize import brentq
 
-from simulator.errors import ConfigError
-from simulator.inputs import read_json, read_text
+from simulator.util.errors import ConfigError
+from simulator.util.inputs import read_json, read_text
 from simulator.validation.files import check_schema
 from simulator.validation.metrics import COUNTERS, PER_POSITION, CounterWentDown, Snapshot, add, delta, parse_metrics, spec_counter_problem
 from simulator.validation.replay_files import NOT_SENT, list_scrapes, read_results, read_summary

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import Optional, Sequence
 
-from simulator.argtypes import DeprecatedAlias, positive_int, speculative_tokens
-from simulator.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
-from simulator.errors import ConfigError
+from simulator.cli.argtypes import DeprecatedAlias, positive_int, speculative_tokens
+from simulator.cli.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
+from simulator.util.errors import ConfigError
 from simulator.validation.exits import EXIT_BAD_INPUT, EXIT_CLOSING_SCRAPE_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_REQUESTS_FAILED, unfinished_message
 
 EXIT_CODES = f"""exit codes:
@@ -233,7 +233,7 @@ def _simulate(args) -> None:
     workload = read_workload(Path(args.workload))
     calibration = read_calibration(Path(args.calibration))
     config = build_run_config(workload, calibration, model=args.model, device=args.device, profile_dir=args.profile_dir, proposer=kind.name, draft_model=args.draft_model, seed=args.acceptance_seed)
-    from simulator.progress import quiet_vidur, restore_vidur
+    from simulator.util.progress import quiet_vidur, restore_vidur
 
     previous = None if args.verbose else quiet_vidur()  # Vidur's INFO lines, as python -m simulator hides them without -v
     try:

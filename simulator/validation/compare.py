@@ -29,7 +29,7 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.validation.replay_files import received_tokens
 from simulator.validation.sessions import total_active_s
 from simulator.validation.workload import Workload

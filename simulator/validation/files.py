@@ -1,7 +1,7 @@
 """File utilities shared by the validation steps: JSON spelling, durable appends, hashing.
 
-Outputs go through the project's one atomic writer (:mod:`simulator.textio`), so a crash
-never leaves a half-written file; JSON inputs are read with :func:`simulator.inputs.read_json`.
+Outputs go through the project's one atomic writer (:mod:`simulator.util.textio`), so a crash
+never leaves a half-written file; JSON inputs are read with :func:`simulator.util.inputs.read_json`.
 Replay results are instead appended one line per request with flush + fsync, so a crash
 loses at most the request being written.
 """
@@ -16,9 +16,9 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator
 
-from simulator.errors import ConfigError
-from simulator.inputs import read_text
-from simulator.textio import atomic_write_text, check_creatable_dir, check_writable_file
+from simulator.util.errors import ConfigError
+from simulator.util.inputs import read_text
+from simulator.util.textio import atomic_write_text, check_creatable_dir, check_writable_file
 
 
 def json_safe(value: Any) -> Any:

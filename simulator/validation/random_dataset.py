@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.validation.workload import MAX_REQUEST_TOKENS, MAX_WORKLOAD_PROMPT_TOKENS, Request, Workload, is_int
 
 

@@ -24,9 +24,9 @@ import numpy as np
 from httpx_sse import SSEError, aconnect_sse
 from tqdm import tqdm
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.validation.compare import measured_metrics
-from simulator.textio import atomic_write_text
+from simulator.util.textio import atomic_write_text
 from simulator.validation.files import DurableAppender, atomic_write_json, check_output_dir
 from simulator.validation.metrics import check_vllm_metrics, scrape, spec_counter_problem
 from simulator.validation.replay_files import (

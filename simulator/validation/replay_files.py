@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from simulator.errors import ConfigError
-from simulator.inputs import read_json
+from simulator.util.errors import ConfigError
+from simulator.util.inputs import read_json
 from simulator.validation.files import check_schema, iter_jsonl
 from simulator.validation.workload import is_int
 

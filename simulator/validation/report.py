@@ -32,7 +32,7 @@ from simulator.validation.compare import (
     status_counts,
     throughput_comparison,
 )
-from simulator.textio import atomic_write_bytes
+from simulator.util.textio import atomic_write_bytes
 from simulator.validation.files import atomic_write_json, check_output_dir, json_safe
 from simulator.validation.replay_files import check_replay_dir, read_results, read_summary
 from simulator.validation.sessions import describe

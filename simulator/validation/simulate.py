@@ -12,11 +12,11 @@ from typing import Optional
 
 import numpy as np
 
-from simulator.config import ExplicitWorkload, RunConfig
-from simulator.errors import ConfigError
-from simulator.inputs import read_json
+from simulator.runs.config import ExplicitWorkload, RunConfig
+from simulator.util.errors import ConfigError
+from simulator.util.inputs import read_json
 from simulator.validation.compare import simulated_metrics
-from simulator.textio import atomic_write_bytes
+from simulator.util.textio import atomic_write_bytes
 from simulator.validation.files import atomic_write_json, check_output_dir, check_schema
 from simulator.validation.workload import Workload
 

@@ -15,8 +15,8 @@ from typing import Optional
 
 import numpy as np
 
-from simulator.errors import ConfigError
-from simulator.inputs import read_text
+from simulator.util.errors import ConfigError
+from simulator.util.inputs import read_text
 from simulator.validation.files import canonical_json, check_schema, parse_jsonl, sha256_hex, write_jsonl_atomic
 
 SCHEMA = "vidur-specdec/validation-workload"
@@ -216,7 +216,7 @@ def read_length_trace(path: Path, max_total_tokens: Optional[int] = None) -> tup
     length is exact and servable, and the caller reports how many; without the limit a row
     beyond the harness's :data:`MAX_REQUEST_TOKENS` is refused, naming it.
     """
-    from simulator.workloads import read_trace
+    from simulator.runs.workloads import read_trace
 
     rows = read_trace(path, None, unusable="refuse")
     totals = rows.sum(axis=1)

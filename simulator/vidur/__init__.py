@@ -7,7 +7,7 @@ in ``simulator/``, ``tests/`` or ``bench/``):
 * :mod:`.configs` -- Vidur's config classes the project builds or subclasses, the two config
   subclasses that keep a run in memory (metrics off, no config dump), and, on import, the SKUs;
 * :mod:`.models` -- Vidur's model configs, one class per model spec of the catalog
-  (:mod:`simulator.catalog` holds the specs as values and hands them here), and the EAGLE-head
+  (:mod:`simulator.models.catalog` holds the specs as values and hands them here), and the EAGLE-head
   and DFlash-drafter config classes;
 * :mod:`.skus` -- Vidur's device and node SKUs generated from ``simulator/profiles/devices.toml``
   (a new GPU is one TOML table, no Python);

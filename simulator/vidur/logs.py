@@ -1,6 +1,6 @@
 """Vidur's logger: named ``vidur``, its level set when ``vidur.logger`` is first imported.
 
-Light (``vidur.logger`` only); :func:`simulator.progress.quiet_vidur` is the one caller.
+Light (``vidur.logger`` only); :func:`simulator.util.progress.quiet_vidur` is the one caller.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Vidur's model configs for the catalog's models, registered from their specs (values).
 
 Vidur finds a model config by walking ``BaseModelConfig`` subclasses for ``get_name()``, so
-defining a subclass is the registration.  The catalog (:mod:`simulator.catalog`) holds each model
+defining a subclass is the registration.  The catalog (:mod:`simulator.models.catalog`) holds each model
 as an immutable :class:`~simulator.models.spec.ModelSpec`; this module turns a spec into the
 subclass Vidur looks up, once per name, with the spec's numbers as its defaults.  The catalog
 hands every spec here when it is built, and a local ``config.json`` when it is read, so nothing
@@ -16,7 +16,7 @@ from dataclasses import dataclass, make_dataclass
 from typing import Optional
 
 from simulator.models.spec import ModelSpec
-from simulator.shapes import LinearAttentionShape, MLAShape, MoEShape, Precision
+from simulator.models.shapes import LinearAttentionShape, MLAShape, MoEShape, Precision
 from simulator.vidur.configs import BaseModelConfig, Llama2ModelConfig
 
 

@@ -24,7 +24,7 @@ from vidur.config.node_sku_config import BaseNodeSKUConfig
 from vidur.config.utils import get_all_subclasses
 from vidur.types import BaseIntEnum
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.profiles.hardware import DeviceSpec, known_devices
 
 FIRST_VALUE = 100

@@ -23,7 +23,7 @@ from markdown_it.token import Token
 from markupsafe import Markup, escape
 from mdit_py_plugins.dollarmath import dollarmath_plugin
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 
 SOURCE_SCHEME = "source:"
 

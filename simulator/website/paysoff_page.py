@@ -17,8 +17,8 @@ from typing import Optional
 
 import pandas as pd
 
-from simulator.errors import ConfigError
-from simulator.inputs import read_json
+from simulator.util.errors import ConfigError
+from simulator.util.inputs import read_json
 from simulator.schemas import CROSSOVER_REQUIRED, PAYSOFF_REQUIRED, SCHEDULE_ENTRY_FIELDS, SCHEDULES_FIELDS
 from simulator.website import crosscheck, units
 from simulator.website.charts import PLOT_CONFIG, export_layout, figure_json

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import plotly.graph_objects as go
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.schemas import ACCEPTANCE_CLASSES, PUBLISHED_COLUMNS, PUBLISHED_LATER_COLUMNS, SIMULATED
 from simulator.website.charts import PLOT_CONFIG, REFERENCE_COLOR, _style, export_layout, figure_json
 from simulator.website.published_summary import summary

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.schemas import (
     PROGRESS_COLUMNS,
     PROGRESS_NUMERIC as NUMERIC_PROGRESS,

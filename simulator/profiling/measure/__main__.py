@@ -4,7 +4,7 @@ import argparse
 import sys
 
 import simulator.profiling.measure as package
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.profiling.measure.cli import add_arguments, main
 
 if __name__ == "__main__":

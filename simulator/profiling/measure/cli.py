@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.profiling.measure import output, runner
 from simulator.profiling.measure.ops import ATTENTION_BACKENDS
 from simulator.profiling.measure.runner import DEFAULT_VERIFY_MAX_K, DTYPES, TABLES, MeasureOptions

@@ -1,5 +1,5 @@
 """Measured rows in Vidur's profile format and in the verify tables, and writing them: the
-profile through ``vidur_format.write_profile``, the verify tables through ``simulator.textio``
+profile through ``vidur_format.write_profile``, the verify tables through ``simulator.util.textio``
 (every file whole or not at all)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.profiling.measure.shapes import Shape
 
 # The verify tables: one row per (batch, KV, k' + 1); rows with one query are plain decode, and
@@ -22,7 +22,7 @@ VERIFY_TABLES = {  # file stem -> (timed op, its column name, model columns)
 }
 VERIFY_TAIL_COLUMNS = ("attention_backend", "kv_layout")
 VERIFY_METADATA = "verify_metadata.json"
-from simulator.textio import atomic_path, atomic_write_text
+from simulator.util.textio import atomic_path, atomic_write_text
 from simulator.profiles.vidur_format import (
     ATTENTION_KEY_COLUMNS,
     ATTENTION_OPS,

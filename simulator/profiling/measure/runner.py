@@ -13,8 +13,8 @@ from datetime import datetime, timezone
 import pandas as pd
 from tqdm import tqdm
 
-from simulator.catalog import model_config
-from simulator.errors import ConfigError
+from simulator.models.catalog import model_config
+from simulator.util.errors import ConfigError
 from simulator.profiling.measure import ops, output, shapes as grid, timing
 from simulator.profiling.measure.ops import ATTENTION_BACKENDS
 from simulator.profiling.measure.shapes import DEFAULT_MAX_KV, KIND_ORDER, PROFILE_KINDS, VERIFY_KINDS, Shape

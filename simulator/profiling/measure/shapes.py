@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.profiles import grid as vidur_grid
 
 GRIDS = ("vidur", "small")

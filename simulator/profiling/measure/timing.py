@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 
 TIMERS = ("auto", "graph", "event")
 # CUDA-graph timing: a graph holds enough copies of a small op to run about this long (so the

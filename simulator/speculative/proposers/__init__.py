@@ -18,7 +18,7 @@ import importlib
 import pkgutil
 from typing import Optional
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.speculative.proposers.base import ProposerKind
 
 # vLLM --speculative-config methods (and SGLang algorithms) the simulator does not model, and why

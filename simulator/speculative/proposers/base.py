@@ -25,7 +25,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional, Sequence
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.speculative.memory import BYTES, ModelMemory
 from simulator.speculative.step import StepPlan, TreeShape
 

@@ -25,7 +25,7 @@ k schedule, so a tree runs at one depth.
 
 from __future__ import annotations
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.speculative.proposers.base import DraftPass, Option, PassRow, SpeculationSettings, StepWork
 from simulator.speculative.proposers.eagle import EAGLE, EAGLE3, EagleKind
 from simulator.speculative.step import StepPlan, TreeShape

@@ -25,7 +25,7 @@ EAGLE).  The model side must read the target's config: a mixture-of-experts or M
 
 from __future__ import annotations
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.models.spec import MTP_LAYER_FIELDS
 from simulator.speculative.memory import BYTES, ModelMemory
 from simulator.speculative.proposers.base import DraftSource, ModelFacts, NetworkMemory, ProposerKind, SpeculationSettings

@@ -7,7 +7,7 @@ set it from your own server); vLLM V1 runs the lookup on the CPU (numba), betwee
 
 from __future__ import annotations
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.speculative.proposers.base import Option, ProposerKind, SpeculationSettings, StepWork
 from simulator.speculative.step import StepPlan
 

@@ -22,7 +22,7 @@ that no longer grows with k (docs/sources/proposers.md §2).
 
 from __future__ import annotations
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.models.spec import DFLASH_ARCHITECTURES
 from simulator.speculative.memory import BYTES, ModelMemory
 from simulator.speculative.proposers.base import DraftPass, DraftSource, ModelFacts, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.speculative.proposers.base import Option, ProposerKind, SpeculationSettings, StepWork
 from simulator.speculative.step import StepPlan
 

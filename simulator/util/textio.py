@@ -87,7 +87,7 @@ def check_writable_dir(path, what: str) -> None:
     Probes by creating (and removing) a temporary file: ``os.access`` says yes to root even on a
     read-only mount or a directory it cannot write, so it cannot be trusted for this.
     """
-    from simulator.errors import ConfigError
+    from simulator.util.errors import ConfigError
 
     path = Path(path)
     if not path.exists():
@@ -105,7 +105,7 @@ def check_writable_dir(path, what: str) -> None:
 def check_creatable_dir(directory, subject: str) -> None:
     """``directory`` exists and is writable, or can be created: its nearest existing ancestor
     is a directory this process can write in (probed by :func:`check_writable_dir`)."""
-    from simulator.errors import ConfigError
+    from simulator.util.errors import ConfigError
 
     ancestor = Path(directory)
     while not ancestor.exists() and ancestor != ancestor.parent:
@@ -118,7 +118,7 @@ def check_creatable_dir(directory, subject: str) -> None:
 def check_writable_file(path, what: str) -> None:
     """Raise ConfigError unless ``path`` can be written as a file: not a directory or another
     non-file, and its folder writable or creatable (probed, see above)."""
-    from simulator.errors import ConfigError
+    from simulator.util.errors import ConfigError
 
     path = Path(path)
     if path.is_dir():

@@ -2,7 +2,7 @@
 
 The stages, in order: the seed sweep, the pays-off sweep, the published reproductions (each
 simulating only what the result cache lacks), then rendering; each says what it starts
-(:mod:`simulator.progress`).  Bad inputs and unwritable outputs are caught before any
+(:mod:`simulator.util.progress`).  Bad inputs and unwritable outputs are caught before any
 simulation; new CSVs and the new site are staged beside their targets and renamed into place
 together after the site rendered.  The site itself is rendered by :mod:`simulator.website`,
 which computes nothing.
@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
-from simulator.errors import ConfigError
-from simulator.progress import say
+from simulator.util.errors import ConfigError
+from simulator.util.progress import say
 from simulator.published import reproduce as published_reproduce
 from simulator.specs import published_measurements as published_spec
 from simulator.profiling import step_calibration
@@ -25,8 +25,8 @@ from simulator.specs.paysoff_sweep import load_paysoff_spec
 from simulator.schemas import PROGRESS_COLUMNS, SWEEP_COLUMNS
 from simulator.sweep.runner import run_sweep, to_csv_text
 from simulator.specs.sweep import load_spec
-from simulator.textio import check_writable_dir, check_writable_file
-from simulator.publication import Publication, remove_leftovers
+from simulator.util.textio import check_writable_dir, check_writable_file
+from simulator.publish.publication import Publication, remove_leftovers
 from simulator.website.render import SiteSources, check_sources, render_into, render_site
 
 

@@ -19,7 +19,7 @@ import re
 import sys
 from typing import Callable, Mapping, Union
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports it (the validation harness uses the same)
@@ -54,7 +54,7 @@ RUN_FLAGS = {
 
 def command_flags(**overrides: str) -> dict:
     """The field -> flag map of a command: :data:`RUN_FLAGS`, every proposer option's flag, ``overrides``."""
-    from simulator.proposer_flags import option_flag
+    from simulator.cli.proposer_flags import option_flag
     from simulator.speculative import proposers
 
     return {**RUN_FLAGS, **{name: option_flag(name) for name in proposers.options()}, **overrides}

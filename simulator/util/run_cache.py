@@ -3,11 +3,11 @@
 
 A run's key is the SHA-256 of everything that determines its numbers: the full RunConfig
 (less ``cache_dir``, which only says where caches live), the model hash
-(:func:`simulator.versions.source_hash`, which covers the built-in profile's physics), the
+(:func:`simulator.util.versions.source_hash`, which covers the built-in profile's physics), the
 content of every profile directory the run names, and the Vidur version.  The value is the
 flat record the sweep writes into its CSV, stored as JSON (floats round-trip exactly, so a
 cached CSV is byte-identical to a fresh one) under ``<cache dir>/runs/``, written with
-:mod:`simulator.textio`.  A single run of ``python -m simulator`` keeps the whole result it
+:mod:`simulator.util.textio`.  A single run of ``python -m simulator`` keeps the whole result it
 prints and writes (summary, per-request rows, provenance) under ``<cache dir>/results/``, with the
 same key.  An unreadable entry is a miss, never an error.
 """
@@ -19,10 +19,10 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from simulator.config import RunConfig
-from simulator.hashing import folder_digest, json_digest
-from simulator.paths import default_cache_dir
-from simulator.textio import atomic_write_text
+from simulator.runs.config import RunConfig
+from simulator.util.hashing import folder_digest, json_digest
+from simulator.util.paths import default_cache_dir
+from simulator.util.textio import atomic_write_text
 
 FORMAT = 1  # bump when the stored record's shape changes
 DISABLE_ENV = "VIDUR_SPECDEC_NO_RUN_CACHE"  # set to 1 to simulate every run
@@ -45,7 +45,7 @@ def profile_hash(config: RunConfig) -> str:
         "draft_profile_dir": directory_hash(config.speculation.draft_profile_dir),
         "network_profile_dir": directory_hash(config.network_profile_dir),
     }
-    from simulator.catalog import config_digest  # a model given as a config.json path: its numbers
+    from simulator.models.catalog import config_digest  # a model given as a config.json path: its numbers
 
     for key, name in (("model_config", config.model), ("draft_config", config.speculation.draft_model)):
         digest = config_digest(name) if name else None
@@ -55,7 +55,7 @@ def profile_hash(config: RunConfig) -> str:
 
 
 def run_key(config: RunConfig) -> str:
-    from simulator.versions import source_hash, vidur_version
+    from simulator.util.versions import source_hash, vidur_version
 
     inputs = config.to_dict()
     inputs.pop("cache_dir", None)
@@ -106,7 +106,7 @@ def load_result(config: RunConfig):
     without the per-step logs, which nothing printed or written reads), or None."""
     import pandas as pd
 
-    from simulator.results import REQUEST_COLUMNS, RunResult, RunSummary
+    from simulator.runs.results import REQUEST_COLUMNS, RunResult, RunSummary
 
     key = run_key(config)
     try:
@@ -122,7 +122,7 @@ def load_result(config: RunConfig):
 
 def store_result(config: RunConfig, result) -> None:
     """Keep a run's result for :func:`load_result`; a cache that cannot be written is skipped."""
-    from simulator.results import REQUEST_COLUMNS
+    from simulator.runs.results import REQUEST_COLUMNS
 
     key = run_key(config)
     body = {

@@ -61,7 +61,7 @@ def request_rate(text: str) -> float:
 def comma_floats(text: str, flag: str, what: str = "numbers", example: str = "") -> tuple[float, ...]:
     """A comma-separated list of numbers given to ``flag`` (e.g. per-position acceptance rates):
     not a list, or an empty one, is a ConfigError naming the flag and its text."""
-    from simulator.errors import ConfigError
+    from simulator.util.errors import ConfigError
 
     hint = f"; e.g. {example}" if example else ""
     try:

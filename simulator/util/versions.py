@@ -20,7 +20,7 @@ from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # simulator/ (this module is in simulator/util/)
 
 # Relative to the package; a folder stands for every .py file below it except a command-line
 # entry point (__main__.py).
@@ -29,12 +29,8 @@ MODEL_SOURCES = (
     "engine",
     "vidur",
     "profiles",
-    "config.py",
-    "shapes.py",
-    "catalog.py",
+    "runs",
     "models",
-    "results.py",
-    "workloads.py",
     "sweep/metrics.py",
     "schemas.py",
     "sweep/crossover.py",
@@ -81,7 +77,7 @@ def _model_files(package_dir: Path) -> list[Path]:
 
 
 def _normalized_data(path: Path) -> str:
-    from simulator.inputs import read_json, read_toml
+    from simulator.util.inputs import read_json, read_toml
 
     read = read_json if path.suffix == ".json" else read_toml
     return json.dumps(read(path, "model data"), sort_keys=True)

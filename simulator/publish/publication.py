@@ -7,7 +7,7 @@ targets aside, the staged ones in, and deletes the old ones.  An exception at an
 that arrive during the swap are held until it is finished, so a Ctrl-C cannot split it.  Either
 way nothing is left beside the targets.
 
-Single files that are not part of a publication go through :mod:`simulator.textio`.
+Single files that are not part of a publication go through :mod:`simulator.util.textio`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
 
-from simulator.errors import ConfigError
-from simulator.textio import stage_bytes
+from simulator.util.errors import ConfigError
+from simulator.util.textio import stage_bytes
 
 STAGING = "staging-"
 OLD = "old-"

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from simulator.argtypes import Synonyms
-from simulator.errors import ConfigError
+from simulator.cli.argtypes import Synonyms
+from simulator.util.errors import ConfigError
 from simulator.speculative import proposers
 from simulator.speculative.proposers.base import ProposerKind, SpeculationSettings
 
@@ -28,7 +28,7 @@ def option_flag(name: str) -> str:
 def add_proposer_flags(group, default: Optional[str] = None, options: bool = True) -> None:
     """``--proposer`` (default: the run configuration's) and, with ``options``, one flag per option of any kind."""
     if default is None:
-        from simulator.config import SpeculationConfig
+        from simulator.runs.config import SpeculationConfig
 
         default = SpeculationConfig().proposer
     group.add_argument(  # Synonyms: records that it was given (a --speculative-config's method conflicts with it)

@@ -1,6 +1,6 @@
 """What one simulation run is: plain frozen dataclasses, validated on construction.
 
-Every check raises :class:`simulator.errors.ConfigError` with the field name and the
+Every check raises :class:`simulator.util.errors.ConfigError` with the field name and the
 offending value, so a CLI can print it and exit non-zero before anything is written.
 """
 
@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Optional, Union
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.speculative import proposers
 
 # The proposer kinds, by the simulator's name (each kind's facts: simulator.speculative.proposers)
@@ -40,7 +40,7 @@ DEFAULT_ATTENTION = "kv_once"
 DEFAULT_INTERPOLATION = 0.0
 # The scheduler's limits a RunConfig gets when none are given: what `vllm serve` (vLLM 0.10.1, V1
 # engine) picks on an A100 and on GPUs under 70 GiB.  The command lines take vLLM's own rule for
-# the device and version instead (simulator/vllm_serve.py, the one place it is written).
+# the device and version instead (simulator/cli/vllm_serve.py, the one place it is written).
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 2048
 DEFAULT_MAX_NUM_SEQS = 256
 # vLLM's --quantization methods the cost model covers, and its --kv-cache-dtype choices
@@ -428,13 +428,13 @@ class RunConfig:
     def _read_local_models(self) -> None:
         """A model or draft given as a local ``config.json`` path is read here, when the run is built
         (and again when a pickled run arrives in another process): resolution then looks both up as
-        values (:func:`simulator.catalog.known_model`), and a bad file is refused before anything
+        values (:func:`simulator.models.catalog.known_model`), and a bad file is refused before anything
         runs.  Catalog names need no reading (Vidur loads only for a path)."""
         from simulator.models.files import looks_like_path
 
         for name in (self.model, self.speculation.draft_model):
             if isinstance(name, str) and name and looks_like_path(name):
-                from simulator.catalog import model_config
+                from simulator.models.catalog import model_config
 
                 model_config(name)
 

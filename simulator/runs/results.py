@@ -20,7 +20,7 @@ from typing import Iterable, Optional, Sequence
 import numpy as np
 import pandas as pd
 
-from simulator.config import ClosedLoopWorkload, RunConfig
+from simulator.runs.config import ClosedLoopWorkload, RunConfig
 
 REQUEST_COLUMNS = (
     "request_id",

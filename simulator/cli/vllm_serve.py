@@ -24,8 +24,8 @@ from typing import Optional, Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from simulator.config import DEFAULT_ENGINE
-from simulator.errors import ConfigError
+from simulator.runs.config import DEFAULT_ENGINE
+from simulator.util.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ def served_model_name(model: str, given: Optional[str] = None) -> str:
     ``model`` itself."""
     if given:
         return given
-    from simulator.inputs import read_json
+    from simulator.util.inputs import read_json
     from simulator.models.files import config_file, looks_like_path
 
     path = config_file(model)

@@ -2,15 +2,15 @@
 
 Flags carry the names a vLLM user already knows: ``vllm serve``'s scheduler limits
 (``--max-num-seqs``, ``--max-num-batched-tokens``, defaulting to what ``vllm serve`` of
-``--vllm-version`` picks on ``--device``: :mod:`simulator.vllm_serve`) and ``--speculative-config``
-JSON (:mod:`simulator.speculative_config`), and ``vllm bench serve``'s workload flags
+``--vllm-version`` picks on ``--device``: :mod:`simulator.cli.vllm_serve`) and ``--speculative-config``
+JSON (:mod:`simulator.cli.speculative_config`), and ``vllm bench serve``'s workload flags
 (``--dataset-name random``, ``--num-prompts``, ``--request-rate``, inf included,
 ``--max-concurrency``, ``--random-range-ratio``); the summary uses ``vllm bench serve``'s metric
 names, in milliseconds, and ends with the ``vllm serve`` line of what was simulated.  The other
-defaults are read from the configuration dataclasses (:mod:`simulator.config`), so the help cannot
-drift from a run.  A run goes through the result cache (:mod:`simulator.run_cache`): asking again
+defaults are read from the configuration dataclasses (:mod:`simulator.runs.config`), so the help cannot
+drift from a run.  A run goes through the result cache (:mod:`simulator.util.run_cache`): asking again
 re-simulates nothing.  Older flag names still work, with a warning, for one release; bad input
-and Ctrl-C fail in one line (:mod:`simulator.command`).
+and Ctrl-C fail in one line (:mod:`simulator.cli.command`).
 """
 
 from __future__ import annotations
@@ -23,9 +23,11 @@ from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 from typing import Optional
 
-from simulator import command, vllm_serve
-from simulator.argtypes import DeprecatedAlias, Synonyms, comma_floats, finite, non_negative_int, positive_int, request_rate
-from simulator.config import (
+from simulator.cli import command
+
+from simulator.cli import vllm_serve
+from simulator.cli.argtypes import DeprecatedAlias, Synonyms, comma_floats, finite, non_negative_int, positive_int, request_rate
+from simulator.runs.config import (
     ATTENTION_MODES,
     KV_CACHE_DTYPES,
     QUANTIZATIONS,
@@ -36,10 +38,10 @@ from simulator.config import (
     RunConfig,
     SpeculationConfig,
 )
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.speculative.proposers.base import SpeculationSettings
-from simulator.proposer_flags import add_proposer_flags, check_acceptance_input, draft_model_help, max_acceptance_length, options_from_args, proposer_kind, require_draft_model
-from simulator.textio import atomic_write_text, check_writable_file
+from simulator.cli.proposer_flags import add_proposer_flags, check_acceptance_input, draft_model_help, max_acceptance_length, options_from_args, proposer_kind, require_draft_model
+from simulator.util.textio import atomic_write_text, check_writable_file
 
 PROG = "python -m simulator"
 DATASETS = ("random",)  # vllm bench serve's --dataset-name values the simulator draws lengths for
@@ -243,8 +245,8 @@ def workload_from_args(args, limits: Optional[vllm_serve.Limits] = None):
     if not 0 <= ratio < 1:
         raise ConfigError(f"--random-range-ratio {ratio:g}: must be in [0, 1), as in vllm bench serve")
     if args.trace:
-        from simulator.catalog import model_config
-        from simulator.workloads import trace_workload
+        from simulator.models.catalog import model_config
+        from simulator.runs.workloads import trace_workload
 
         if ratio:
             raise ConfigError("--random-range-ratio and --trace: the trace gives the lengths; drop one")
@@ -253,12 +255,12 @@ def workload_from_args(args, limits: Optional[vllm_serve.Limits] = None):
     n, prompt, output, seed = args.num_prompts, args.prompt_tokens, args.output_tokens, args.workload_seed
     if concurrency is not None:
         if ratio:
-            from simulator.workloads import spread_closed_loop
+            from simulator.runs.workloads import spread_closed_loop
 
             return spread_closed_loop(concurrency, n, prompt, output, ratio, seed)
         return ClosedLoopWorkload.fixed(concurrency, n, prompt, output)
     if ratio:
-        from simulator.workloads import poisson_arrivals, random_lengths
+        from simulator.runs.workloads import poisson_arrivals, random_lengths
 
         return ExplicitWorkload(poisson_arrivals(n, rate, seed), *random_lengths(n, prompt, output, ratio, seed))
     return PoissonWorkload(n, prompt, output, rate, seed)
@@ -350,7 +352,7 @@ def option_value(args, kind, name: str):
 
 
 def _destinations():
-    from simulator.speculative_config import Destinations
+    from simulator.cli.speculative_config import Destinations
 
     return Destinations(k=("num_speculative_tokens", "-k"))
 
@@ -361,7 +363,7 @@ def prepare(args) -> None:
     if getattr(args, "_prepared", False):
         return
     if args.speculative_config is not None:
-        from simulator.speculative_config import apply
+        from simulator.cli.speculative_config import apply
 
         apply(args, args.speculative_config, _destinations(), target=args.model)
     args._prepared = True
@@ -591,7 +593,7 @@ def requests_table(result):
 
 def simulate_cached(config: RunConfig):
     """(result, from the cache): the run's result from the result cache, else simulated and kept."""
-    from simulator import run_cache as cache
+    from simulator.util import run_cache as cache
 
     if cache.enabled():
         result = cache.load_result(config)
@@ -608,12 +610,12 @@ def simulate_cached(config: RunConfig):
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.version:
-        from simulator.versions import version_text
+        from simulator.util.versions import version_text
 
         print(version_text())
         return 0
     if not args.verbose:
-        from simulator.progress import quiet_vidur
+        from simulator.util.progress import quiet_vidur
 
         quiet_vidur()
     return command.guarded(

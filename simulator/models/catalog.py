@@ -4,7 +4,7 @@ Models are data, not classes: the catalog's own entries are Hugging Face ``confi
 shipped with the package (:mod:`simulator.models`), read once into immutable
 :class:`~simulator.models.spec.ModelSpec` values (:data:`CATALOG`, a read-only mapping), and a
 local path to a directory holding a ``config.json`` (or to the file) works wherever a model name
-does: its spec is read once per process, when its :class:`~simulator.config.RunConfig` is built.
+does: its spec is read once per process, when its :class:`~simulator.runs.config.RunConfig` is built.
 Vidur finds model configs by walking ``BaseModelConfig`` subclasses, so the adapter package
 (:mod:`simulator.vidur.models`) defines one per spec; this module hands it the specs (and a
 drafter's context, its targets') and keeps no classes of its own.  (Devices are data too:
@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Mapping, Optional
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.models.files import catalog_specs, config_file, read_spec
 from simulator.models.spec import ModelSpec
-from simulator.shapes import ModelShape, Precision
+from simulator.models.shapes import ModelShape, Precision
 from simulator.speculative.proposers.base import ModelFacts
 from simulator.vidur import models as vidur_models
 from simulator.vidur.configs import BaseModelConfig
@@ -102,7 +102,7 @@ def model_config(name: str) -> BaseModelConfig:
 
 def known_model(name: str) -> BaseModelConfig:
     """The config of a model this process knows already: a catalog name (Vidur's or ours), or a local
-    path read when its :class:`~simulator.config.RunConfig` was built (:func:`model_config`).  No
+    path read when its :class:`~simulator.runs.config.RunConfig` was built (:func:`model_config`).  No
     file is read here, so resolving a run looks its models up as values."""
     configs = vidur_models.named_configs()
     if name in configs and "Config" not in name:

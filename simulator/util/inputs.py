@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 from typing import Any, Mapping
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 
 try:  # Python 3.11+
     import tomllib

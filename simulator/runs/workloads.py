@@ -14,8 +14,8 @@ from typing import Optional
 import numpy as np
 import pandas as pd
 
-from simulator.config import ClosedLoopWorkload, ExplicitWorkload
-from simulator.errors import ConfigError
+from simulator.runs.config import ClosedLoopWorkload, ExplicitWorkload
+from simulator.util.errors import ConfigError
 
 TRACE_COLUMNS = ("num_prefill_tokens", "num_decode_tokens")
 

@@ -19,7 +19,7 @@ import json
 from dataclasses import dataclass
 from typing import Optional
 
-from simulator.errors import ConfigError
+from simulator.util.errors import ConfigError
 from simulator.speculative import proposers
 from simulator.speculative.proposers.base import ProposerKind
 
@@ -172,8 +172,8 @@ class Destinations:
 
 def apply(args, text: str, destinations: Destinations, target: Optional[str] = None, schedule_refusal: str = "") -> SpeculativeInput:
     """Set ``args``'s flags from the config ``text``; a flag given as well is refused naming both."""
-    from simulator.argtypes import given
-    from simulator.proposer_flags import option_flag
+    from simulator.cli.argtypes import given
+    from simulator.cli.proposer_flags import option_flag
     from simulator.speculative.k_schedule import to_vllm
 
     parsed = parse(text, target)

@@ -1,0 +1,1 @@
+"""The command lines: ``python -m simulator`` and ``python -m simulator.paysoff``, their flags and vLLM's terms."""

@@ -1,0 +1,1 @@
+"""Shared utilities: errors, hashing, inputs, atomic writes, progress, provenance, the result cache."""
