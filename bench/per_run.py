@@ -39,9 +39,12 @@ KINDS = {
 
 
 def config(name: str):
-    from simulator.runs.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+    from simulator import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig  # the public API, in every revision
 
-    from simulator.runs.workloads import random_lengths
+    try:
+        from simulator.runs.workloads import random_lengths
+    except ImportError:  # a revision from before the tree was grouped
+        from simulator.workloads import random_lengths
 
     def closed(concurrency: int, requests: int, prompt: int = 512, output: int = 256):
         # lengths spread around the given ones (what ClosedLoopWorkload.spread built before it became
@@ -80,7 +83,10 @@ def config(name: str):
 def child(names: list[str], inner: int) -> None:
     """One revision's process: every kind warmed once, then ``inner`` timed runs each."""
     import simulator
-    from simulator.util.progress import quiet_vidur
+    try:
+        from simulator.util.progress import quiet_vidur
+    except ImportError:  # a revision from before the tree was grouped
+        from simulator.progress import quiet_vidur
 
     quiet_vidur()
     out = {"simulator": simulator.__file__}
