@@ -17,12 +17,13 @@ from simulator.vidur.runtime import Simulator
 from simulator.vidur.seam import queued_requests, reset_entity_ids
 
 
-def direct_vidur_requests(config: RunConfig) -> list:
-    """Vidur's finished ``Request`` objects for ``config``'s workload, by id."""
+def direct_vidur_simulator(config: RunConfig) -> Simulator:
+    """Vidur's own simulator for ``config``'s workload, not yet run (its queued requests and its
+    replica's predictor can be looked at first)."""
     workload = config.workload
     run = resolve_run(config)
     reset_entity_ids()
-    sim = Simulator(
+    return Simulator(
         InMemorySimulationConfig(
             cluster_config=ClusterConfig(
                 num_replicas=1,
@@ -36,6 +37,11 @@ def direct_vidur_requests(config: RunConfig) -> list:
             metrics_config=QuietMetricsConfig(),
         )
     )
+
+
+def direct_vidur_requests(config: RunConfig) -> list:
+    """Vidur's finished ``Request`` objects for ``config``'s workload, by id."""
+    sim = direct_vidur_simulator(config)
     requests = sorted(queued_requests(sim), key=lambda r: r.id)
     sim.run()
     return requests

@@ -18,16 +18,16 @@ import simulator
 from repo import SHARED_DIR
 from simulator.models.catalog import model_config, model_shape
 from simulator.runs.config import PoissonWorkload, RunConfig, SpeculationConfig
-from simulator.engine.generator import vidur_synthetic_config
 from simulator.engine.resolve import resolve_run
 from simulator.util.errors import ConfigError
 from simulator.profiles import builtin, network, roofline, source
 from simulator.profiles.hardware import get_device
 from simulator.profiling.tp_accuracy import mlp_side_errors
 from simulator.profiles.vidur_format import single_node_all_reduce_rows, write_profile
-from simulator.vidur.configs import CacheConfig, ClusterConfig, InMemorySimulationConfig, QuietMetricsConfig, RoundRobinGlobalSchedulerConfig, SarathiSchedulerConfig
-from simulator.vidur.runtime import MemoryPlanner, Simulator
-from simulator.vidur.seam import queued_requests, replica_scheduler, reset_entity_ids, scheduler_predictor
+from simulator.vidur.configs import CacheConfig
+from simulator.vidur.runtime import MemoryPlanner
+from simulator.vidur.seam import queued_requests, replica_scheduler, scheduler_predictor
+from stock_vidur import direct_vidur_simulator
 from simulator.speculative.memory import kv_blocks
 
 L7, L70 = "meta-llama/Llama-2-7b-hf", "meta-llama/Llama-2-70b-hf"
@@ -289,22 +289,7 @@ def test_stock_tp4_70b_matches_a_direct_vidur_sarathi_run(tmp_path):
 
     # Vidur's own Sarathi scheduler, memory planner, request generator and Request class at TP 4;
     # only the predictor is ours (the stock one downloads profiles from the hub)
-    run = resolve_run(config)
-    reset_entity_ids()
-    sim = Simulator(
-        InMemorySimulationConfig(
-            cluster_config=ClusterConfig(
-                num_replicas=1,
-                replica_config=run.target.replica,
-                cache_config=CacheConfig(),
-                global_scheduler_config=RoundRobinGlobalSchedulerConfig(),
-                replica_scheduler_config=SarathiSchedulerConfig(chunk_size=config.chunk_size, batch_size_cap=config.batch_size_cap),
-            ),
-            request_generator_config=vidur_synthetic_config(config.workload, config.workload.max_request_tokens),
-            execution_time_predictor_config=run.target.predictor,
-            metrics_config=QuietMetricsConfig(),
-        )
-    )
+    sim = direct_vidur_simulator(config)
     direct = sorted(queued_requests(sim), key=lambda r: r.id)
     predictor = scheduler_predictor(replica_scheduler(sim))
     assert predictor.replica_config.tensor_parallel_size == 4 and "all_reduce" in predictor.predictions
