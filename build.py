@@ -47,6 +47,11 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--step-calibration", type=Path, default=DATA_DIR / "calibration" / "step_time.toml",
         help="the step-time model's declared calibration data, checked against the published check rows",
     )
+    parser.add_argument(
+        "--speedup-checks", type=Path, default=None,
+        help="the check rows' speedup errors to write (the pays-off answers' error bar); default: the package's own "
+        "simulator/published/speedup_checks.csv with the default --published-csv, else speedup_checks.csv beside --published-csv",
+    )
     parser.add_argument("--no-published", action="store_true", help="do not simulate the published measurements (the page shows --published-csv if it exists)")
     parser.add_argument(
         "--validation-report",
@@ -61,6 +66,18 @@ def parse_args(argv=None) -> argparse.Namespace:
         "without it the site links only to its own files and names source files as paths",
     )
     return parser.parse_args(argv)
+
+
+def _speedup_checks_path(args) -> Path:
+    """Where the check rows' speedup errors go: the package data the commands read when the build
+    records the checkout's own published CSV, else beside the CSV it was asked to write."""
+    if args.speedup_checks is not None:
+        return args.speedup_checks
+    if args.published_csv == RESULTS_DIR / "published.csv":
+        from simulator.published.speedup_checks import SPEEDUP_CHECKS_FILE
+
+        return SPEEDUP_CHECKS_FILE
+    return args.published_csv.with_name("speedup_checks.csv")
 
 
 def main(argv=None) -> int:
@@ -101,7 +118,9 @@ def main(argv=None) -> int:
                     published_csv=args.published_csv if (args.no_published or args.skip_sweep) and args.published_csv.is_file() else None,
                     verify_tables_dir=VERIFY_TABLES_DIR,
                 ),
-                published=None if args.no_published else PublishedInputs(args.published, args.published_assumptions, args.published_csv, args.step_calibration),
+                published=None if args.no_published else PublishedInputs(
+                    args.published, args.published_assumptions, args.published_csv, args.step_calibration, _speedup_checks_path(args)
+                ),
                 paysoff=None if args.no_paysoff else PaysoffInputs(args.paysoff_spec, *paysoff_files),
                 skip_sweep=args.skip_sweep,
                 jobs=args.jobs,

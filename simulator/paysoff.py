@@ -364,7 +364,8 @@ def format_answer(spec, output, limits: Optional[vllm_serve.Limits] = None, spec
     primary, bounds = spec.attention, [m for m in spec.attention_modes if m != spec.attention]
     tp = f"{profile.tensor_parallel_size} × " if profile.tensor_parallel_size > 1 else "1 × "
     version = limits.version if limits else None
-    lines = [
+    lines = verdict_lines(spec, entry, version) + [
+        "",
         f"Deployment: {profile.model} on {tp}{profile.device.upper()} (tensor parallel {profile.tensor_parallel_size}), proposer {profile.proposer}"
         + (f" ({profile.draft_model})" if profile.draft_model else "")
         + (f", proposal probability {profile.proposal_probability:g}" if profile.proposal_probability != 1 else ""),
@@ -430,6 +431,51 @@ def format_answer(spec, output, limits: Optional[vllm_serve.Limits] = None, spec
     lines.append("")
     lines += _recommendation(spec, entry, doc, profile, version)
     return "\n".join(lines)
+
+
+def verdict_lines(spec, entry: dict, version: Optional[str]) -> list[str]:
+    """The answer first: does it pay, with what, how much, and how far the check rows of the same
+    regime say to trust it; then why speculation is off where the error bar switched it off."""
+    from simulator.website.paysoff_answer import schedule_words
+
+    dynamic = version is None or vllm_serve.at_least(version, vllm_serve.DYNAMIC_SD_VERSION)
+    closed = sorted((c for c in entry["comparison"] if c["mode"] == "closed_loop"), key=lambda c: c["x"])
+    if dynamic:
+        schedule = entry["num_speculative_tokens_per_batch_size"]
+        speculating = [c for c in closed if c["schedule_mean_k"] > 0]
+        what = schedule_words(schedule)
+        figures = [(c["schedule_tpot_speedup"], c["guarded_band_low"], c["guarded_band_high"]) for c in speculating]
+    else:
+        fallback = entry["fixed_k_fallback"]
+        k = fallback["num_speculative_tokens"]
+        speculating = closed if k else []
+        what = f"the fixed k = {k}" if k else "speculation off"
+        figures = []
+    bars = [c["error_bar"] for c in closed if c.get("error_bar")]
+    if bars:
+        low, high = min(b["low_pct"] for b in bars), max(b["high_pct"] for b in bars)
+        error = f"error {low:+.0f}% to {high:+.0f}% from up to {max(b['rows'] for b in bars)} check rows of the same regime"
+    else:
+        error = "no check rows of this regime: the error is not known"
+    if speculating and figures:
+        lo = min(f[0] for f in figures)
+        hi = max(f[0] for f in figures)
+        guarded = f"{min(f[1] for f in figures):.2f}–{max(f[2] for f in figures):.2f}×"
+        head = f"Yes: {what}; {lo:.2f}–{hi:.2f}× median TPOT speedup simulated ({guarded} with the error), {error}."
+    elif speculating:
+        fallback = entry["fixed_k_fallback"]
+        head = f"Yes: {what}, {fallback['geomean_tpot_speedup']:.2f}× on average over the concurrencies simulated; {error}."
+    else:
+        head = f"No: do not speculate at {closed[0]['x']:g}–{closed[-1]['x']:g} in flight ({what}); {error}." if closed else "No: nothing simulated."
+    lines = [head]
+    switched = [c for c in closed if c.get("guarded_best_k") == 0 and c["best_fixed_k"] > 0]
+    if switched:
+        parts = [f"{c['x']:g} in flight (k = {c['best_fixed_k']}: {c['best_fixed_tpot_speedup']:.2f}× simulated)" for c in switched]
+        lines.append(
+            "Off where it may lose: " + ", ".join(parts) + " pay in simulation, but their band divided by (1 + the check rows' "
+            "largest error) falls below 1× (rule: " + "simulator/sweep/error_bar.py" + ")."
+        )
+    return lines
 
 
 def _recommendation(spec, entry: dict, doc: dict, profile, version: Optional[str]) -> list[str]:
@@ -518,6 +564,7 @@ def main(argv=None) -> int:
 
 def _main(args, argv) -> int:
     from simulator.sweep.executors import LocalExecutor
+    from simulator.published import speedup_checks
     from simulator.sweep.paysoff_runner import csv_texts, run_paysoff
     from simulator.util.textio import atomic_write_text, check_writable_file
 
@@ -526,7 +573,7 @@ def _main(args, argv) -> int:
         if path is not None:
             check_writable_file(path, flag)
     check_runs(spec)
-    output = run_paysoff(spec, LocalExecutor(args.jobs, args.progress))
+    output = run_paysoff(spec, LocalExecutor(args.jobs, args.progress), checks=speedup_checks.read())
     print(format_answer(spec, output, args.limits, args._speculative_input))
     if args.csv:
         atomic_write_text(args.csv, csv_texts(output)[0])

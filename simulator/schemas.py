@@ -99,6 +99,10 @@ ACCEPTANCE_CLASSES = ("same_source", "same_setting_other_run", "other_dataset", 
 # columns added with roles and acceptance classes: a CSV recorded before them still renders, unlabelled
 PUBLISHED_LATER_COLUMNS = ("role", "acceptance_class", "calibrated_by", "plausible", "error_range_pct")
 
+# ---- simulator/published/speedup_checks.csv: each speculative check row's speedup error, by regime ----
+# (package data: the pays-off answer's error bar, simulator/sweep/error_bar.py)
+SPEEDUP_CHECK_COLUMNS = ("id", "source", "load", "proposer_class", "engine", "version_series", "tensor_parallel", "error_pct")
+
 # ---- data/results/paysoff.csv and data/results/paysoff_crossovers.csv: the pays-off sweep ----
 
 PAYSOFF_COLUMNS = (
@@ -163,7 +167,7 @@ CROSSOVER_REQUIRED = ("crossover", "crossings")
 # ---- data/results/recommended_schedules.json: one recommended k schedule per deployment ----
 
 SCHEDULES_FIELDS = (
-    "description", "batch_size_cap", "chunk_size", "workload", "verify_cost", "tie_rule", "tie_tolerance", "vllm",
+    "description", "batch_size_cap", "chunk_size", "workload", "verify_cost", "tie_rule", "tie_tolerance", "error_bar_rule", "vllm",
     "vidur_version", "simulator_source_hash", "schedules",
 )
 SCHEDULE_ENTRY_FIELDS = (

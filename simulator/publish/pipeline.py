@@ -17,6 +17,7 @@ from typing import Callable, Optional
 from simulator.util.errors import ConfigError
 from simulator.util.progress import say
 from simulator.published import reproduce as published_reproduce
+from simulator.published import speedup_checks
 from simulator.specs import published_measurements as published_spec
 from simulator.profiling import step_calibration
 from simulator.sweep import paysoff_runner as paysoff_sweep
@@ -65,6 +66,9 @@ class PublishedInputs:
     assumptions: Path
     csv: Path
     calibration: Optional[Path] = None  # data/calibration/step_time.toml
+    # the check rows' speedup errors, package data the pays-off command's error bar reads
+    # (simulator/published/speedup_checks.csv); None: not recorded
+    speedup_checks: Optional[Path] = None
 
 
 def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
@@ -84,9 +88,11 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
         for path in (options.paysoff.csv, options.paysoff.crossovers_csv, options.paysoff.schedules_json):
             check_writable_file(path, "output")
         paysoff_spec = load_paysoff_spec(options.paysoff.spec)
-    published = None
+    published, measurements = None, ()
     if options.published is not None:  # bad measurements fail here, before any simulation
         check_writable_file(options.published.csv, "CSV")
+        if options.published.speedup_checks is not None:
+            check_writable_file(options.published.speedup_checks, "CSV")
         measurements, assumptions = published_spec.load(options.published.measurements, options.published.assumptions)
         if options.published.calibration is not None:  # a constant set by a check row's source is refused
             engine_costs = options.published.calibration.with_name("engine_costs.toml")
@@ -97,18 +103,21 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
     stage = _Stages(stages, options.progress_bar)
     stage(f"seed sweep ({options.spec.name})")
     output = run_sweep(spec, executor, run=run, profile_dir=options.profile_dir)
+    # the published reproductions come before the pays-off sweep: their check rows' speedup errors
+    # are the error bar its recommendations carry (simulator/sweep/error_bar.py)
+    published_rows, checks = None, speedup_checks.read()
+    if published is not None:
+        stage(f"published reproductions ({options.published.measurements.name})")
+        published_rows = published_reproduce.run_plans(published, executor, run)
+        checks = speedup_checks.derive(published_rows, {m.id: m.baseline_id for m in measurements if m.baseline_id})
     paysoff = None
     if paysoff_spec is not None:
         stage(f"pays-off sweep ({options.paysoff.spec.name})")
         # a --profile-dir was measured for the seed sweep's model and GPU (at TP 1, as the seed sweep
         # runs): other deployments keep the built-in profile
-        paysoff = paysoff_sweep.run_paysoff(paysoff_spec, executor, options.profile_dir, run, profile_system=(spec.model, spec.device, 1))
+        paysoff = paysoff_sweep.run_paysoff(paysoff_spec, executor, options.profile_dir, run, profile_system=(spec.model, spec.device, 1), checks=checks)
         for target in (options.paysoff.csv, options.paysoff.crossovers_csv, options.paysoff.schedules_json):
             remove_leftovers(target)
-    published_rows = None
-    if published is not None:
-        stage(f"published reproductions ({options.published.measurements.name})")
-        published_rows = published_reproduce.run_plans(published, executor, run)
     stage("rendering the site")
     for target in (options.sweep_csv, options.progress_csv, options.out_dir):
         remove_leftovers(target)
@@ -130,6 +139,8 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
         if published_rows is not None:
             staged = publication.file(options.published.csv, published_reproduce.csv_text(published_rows), "CSV")
             sources = replace(sources, published_csv=staged)
+            if options.published.speedup_checks is not None:
+                publication.file(options.published.speedup_checks, speedup_checks.csv_text(checks), "CSV")
         staging = publication.directory(options.out_dir)
         try:
             render_into(sources, staging)

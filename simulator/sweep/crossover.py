@@ -13,6 +13,10 @@ arrival rate (Poisson); its speedup is the baseline's median TPOT over its own a
   geometric mean over the simulated concurrencies (each counted once), ties within ``TIE`` to
   the smaller k, none (k = 0) when no k's mean beats 1; the concurrencies where it is below 1
   are listed with it, since one k cannot fit every load.
+* Guarded best k: the same, but only among the k whose band, widened by the error bar of the check
+  rows of the same regime (:mod:`simulator.sweep.error_bar`), stays at or above 1×: the
+  recommendation switches speculation off where it may lose.  The best fixed k takes the same guard
+  at every concurrency.
 * Recommended schedule: the best k per concurrency as vLLM's ``num_speculative_tokens_per_batch_size``
   (:func:`simulator.speculative.k_schedule.from_best_k`): in a closed loop the running batch
   is the concurrency.  k never grows with the batch: a verify step's extra tokens cost more
@@ -27,9 +31,10 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Optional, Sequence
 
 from simulator.speculative.k_schedule import Schedule, from_best_k
+from simulator.sweep.error_bar import ErrorBar, guarded_low, safe_best
 
 TIE = 0.005  # speedups within 0.5% count as equal
 NONE_IN_RANGE = "none in range"
@@ -110,19 +115,54 @@ def best_k(rows: Iterable[dict]) -> dict[tuple, tuple[int, float]]:
     return out
 
 
-def best_fixed_k(rows: Iterable[dict], acceptance: str, attention: str) -> tuple[int, float, list]:
+def best_fixed_k(rows: Sequence[dict], acceptance: str, attention: str,
+                 bars: Optional[Callable[[str, str, float], Optional[ErrorBar]]] = None) -> tuple[int, float, list]:
     """(k, its geometric-mean speedup, the concurrencies where it is below 1) over the closed-loop
-    fixed-k runs of one acceptance profile and verify setting; (0, 1.0, []) when none pays."""
+    fixed-k runs of one acceptance profile and verify setting; (0, 1.0, []) when none pays.  With
+    ``bars`` only a k whose band, widened by the error bar at each load, stays at or above 1× at
+    every concurrency simulated is a candidate."""
+    lows = band_lows(rows) if bars is not None else {}
     by_k: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    unsafe: set[int] = set()
     for r in rows:
         if r["mode"] == "closed_loop" and r["acceptance"] == acceptance and r["attention"] == attention and not r["k_schedule"] and r["num_speculative_tokens"] > 0:
-            by_k[r["num_speculative_tokens"]].append((x_of(r), r["tpot_speedup"]))
-    means = {k: math.exp(sum(math.log(s) for _, s in points) / len(points)) for k, points in sorted(by_k.items()) if points and all(s > 0 for _, s in points)}
+            k, x = r["num_speculative_tokens"], x_of(r)
+            by_k[k].append((x, r["tpot_speedup"]))
+            if bars is not None and guarded_low(bars("closed_loop", acceptance, x), lows[("closed_loop", acceptance, k, x)]) < 1:
+                unsafe.add(k)
+    means = {k: math.exp(sum(math.log(s) for _, s in points) / len(points)) for k, points in sorted(by_k.items())
+             if points and all(s > 0 for _, s in points) and k not in unsafe}
     if not means or max(means.values()) <= 1:
         return 0, 1.0, []
     top = max(means.values())
     k = next(k for k, m in sorted(means.items()) if m >= top * (1 - TIE))
     return k, means[k], sorted(x for x, s in by_k[k] if s < 1)
+
+
+def band_lows(rows: Iterable[dict]) -> dict[tuple, float]:
+    """(mode, acceptance, k, x) -> the lowest speedup of that fixed k under any verify setting
+    simulated (the low end of its band)."""
+    lows: dict[tuple, float] = {}
+    for r in rows:
+        if r["k_schedule"] or not r["acceptance"] or r["num_speculative_tokens"] == 0 or math.isnan(r["tpot_speedup"]):
+            continue
+        key = (r["mode"], r["acceptance"], r["num_speculative_tokens"], x_of(r))
+        lows[key] = min(lows.get(key, math.inf), r["tpot_speedup"])
+    return lows
+
+
+def guarded_best_k(rows: Sequence[dict], attention: str, bars: Callable[[str, str, float], Optional[ErrorBar]]) -> dict[tuple, tuple[int, float]]:
+    """(mode, acceptance, attention, x) -> (k, its speedup) like :func:`best_k`, but only among the
+    k whose band, widened by the check rows' error bar at that load (``bars(mode, acceptance, x)``),
+    stays at or above 1× (:func:`simulator.sweep.error_bar.safe_best`); k = 0 where none does."""
+    lows = band_lows(rows)
+    options: dict[tuple, list[tuple[int, float, float]]] = defaultdict(list)
+    for r in rows:
+        if r["k_schedule"] or not r["acceptance"] or r["attention"] != attention or r["num_speculative_tokens"] == 0:
+            continue
+        x = x_of(r)
+        options[(r["mode"], r["acceptance"], attention, x)].append((r["num_speculative_tokens"], r["tpot_speedup"], lows[(r["mode"], r["acceptance"], r["num_speculative_tokens"], x)]))
+    return {key: safe_best(found, bars(key[0], key[1], key[3]), TIE) for key, found in sorted(options.items(), key=lambda item: tuple(str(v) for v in item[0]))}
 
 
 def recommended_schedule(best: dict[tuple, tuple[int, float]], acceptance: str, attention: str, up_to: int) -> Schedule:

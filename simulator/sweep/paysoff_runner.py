@@ -32,7 +32,8 @@ from simulator.runs.config import ClosedLoopWorkload, PoissonWorkload, RunConfig
 from simulator.runs.results import speedup
 from simulator.schemas import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
 from simulator.speculative.k_schedule import Schedule, max_k, to_vllm
-from simulator.sweep.crossover import TIE, best_fixed_k, best_k, crossover_rows, recommended_schedule, x_of
+from simulator.sweep.crossover import TIE, best_fixed_k, best_k, crossover_rows, guarded_best_k, recommended_schedule, x_of
+from simulator.sweep.error_bar import ErrorBar, Regime, SpeedupCheck, error_bar
 from simulator.cli.vllm_serve import DYNAMIC_SD_VERSION
 from simulator.specs.paysoff_sweep import AcceptanceProfile, PaysoffSpec, kind_settings, profile_length, verify_settings
 from simulator.sweep.runner import simulate_all, to_csv_text
@@ -50,6 +51,14 @@ VLLM_DYNAMIC_SD = {
         "https://github.com/vllm-project/vllm/pull/32374",
     ],
 }
+
+ERROR_BAR_RULE = (
+    "each speedup carries the error bar of the check rows of its regime (load range, proposer class, engine and version, TP; "
+    "simulator/sweep/error_bar.py): a simulated band [low, high] with errors [e_min, e_max] may measure [low / (1 + e_max), "
+    "high / (1 + e_min)]; where that guarded low is below 1x the recommendation runs k = 0 there, and the fixed k is the best "
+    "on average among those whose guarded low stays at or above 1x at every concurrency simulated"
+)
+
 
 @dataclass(frozen=True)
 class Job:
@@ -247,21 +256,46 @@ def _simulate(jobs: Sequence[Job], executor, run) -> list[dict]:
     return [_row(job, rec) for job, rec in zip(jobs, simulate_all([j.config for j in jobs], executor, run, label="pays-off"))]
 
 
-def run_paysoff(spec: PaysoffSpec, executor, profile_dir: Optional[str] = None, run=None, profile_system: Optional[tuple[str, str, int]] = None) -> PaysoffOutput:
-    """Both phases; ``profile_dir`` applies to the systems :func:`profile_dirs` picks."""
+def error_bars(spec: PaysoffSpec, checks: Sequence[SpeedupCheck]):
+    """``bars(mode, acceptance, x)``: the error bar of the check rows of each deployment's regime at
+    that load (:mod:`simulator.sweep.error_bar`; None without check rows)."""
+    from simulator.profiles.engines import get_engine
+
+    version = get_engine(spec.engine).version
+    profiles = {p.name: p for p in spec.profiles}
+    memo: dict = {}
+
+    def bars(mode: str, acceptance: str, x: float) -> Optional[ErrorBar]:
+        p = profiles[acceptance]
+        regime = Regime.of(proposer=p.proposer, engine="vllm", version=version, tensor_parallel_size=p.tensor_parallel_size,
+                           in_flight=x if mode == "closed_loop" else None, qps=x if mode == "poisson" else None)
+        if regime not in memo:
+            memo[regime] = error_bar(checks, regime)
+        return memo[regime]
+
+    return bars
+
+
+def run_paysoff(spec: PaysoffSpec, executor, profile_dir: Optional[str] = None, run=None, profile_system: Optional[tuple[str, str, int]] = None,
+                checks: Sequence[SpeedupCheck] = ()) -> PaysoffOutput:
+    """Both phases; ``profile_dir`` applies to the systems :func:`profile_dirs` picks; ``checks``
+    are the check rows' speedup errors the recommendation's error bar reads (none: no bar, and
+    the recommendation trusts the simulated band alone)."""
     dirs = profile_dirs(spec, profile_dir, profile_system)
     rows = _simulate(fixed_k_jobs(spec, dirs), executor, run)
     baselines = [r for r in rows if r["num_speculative_tokens"] == 0]
     rows = _with_speedups(rows, baselines)
     best = best_k(rows)
-    schedules = {p.name: recommended_schedule(best, p.name, spec.attention, spec.batch_size_cap) for p in spec.profiles}
+    bars = error_bars(spec, checks)
+    guarded = guarded_best_k(rows, spec.attention, bars)
+    schedules = {p.name: recommended_schedule(guarded, p.name, spec.attention, spec.batch_size_cap) for p in spec.profiles}
     rows2 = _with_speedups(_simulate(schedule_jobs(spec, schedules, dirs), executor, run), baselines)
     for r in rows:
         r["best_k"] = best[(r["mode"], r["acceptance"], r["attention"], x_of(r))][0] == r["num_speculative_tokens"] if r["acceptance"] else None
     for r in rows2:
         r["best_k"] = None
     all_rows = sorted(rows + rows2, key=_order)
-    return PaysoffOutput(all_rows, crossover_rows(rows), schedule_document(spec, schedules, best, all_rows))
+    return PaysoffOutput(all_rows, crossover_rows(rows), schedule_document(spec, schedules, best, all_rows, guarded, bars))
 
 
 def speculative_config(profile: AcceptanceProfile, schedule: Optional[Schedule], k: Optional[int] = None) -> Optional[dict]:
@@ -304,15 +338,18 @@ def stops_paying(best: dict, profile: AcceptanceProfile, attention: str, up_to: 
     return max(start, min(simulated)) if simulated else start
 
 
-def fixed_k_fallback(spec: PaysoffSpec, profile: AcceptanceProfile, rows: Sequence[dict]) -> dict:
+def fixed_k_fallback(spec: PaysoffSpec, profile: AcceptanceProfile, rows: Sequence[dict], bars=None) -> dict:
     """The best fixed k for a vLLM without ``num_speculative_tokens_per_batch_size``
-    (:func:`simulator.sweep.crossover.best_fixed_k`), its ``--speculative-config`` and serve line."""
-    k, mean, losing = best_fixed_k(rows, profile.name, spec.attention)
+    (:func:`simulator.sweep.crossover.best_fixed_k`, guarded by the error bars), its
+    ``--speculative-config`` and serve line, and the best k on average without the guard."""
+    k, mean, losing = best_fixed_k(rows, profile.name, spec.attention, bars)
+    unguarded_k, unguarded_mean, unguarded_losing = best_fixed_k(rows, profile.name, spec.attention)
     config = speculative_config(profile, None, k)
     return {
         "num_speculative_tokens": k,
         "geomean_tpot_speedup": round(mean, 4),
         "below_1x_at": losing,
+        "best_on_average": {"num_speculative_tokens": unguarded_k, "geomean_tpot_speedup": round(unguarded_mean, 4), "below_1x_at": unguarded_losing},
         "for_vllm": f"before {DYNAMIC_SD_VERSION}",
         "speculative_config": config,
         "speculative_config_json": json.dumps(config, separators=(",", ":")) if config else None,
@@ -320,7 +357,7 @@ def fixed_k_fallback(spec: PaysoffSpec, profile: AcceptanceProfile, rows: Sequen
     }
 
 
-def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequence[dict]) -> dict:
+def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequence[dict], guarded: Optional[dict] = None, bars=None) -> dict:
     """``data/results/recommended_schedules.json``: per deployment, the schedule in vLLM's format, the exact
     ``--speculative-config`` and ``vllm serve`` command, and the schedule simulated at every
     concurrency and load under the primary verify setting, with both bounds as its band."""
@@ -352,8 +389,16 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
             entry["band"] = {b: round(v, 4) for b, v in zip(bounds, band)}
             entry["band_low"], entry["band_high"] = round(min(band + [entry["schedule_tpot_speedup"]]), 4), round(max(band + [entry["schedule_tpot_speedup"]]), 4)
             entry["best_k_under_bounds"] = {b: best[(mode, name, b, x)][0] for b in bounds if (mode, name, b, x) in best}
+            bar = bars(mode, name, x) if bars is not None else None
+            entry["error_bar"] = bar.as_dict() if bar is not None else None
+            guarded_band = bar.guarded(entry["band_low"], entry["band_high"]) if bar is not None else (entry["band_low"], entry["band_high"])
+            entry["guarded_band_low"], entry["guarded_band_high"] = round(guarded_band[0], 4), round(guarded_band[1], 4)
+            if guarded is not None and (mode, name, att, x) in guarded:
+                entry["guarded_best_k"] = guarded[(mode, name, att, x)][0]
             compared.append(entry)
         off = {m: stops_paying(best, profile, m, spec.batch_size_cap) for m in spec.attention_modes}
+        if guarded is not None:
+            off[spec.attention] = stops_paying(guarded, profile, spec.attention, spec.batch_size_cap)
         entries.append(
             {
                 "acceptance": profile.name,
@@ -382,7 +427,7 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
                 "stops_paying_from": off[spec.attention],
                 "stops_paying_band": {b: off[b] for b in bounds},
                 "comparison": compared,
-                "fixed_k_fallback": fixed_k_fallback(spec, profile, rows),
+                "fixed_k_fallback": fixed_k_fallback(spec, profile, rows, bars),
             }
         )
     return {
@@ -399,6 +444,7 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
         },
         "verify_cost": {"attention": spec.attention, "interpolation": spec.interpolation if spec.attention == "interpolated" else None, "why": why, "bounds": bounds},
         "tie_rule": f"speedups within {TIE:.1%} count as equal and the smaller k wins: it risks less when acceptance is lower than assumed",
+        "error_bar_rule": ERROR_BAR_RULE,
         "tie_tolerance": TIE,
         "vllm": VLLM_DYNAMIC_SD,
         "vidur_version": provenance.get("vidur_version"),
