@@ -31,6 +31,7 @@ RUN_FLAGS = {
     "device": "--device",
     "tensor_parallel_size": "--tensor-parallel-size",
     "draft_tensor_parallel_size": "--draft-tensor-parallel-size",
+    "data_parallel_size": "--data-parallel-size",
     "chunk_size": "--max-num-batched-tokens",
     "batch_size_cap": "--max-num-seqs",
     "num_kv_blocks": "--num-kv-blocks",

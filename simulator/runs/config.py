@@ -380,6 +380,12 @@ class RunConfig:
         _require(self.kv_cache_dtype in KV_CACHE_DTYPES, "kv_cache_dtype", self.kv_cache_dtype, f"must be one of {KV_CACHE_DTYPES}")
         _require(isinstance(self.expert_parallel, bool), "expert_parallel", self.expert_parallel, "must be true or false")
         _require(_is_int(self.data_parallel_size) and self.data_parallel_size > 0, "data_parallel_size", self.data_parallel_size, "must be a positive integer")
+        if self.speculation.k_schedule and self.data_parallel_size > 1:
+            # vllm/config/vllm.py (v0.30.0), _maybe_disable_dynamic_sd_for_data_parallel: ranks could pick different k and diverge
+            raise ConfigError(
+                f"k_schedule with data_parallel_size = {self.data_parallel_size}: vLLM drops num_speculative_tokens_per_batch_size under data "
+                f"parallelism and runs the static num_speculative_tokens = {self.speculation.num_speculative_tokens}; simulate that k instead"
+            )
         _require(
             isinstance(self.moe_routing_skew, (int, float)) and not isinstance(self.moe_routing_skew, bool)
             and math.isfinite(self.moe_routing_skew) and self.moe_routing_skew >= 0,

@@ -111,6 +111,20 @@ class DraftPass(NamedTuple):
     context_kv_tokens: int = 0
 
 
+def catch_up_pass(step: StepPlan, fc_inputs: int = 0) -> StepWork:
+    """A step that drafts nothing (k = 0: a dynamic-SD row, or no row left to draft for) still runs
+    the drafter's first pass over every token the target computed, so the drafter's KV cache and
+    hidden states stay in step with the target's; its LM head samples nothing.  vLLM: the first
+    forward of ``propose`` in ``vllm/v1/spec_decode/llm_base_proposer.py`` runs before the check
+    "No draft tokens requested (e.g. Dynamic SD decided K=0) ... return an empty tensor" (v0.24.0
+    to v0.30.0).  A step with no row computes nothing and costs nothing."""
+    if not step.requests:
+        return StepWork()
+    rows = tuple(map(PassRow, step.requests, step.computed, step.kv_tokens, step.decode))
+    computed = sum(step.computed)
+    return StepWork(passes=(DraftPass(rows, 0, fc_inputs, computed if fc_inputs else 0),))
+
+
 @dataclass(frozen=True)
 class TokenScan:
     """A memory-bound GPU kernel that streams ``bytes`` of token ids (the GPU n-gram matcher)."""

@@ -13,7 +13,7 @@ token.  Lookahead: k slots (vLLM's ``num_lookahead_tokens`` for draft models).
 from __future__ import annotations
 
 from simulator.speculative.memory import ModelMemory
-from simulator.speculative.proposers.base import DraftPass, DraftSource, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork
+from simulator.speculative.proposers.base import DraftPass, DraftSource, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork, catch_up_pass
 from simulator.speculative.step import StepPlan
 
 
@@ -46,6 +46,8 @@ class _DraftModelPasses:
                 drafting.append((request, kv - q, step.proposals[i]))
         passes = []
         depth = max((p for _, _, p in drafting), default=0)
+        if depth == 0:  # nothing to draft: the draft model still ingests what the target computed
+            return catch_up_pass(step)
         for j in range(max(depth, 1 if prefill else 0)):
             rows = [PassRow(r, 1, context + j + 1) for r, context, p in drafting if p > j]
             logits_rows = len(rows)

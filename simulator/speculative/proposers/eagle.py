@@ -18,7 +18,7 @@ target's embedding and LM head), plus one layer of KV per cached token.  Lookahe
 from __future__ import annotations
 
 from simulator.speculative.memory import BYTES, ModelMemory
-from simulator.speculative.proposers.base import DraftPass, DraftSource, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork
+from simulator.speculative.proposers.base import DraftPass, DraftSource, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork, catch_up_pass
 from simulator.speculative.step import StepPlan
 
 
@@ -57,7 +57,7 @@ class EaglePasses:
     def work(self, step: StepPlan) -> StepWork:
         depth = step.max_proposals
         if depth == 0:
-            return StepWork()
+            return catch_up_pass(step, self.fc_inputs)
         rows = tuple(map(PassRow, step.requests, step.computed, step.kv_tokens, step.decode))
         passes = [DraftPass(rows, len(rows), self.fc_inputs, sum(step.computed))]
         # the rows that sample a token (step.samples: every decode row, and a prefill that finishes)

@@ -25,7 +25,7 @@ from __future__ import annotations
 from simulator.util.errors import ConfigError
 from simulator.models.spec import DFLASH_ARCHITECTURES
 from simulator.speculative.memory import BYTES, ModelMemory
-from simulator.speculative.proposers.base import DraftPass, DraftSource, ModelFacts, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork
+from simulator.speculative.proposers.base import DraftPass, DraftSource, ModelFacts, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork, catch_up_pass
 from simulator.speculative.proposers.eagle import EAGLE3
 from simulator.speculative.step import StepPlan
 
@@ -70,7 +70,7 @@ class _BlockPass:
     def work(self, step: StepPlan) -> StepWork:
         k = step.max_proposals
         if k == 0:
-            return StepWork()
+            return catch_up_pass(step, self.fc_inputs)
         rows = []
         for i, (r, q, kv, progress) in enumerate(zip(step.requests, step.computed, step.kv_tokens, step.progress)):
             if step.samples(i):
@@ -117,7 +117,7 @@ class _ParallelEaglePass:
     def work(self, step: StepPlan) -> StepWork:
         k = step.max_proposals
         if k == 0:
-            return StepWork()
+            return catch_up_pass(step, self.fc_inputs)
         rows, logits = [], 0
         for i, (r, q, kv, d) in enumerate(zip(step.requests, step.computed, step.kv_tokens, step.decode)):
             masks = k - 1 if step.samples(i) else 0
