@@ -195,6 +195,9 @@ def test_a_run_says_which_rate_it_ran_with(capsys):
         (["--engine-overhead-ms", "-1"], ["--engine-overhead-ms -1: must be >= 0"]),
         (["--draft-pass-overhead-ms", "-0.1"], ["--draft-pass-overhead-ms -0.1: must be >= 0"]),
         (["-k", "2", "--acceptance", "0.7", "--attention", "exact"], ["--attention", "invalid choice: 'exact'"]),
+        (["--model", "Qwen/Qwen3-30B-A3B", "--device", "h200", "--enable-expert-parallel", "--data-parallel-size", "2", "--proposer", "eagle3",
+          "--draft-model", "lmsys/SGLang-EAGLE3-Qwen3-30B-A3B-Instruct-2507-SpecForge", "-k", "3", "--k-schedule", "[[1,1024,3]]", "--acceptance", "0.7"],
+         ["--k-schedule with --data-parallel-size 2", "runs the static -k 3"]),
     ],
 )
 def test_bad_input_exits_2_with_one_line_naming_the_flags(argv, needles, capsys, tmp_path):

@@ -126,3 +126,30 @@ def test_a_tree_verifies_n_plus_one_tokens_and_advances_by_its_accepted_path():
     # the same draws accept the same paths as a chain of the tree's depth, at a dearer verify
     assert result.summary["accepted_tokens"] == chain.summary["accepted_tokens"]
     assert result.summary["tpot_p50_s"] > chain.summary["tpot_p50_s"]
+
+
+# --- dynamic SD: a step that drafts nothing still runs the drafter's first pass ---------------------
+
+def _k0_plan():
+    from simulator.speculative.step import StepPlan
+
+    class _Request:
+        def __init__(self, i, processed, prefill):
+            self.id, self.num_processed_tokens, self.num_prefill_tokens = i, processed, prefill
+
+    # two decode rows (one token each, contexts 300 and 500) and a prefill chunk of 64 of a 128-token prompt
+    requests = [_Request(0, 300, 100), _Request(1, 500, 100), _Request(2, 0, 128)]
+    return StepPlan(requests, [1, 1, 64], [301, 501, 64], [True, True, False], [0, 0, 0], [0, 0, 0], [1, 1, 64])
+
+
+@pytest.mark.parametrize("name", ["eagle3", "eagle", "mtp", "dflash", "eagle3_parallel", "draft"])
+def test_a_k0_step_runs_one_catch_up_pass_that_samples_nothing(name):
+    """vLLM >= 0.24 (llm_base_proposer.py): with K = 0 the first forward still runs, to keep the
+    drafter's KV in sync, and returns before sampling: one pass over the 66 computed tokens, no logits."""
+    kind = proposers.kind(name)
+    settings = SpeculationSettings(k=3, draft=ModelFacts("d", "X", 4096, 32000, 1, fc_inputs=3))
+    work = kind.step_cost(settings).work(_k0_plan())
+    (draft_pass,) = work.passes
+    assert [(row.q, row.kv) for row in draft_pass.rows] == [(1, 301), (1, 501), (64, 64)]
+    assert draft_pass.logits_rows == 0
+    assert draft_pass.fc_tokens == (66 if draft_pass.fc_inputs else 0)
