@@ -66,7 +66,7 @@ def test_help_shows_every_default(capsys, monkeypatch):
             assert f"(default: {action.default})" in text, action.option_strings
     for flag in ("--max-num-seqs", "--max-num-batched-tokens", "--num-prompts", "--acceptance-seed", "--workload-seed", "--acceptance-length"):
         assert flag in text
-    assert "--vllm-version X.Y.Z" in text and "(default: 0.10.1)" in text  # the version whose defaults the scheduler limits are
+    assert "--vllm-version X.Y.Z" in text and "(default: 0.30.0)" in text  # the newest version modelled: its defaults are the scheduler limits
 
 
 @pytest.mark.parametrize(
@@ -92,7 +92,7 @@ VLLM_DEFAULTS = [("a100", (256, 2048)), ("a100_40gb", (256, 2048)), ("h100", (10
 
 
 @pytest.mark.parametrize(("device", "limits"), VLLM_DEFAULTS)
-@pytest.mark.parametrize("version", ["0.10.1", "0.14.0", "0.24.0", "0.33.0"])
+@pytest.mark.parametrize("version", ["0.10.1", "0.14.0", "0.24.0", "0.30.0"])
 def test_vllm_serve_defaults_by_gpu_and_version(device, limits, version, capsys):
     """Both commands take vllm serve's limits for the GPU and the version they name (python -m
     simulator used 256 / 2048 everywhere), and say where they came from."""
@@ -112,11 +112,12 @@ def test_given_limits_are_said_to_be_given():
     inputs = cli.inputs_from_args(_parse("--device", "h100", "--max-num-seqs", "128"))
     assert (inputs.config.batch_size_cap, inputs.config.chunk_size) == (128, 8192)
     assert inputs.limits.describe() == (
-        "--max-num-seqs 128 (given; vllm serve 0.10.1's default on h100 is 1024), --max-num-batched-tokens 8192 (vllm serve 0.10.1's default on h100)"
+        "--max-num-seqs 128 (given; vllm serve 0.30.0's default on h100 is 1024), --max-num-batched-tokens 8192 (vllm serve 0.30.0's default on h100)"
     )
 
 
-@pytest.mark.parametrize(("version", "engine"), [("0.10.1", "vllm-0.10.1"), ("0.11.0", "vllm-0.11.0"), ("0.12.0", "vllm-0.11.0"), ("v0.24.0", "vllm-0.14.0")])
+@pytest.mark.parametrize(("version", "engine"), [("0.10.1", "vllm-0.10.1"), ("0.11.0", "vllm-0.11.0"), ("0.12.0", "vllm-0.11.0"), ("v0.23.0", "vllm-0.19.0"),
+                                               ("v0.24.0", "vllm-0.24.0"), ("0.28.0", "vllm-0.24.0"), ("0.29.0", "vllm-0.29.0"), ("0.30.2", "vllm-0.30.0")])
 def test_the_vllm_version_picks_the_engine_profile(version, engine):
     config, _ = cli.config_from_args(_parse("--vllm-version", version))
     assert config.engine == engine
@@ -329,8 +330,9 @@ def test_the_max_concurrency_check_follows_the_gpus_max_num_seqs():
     ("argv", "needles"),
     [
         (["--max-concurrency", "300", "--max-num-seqs", "256"], ["--max-concurrency 300 exceeds --max-num-seqs 256:", "raise --max-num-seqs to 300 or lower --max-concurrency to 256"]),
-        (["--max-concurrency", "300"], ["--max-concurrency 300 exceeds --max-num-seqs 256 (vllm serve 0.10.1's default on a100)"]),
+        (["--max-concurrency", "300"], ["--max-concurrency 300 exceeds --max-num-seqs 256 (vllm serve 0.30.0's default on a100)"]),
         (["--dataset-name", "sharegpt"], ["--dataset-name sharegpt: the simulator draws vllm bench serve's random dataset", "--trace FILE"]),
+        (["--vllm-version", "0.31.0"], ["--vllm-version 0.31.0: newer than vLLM 0.30.0, the newest release the simulator models", "give 0.30.0 or older"]),
         (["--request-rate", "0"], ["--request-rate", "0 must be > 0 requests per second, or inf"]),
         (["--tensor-parallel-size", "3"], ["--tensor-parallel-size 3: meta-llama/Llama-2-7b-hf cannot be tensor-parallel over 3 GPUs"]),
         (["--model", "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"], ["--model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B: an EAGLE-3 head, a draft network", "--proposer eagle3 and --draft-model yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"]),

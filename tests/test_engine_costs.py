@@ -161,9 +161,13 @@ def test_each_eagle_pass_pays_the_fixed_cost(k):
     assert fixed.step_seconds(batch) > plain.step_seconds(batch)
 
 
-def test_no_proposals_no_passes():
+def test_no_proposals_one_catch_up_pass():
+    """A step that drafts nothing still runs the drafter's first pass (vLLM >= 0.24,
+    llm_base_proposer.py: the K = 0 early return comes after it): one pass, one fixed cost."""
     batch = _decode_batch(0)
-    assert _cost("eagle3", 0.37, EAGLE3_FACTS).step_seconds(batch) == 0.0
+    plain, fixed = _cost("draft", 0.0).step_seconds(batch), _cost("draft", 0.37).step_seconds(batch)
+    assert plain == pytest.approx(1e-3)  # one pass of the fixed 1 ms predictor
+    assert fixed - plain == pytest.approx(0.37e-3)
 
 
 @pytest.mark.slow

@@ -42,7 +42,7 @@ def _run(argv, capsys):
         (["--acceptance", "0.7", "--concurrency", "", "--request-rate", ","], "--request-rate ',': empty"),
         (["--acceptance", "0.7", "--concurrency", ""], "--concurrency '': the grid has no concurrency"),
         (["--acceptance", "0.7", "--k-range", "3-1"], "--k-range '3-1': not a list of positive integers"),
-        (["--acceptance", "0.7", "--concurrency", "1-512"], "--concurrency 512 exceeds --max-num-seqs 256 \\(vllm serve 0.10.1's default on a100\\).*raise --max-num-seqs to 512"),
+        (["--acceptance", "0.7", "--concurrency", "1-512"], "--concurrency 512 exceeds --max-num-seqs 256 \\(vllm serve 0.30.0's default on a100\\).*raise --max-num-seqs to 512"),
         (["--acceptance", "0.7", "--concurrency", "1-64", "--max-num-seqs", "32"], "--concurrency 64 exceeds --max-num-seqs 32: "),
         (["--acceptance-per-position", "0.9,0.8", "--k-range", "1-4"], "has 2 rates but --k-range goes to 4"),
         (["--proposer", "eagle3", "--acceptance", "0.7"], "--proposer eagle3 needs --draft-model"),
@@ -101,8 +101,8 @@ def test_one_deployment_answer_from_vllm_s_acceptance_length(capsys, tmp_path):
     configs = [json.loads(part.split("'", 1)[0]) for part in out.split("--speculative-config '")[1:]]
     scheduled = [c for c in configs if "num_speculative_tokens_per_batch_size" in c]
     assert scheduled and all(c["num_speculative_tokens_per_batch_size"] == answer["num_speculative_tokens_per_batch_size"] for c in scheduled)
-    # the default --vllm-version (0.10.1) has no k schedule: the best fixed k comes first, as its own config
-    assert "num_speculative_tokens_per_batch_size" not in configs[0] and configs[0]["num_speculative_tokens"] == answer["fixed_k_fallback"]["num_speculative_tokens"]
+    # the default --vllm-version (0.30.0, the newest modelled) takes a k schedule: it comes first, the best fixed k after it
+    assert "num_speculative_tokens_per_batch_size" in configs[0]
     assert "vllm serve meta-llama/Llama-2-7b-hf --max-num-seqs 256 --max-num-batched-tokens 2048 --speculative-config" in out
     assert "0.24.0" in out and "https://github.com/vllm-project/vllm/pull/32374" in out
     runs = pd.read_csv(csv_path)
@@ -126,7 +126,7 @@ def test_help_names_every_flag_of_the_issue_and_the_conversion():
                  "--acceptance-length", "--at-k", "--acceptance", "--acceptance-per-position", "--trace", "--concurrency", "--request-rate",
                  "--k-range", "--json", "--csv"):
         assert flag in text
-    assert "iid_rate_from_length" in text and "--vllm-version" in text and "(default: 0.10.1)" in text
+    assert "iid_rate_from_length" in text and "--vllm-version" in text and "(default: 0.30.0)" in text
 
 
 # --- issue 26 §3 --------------------------------------------------------------------------------
@@ -265,15 +265,17 @@ def test_a_grid_from_8_never_claims_from_1_in_flight():
 
 
 def test_the_best_fixed_k_for_an_older_vllm_leads_and_the_schedule_follows():
-    # geometric means: k = 1: sqrt(1.3 x 1.1) = 1.196, k = 2: sqrt(1.8 x 0.9) = 1.273 -> k = 2, below 1x at 32
-    text, output = _answer(SPEEDUPS)
+    # geometric means: k = 1: sqrt(1.3 x 1.1) = 1.196, k = 2: sqrt(1.8 x 0.9) = 1.273, but k = 2 is below 1x at 32:
+    # the recommended fixed k is the best of those at or above 1x everywhere (k = 1); k = 2 is the best on average
+    text, output = _answer(SPEEDUPS, "--vllm-version", "0.10.1")
     fallback = output.schedules["schedules"][0]["fixed_k_fallback"]
-    assert fallback["num_speculative_tokens"] == 2 and fallback["geomean_tpot_speedup"] == pytest.approx(math.sqrt(1.8 * 0.9), abs=1e-4)
-    assert fallback["below_1x_at"] == [32] and json.loads(fallback["speculative_config_json"])["num_speculative_tokens"] == 2
+    assert fallback["num_speculative_tokens"] == 1 and fallback["geomean_tpot_speedup"] == pytest.approx(math.sqrt(1.3 * 1.1), abs=1e-4)
+    assert fallback["below_1x_at"] == [] and json.loads(fallback["speculative_config_json"])["num_speculative_tokens"] == 1
+    assert fallback["best_on_average"] == {"num_speculative_tokens": 2, "geomean_tpot_speedup": pytest.approx(math.sqrt(1.8 * 0.9), abs=1e-4), "below_1x_at": [32]}
     assert "num_speculative_tokens_per_batch_size" not in fallback["speculative_config_json"]
     recommendation = text.split("Ties:", 1)[1]
     assert recommendation.index("Recommended for vLLM 0.10.1") < recommendation.index("On vLLM 0.24.0 or later, the recommended num_speculative_tokens_per_batch_size")
-    assert "the best fixed k = 2, 1.27× geometric-mean TPOT speedup" in text and "below 1× at 32 in flight" in text
+    assert "the best fixed k = 1, 1.20× geometric-mean TPOT speedup" in text and "at least 1× at every one" in text
     newer, _ = _answer(SPEEDUPS, "--vllm-version", "0.24.0")
     recommendation = newer.split("Ties:", 1)[1]
     assert recommendation.index("Recommended num_speculative_tokens_per_batch_size") < recommendation.index("On vLLM before 0.24.0 (no k schedule)")

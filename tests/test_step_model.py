@@ -58,7 +58,7 @@ def test_a_builtin_run_uses_the_step_model():
     run = resolve_run(RunConfig(model=L8, device="h100"))
     predictor = simulation.side_predictor(run, run.target)
     assert isinstance(predictor, AnalyticPredictor)
-    assert predictor.predictor_config.step_model.engine.name == "vllm-0.10.1"
+    assert predictor.predictor_config.step_model.engine.name == "vllm-0.30.0"  # the newest release modelled is the default
 
 
 @pytest.mark.parametrize("name, device, tp", [(L7, "a100", 1), (L8, "h100", 1), (L70, "h200", 4)])

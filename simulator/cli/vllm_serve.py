@@ -24,7 +24,7 @@ from typing import Optional, Sequence
 
 from packaging.version import InvalidVersion, Version
 
-from simulator.runs.config import DEFAULT_ENGINE
+from simulator.profiles.engines import DEFAULT_ENGINE
 from simulator.util.errors import ConfigError
 
 
@@ -83,7 +83,8 @@ def default_version() -> str:
 
 def parse_version(text: str, flag: str = "--vllm-version") -> str:
     """A vLLM release as the user wrote it (``0.14.0``, ``v0.24.0``), normalised; refused below
-    the oldest release the simulator models."""
+    the oldest release the simulator models and above the newest's minor series (a 0.30.x patch
+    runs as 0.30.0)."""
     try:
         version = Version(str(text).strip())
     except InvalidVersion:
@@ -92,6 +93,12 @@ def parse_version(text: str, flag: str = "--vllm-version") -> str:
         raise ConfigError(
             f"{flag} {text}: older than vLLM {OLDEST_VERSION}, the oldest the simulator models (its V1 engine profiles, "
             f"simulator/profiles/engines.toml); give {OLDEST_VERSION} or later"
+        )
+    newest = Version(default_version())
+    if (version.major, version.minor) > (newest.major, newest.minor):
+        raise ConfigError(
+            f"{flag} {text}: newer than vLLM {newest}, the newest release the simulator models (simulator/profiles/engines.toml); "
+            f"its engine changes are not read yet: give {newest} or older"
         )
     return str(version)
 

@@ -148,7 +148,11 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     spec = config.speculation
     kind = spec.kind
     device = get_device(config.device)
-    engine = get_engine(config.engine)
+    # the engine as it issues this run's forwards: the capture sizes vLLM picks for its limits and k
+    engine = get_engine(config.engine).for_run(
+        config.batch_size_cap, config.chunk_size, spec.num_speculative_tokens, spec.kind.name if spec.enabled else None,
+        dynamic=bool(spec.k_schedule),
+    )
     entry = known_entry(config.model)  # its config, shape and facts, looked up once
     target_config, target_facts = entry.config, entry.facts
     longest = config.workload.max_request_tokens
@@ -171,8 +175,8 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     costing = _Costing(
         device, engine, cache_directory(config.cache_dir), max_tokens, config.block_size, config.chunk_size, config.pipeline_stages,
         config.network_profile_dir, config.lm_head, spec.attention, spec.interpolation,
-        # vLLM keeps async scheduling off for speculative methods other than the EAGLE/MTP family
-        async_scheduling=engine.async_scheduling and (not spec.enabled or kind.async_scheduling),
+        # vLLM keeps async scheduling off for the speculative methods its version does not list
+        async_scheduling=engine.overlaps(kind.name if spec.enabled else None, kind.async_scheduling),
     )
 
     target = _side(

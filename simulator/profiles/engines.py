@@ -24,12 +24,12 @@ next capture size.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
+from typing import Optional
 
-from simulator.runs.config import DEFAULT_ENGINE
 from simulator.util.errors import ConfigError
 from simulator.util.inputs import check_table, read_toml, require
 
@@ -63,6 +63,21 @@ class EngineSpec:
     # that take its multimem kernel (the others its two-shot kernel); none: not used
     symm_mem_all_reduce_max_by_tp: tuple[tuple[int, int], ...] = ()
     symm_mem_multimem_tp: tuple[int, ...] = ()
+    # the GPU model runner ("v1": gpu_model_runner.py; "mrv2": Model Runner V2, vllm/v1/worker/gpu/) and
+    # the speculative methods Model Runner V2 runs (the others fall back to the V1 runner)
+    runner: str = "v1"
+    mrv2_methods: tuple[str, ...] = ()
+    # how the capture sizes follow the run ("fixed": max_capture_size as given, one token grid;
+    # "vllm-0.15": vLLM >= 0.15's rule, :meth:`for_run`)
+    capture_rule: str = "fixed"
+    # the speculative methods that keep async scheduling (None: the kind's own rule, vLLM 0.14's)
+    async_methods: Optional[tuple[str, ...]] = None
+    # vLLM >= 0.24: a k schedule (dynamic SD) on the V1 runner overrides a full-graph cudagraph_mode to
+    # PIECEWISE (VllmConfig._maybe_override_dynamic_sd_cudagraph_mode; Model Runner V2 keeps full graphs)
+    dynamic_sd_piecewise_on_v1: bool = False
+    # the sizes a uniform decode / verify batch pads to for its full graph, where they differ from
+    # ``capture_sizes`` (Model Runner V2's n x (k + 1); empty: the capture sizes)
+    uniform_sizes: tuple[int, ...] = ()
 
     def custom_all_reduce_limit(self, tp: int) -> int:
         """The size below which vLLM sends a message through its custom all-reduce at ``tp`` GPUs:
@@ -73,14 +88,63 @@ class EngineSpec:
         """The size below which torch symmetric memory reduces a message (0: never)."""
         return dict(self.symm_mem_all_reduce_max_by_tp).get(tp, 0)
 
+    def runner_for(self, method: Optional[str]) -> str:
+        """The model runner a run with speculative ``method`` (None: no speculation) gets."""
+        if self.runner == "mrv2" and (method is None or method in self.mrv2_methods):
+            return "mrv2"
+        return "v1"
+
+    def overlaps(self, method: Optional[str], kind_rule: bool) -> bool:
+        """Whether a run with speculative ``method`` (None: none) keeps async scheduling:
+        ``kind_rule`` is the kind's own (vLLM 0.14's EAGLE/MTP rule) where the version lists none."""
+        if not self.async_scheduling:
+            return False
+        if method is None:
+            return True
+        return kind_rule if self.async_methods is None else method in self.async_methods
+
+    def for_run(self, max_num_seqs: int, max_num_batched_tokens: int, k: int = 0, method: Optional[str] = None, dynamic: bool = False) -> "EngineSpec":
+        """This engine with the capture sizes vLLM picks for one run (``capture_rule = "vllm-0.15"``;
+        a "fixed" profile is returned as it is).  vLLM >= 0.15 (``VllmConfig._set_cudagraph_sizes``):
+        the largest size is min(max_num_seqs x (1 + k) x 2, 512), at most max_num_batched_tokens;
+        the grid is 1, 2, 4, every 8 to 248, every 16 from 256.  With k >= 1 a uniform verify batch
+        of B requests is B x (k + 1) tokens, and a full graph needs an exact multiple of k + 1: the
+        V1 runner rounds every capture size up to a multiple of k + 1 and drops those above the
+        largest (``CompilationConfig.adjust_cudagraph_sizes_for_spec_decode``); Model Runner V2
+        keeps the token grid for mixed batches and adds n x (k + 1) for a grid of request counts n
+        that fit (v0.29.0 on, ``request_counts``).  Above the largest size a forward runs eagerly."""
+        engine = self
+        if dynamic and self.dynamic_sd_piecewise_on_v1 and self.runner_for(method) == "v1" and self.cudagraph_mode == "full_and_piecewise":
+            engine = replace(self, cudagraph_mode="piecewise")
+        return engine._with_capture_sizes(max_num_seqs, max_num_batched_tokens, k, method)
+
+    def _with_capture_sizes(self, max_num_seqs: int, max_num_batched_tokens: int, k: int, method: Optional[str]) -> "EngineSpec":
+        if self.capture_rule == "fixed":
+            return self
+        query = 1 + max(k, 0)
+        largest = min(max_num_seqs * query * 2, 512, max_num_batched_tokens)
+        grid = [s for s in (1, 2, 4, *range(8, 256, 8), *range(256, largest + 1, 16)) if s <= largest]
+        if query > 1 and self.runner_for(method) == "v1":
+            rounded = sorted({-(-s // query) * query for s in grid if -(-s // query) * query <= largest}) or ([query] if query <= largest else [])
+            sizes = tuple(rounded)
+        elif query > 1:
+            counts = [n for n in (1, 2, 4, *range(8, min(max_num_seqs + 1, 256), 8), *range(256, max_num_seqs + 1, 16)) if n <= max_num_seqs]
+            uniform = tuple(sorted({n * query for n in counts + [max_num_seqs] if n * query <= largest}))
+            return replace(self, capture_sizes=tuple(grid), uniform_sizes=uniform)
+        else:
+            sizes = tuple(grid)
+        return replace(self, capture_sizes=sizes)
+
     @property
     def max_capture_size(self) -> int:
         return self.capture_sizes[-1] if self.capture_sizes else 0
 
-    def padded(self, tokens: int) -> int:
-        """The capture size a graph-mode batch of ``tokens`` runs at (vLLM pads to it)."""
-        i = bisect.bisect_left(self.capture_sizes, tokens)
-        return self.capture_sizes[i]
+    def padded(self, tokens: int, full: bool = False) -> int:
+        """The capture size a graph-mode batch of ``tokens`` runs at (vLLM pads to it); ``full``: a
+        uniform batch replaying a full graph, padded among the uniform sizes where there are any."""
+        sizes = self.uniform_sizes if full and self.uniform_sizes else self.capture_sizes
+        i = bisect.bisect_left(sizes, tokens)
+        return sizes[i]
 
     def mode(self, tokens: int, uniform_decode: bool) -> str:
         """How a forward of ``tokens`` tokens is issued: "full", "piecewise" or "eager".
@@ -88,7 +152,7 @@ class EngineSpec:
         ``uniform_decode``: every row is a decode or verify row with the same query length."""
         if self.cudagraph_mode == "none" or tokens > self.max_capture_size:
             return "eager"
-        if self.cudagraph_mode == "full_and_piecewise" and uniform_decode:
+        if self.cudagraph_mode == "full_and_piecewise" and uniform_decode and tokens <= (self.uniform_sizes or self.capture_sizes)[-1]:
             return "full"
         return "piecewise"
 
@@ -103,8 +167,12 @@ _FIELDS = {
     "cpu_kernel_launch_us": float, "cpu_graph_launch_us": float, "cpu_attention_call_us": float,
     "custom_all_reduce_max_bytes": int, "source": str, "async_scheduling": bool, "async_step_gap_us": float,
     "custom_all_reduce_max_mib_by_tp": dict, "symm_mem_all_reduce_max_mib_by_tp": dict, "symm_mem_multimem_tp": list,
+    "runner": str, "mrv2_methods": list, "capture_rule": str, "async_methods": list, "dynamic_sd_piecewise_on_v1": bool,
 }
-_OPTIONAL = ("async_scheduling", "async_step_gap_us", "custom_all_reduce_max_mib_by_tp", "symm_mem_all_reduce_max_mib_by_tp", "symm_mem_multimem_tp")
+_OPTIONAL = ("async_scheduling", "async_step_gap_us", "custom_all_reduce_max_mib_by_tp", "symm_mem_all_reduce_max_mib_by_tp", "symm_mem_multimem_tp",
+             "runner", "mrv2_methods", "capture_rule", "async_methods", "dynamic_sd_piecewise_on_v1")
+RUNNERS = ("v1", "mrv2")
+CAPTURE_RULES = ("fixed", "vllm-0.15")
 _BY_TP = ("custom_all_reduce_max_mib_by_tp", "symm_mem_all_reduce_max_mib_by_tp")
 
 
@@ -120,9 +188,14 @@ def _engine(name: str, table: dict, where: str) -> EngineSpec:
     limits = {key: _limits_by_tp(table.get(key, {}), key, at) for key in _BY_TP}
     multimem = table.get("symm_mem_multimem_tp", [])
     require(all(isinstance(tp, int) and tp > 1 for tp in multimem), at, f"symm_mem_multimem_tp = {multimem!r} must list TP degrees > 1")
-    values = {key: table[key] for key in _FIELDS if key not in ("max_capture_size", "symm_mem_multimem_tp", *_BY_TP) and key in table}
+    require(table.get("runner", "v1") in RUNNERS, at, f"runner = {table.get('runner')!r}; expected one of {list(RUNNERS)}")
+    require(table.get("capture_rule", "fixed") in CAPTURE_RULES, at, f"capture_rule = {table.get('capture_rule')!r}; expected one of {list(CAPTURE_RULES)}")
+    for key in ("mrv2_methods", "async_methods"):
+        require(all(isinstance(m, str) and m for m in table.get(key, [])), at, f"{key} = {table.get(key)!r} must list vLLM method names")
+    lists = {key: tuple(table[key]) for key in ("mrv2_methods", "async_methods") if key in table}
+    values = {key: table[key] for key in _FIELDS if key not in ("max_capture_size", "symm_mem_multimem_tp", "mrv2_methods", "async_methods", *_BY_TP) and key in table}
     return EngineSpec(
-        name=name, capture_sizes=vllm_capture_sizes(table["max_capture_size"]),
+        name=name, capture_sizes=vllm_capture_sizes(table["max_capture_size"]), **lists,
         custom_all_reduce_max_by_tp=limits["custom_all_reduce_max_mib_by_tp"],
         symm_mem_all_reduce_max_by_tp=limits["symm_mem_all_reduce_max_mib_by_tp"],
         symm_mem_multimem_tp=tuple(multimem), **values,
@@ -159,6 +232,14 @@ def _version_key(version: str):
     from packaging.version import Version
 
     return Version(version)
+
+
+def newest_engine(path: Path = ENGINES_FILE) -> EngineSpec:
+    """The newest release the project models: every command's default (``--vllm-version``)."""
+    return max(_engines_at(str(path), Path(path).stat().st_mtime_ns).values(), key=lambda e: _version_key(e.version))
+
+
+DEFAULT_ENGINE = newest_engine().name
 
 
 def get_engine(name: str = DEFAULT_ENGINE, path: Path = ENGINES_FILE) -> EngineSpec:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from simulator.models.catalog import model_config
-from simulator.runs.config import DEFAULT_ENGINE, ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig
+from simulator.runs.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig
 from simulator.util.errors import ConfigError
 from simulator.runs.results import speedup
 from simulator.profiles.engines import engine_for_version, get_engine
@@ -221,13 +221,19 @@ def _runs(
     return run, (RunConfig.from_deployment(**base) if m.metric == "speedup" else None)
 
 
+# The engine profile of a row whose source states no vLLM version, and of another engine's rows:
+# vLLM 0.10.1, the version the per-step overheads stand for (data/calibration/engine_costs.toml).
+# Not the commands' default (the newest release modelled): the check rows keep the profile they
+# were checked under until each is priced by the engine that ran it (issue 31).
+UNSTATED_ENGINE = "vllm-0.10.1"
+
+
 def engine_of(m: Measurement) -> str:
     """The engine profile a row runs under: the newest at or below the vLLM version its source
-    states; the default (vLLM 0.10.1, the version the overheads stand for) for an unstated version
-    and for other engines."""
+    states; :data:`UNSTATED_ENGINE` for an unstated version and for other engines."""
     if m.engine == "vllm" and m.engine_version:
         return engine_for_version(m.engine_version).name
-    return DEFAULT_ENGINE
+    return UNSTATED_ENGINE
 
 
 def simulated_value(m: Measurement, record: dict, baseline: Optional[dict]) -> float:

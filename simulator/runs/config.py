@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from simulator.util.errors import ConfigError
+from simulator.profiles.engines import DEFAULT_ENGINE  # the newest vLLM release the engine profiles model
 from simulator.speculative import proposers
 
 # The proposer kinds, by the simulator's name (each kind's facts: simulator.speculative.proposers)
@@ -30,9 +31,6 @@ DEFAULT_ENGINE_OVERHEAD_MS = 1.2
 # metadata updates between passes, graph and attention launches, the argmax (vLLM 0.10.1, H100).
 # Declared with its derivation in data/calibration/engine_costs.toml.
 DEFAULT_DRAFT_PASS_OVERHEAD_MS = 0.37
-# The engine version whose CUDA-graph and launch behaviour the built-in profile's step model follows
-# (simulator/profiles/engines.toml): the version the overheads above stand for.
-DEFAULT_ENGINE = "vllm-0.10.1"
 # Verify attention: the evidence (data/calibration/engine_costs.toml [verify_attention]) puts
 # the prefill-style kernel vLLM runs on Hopper at the lower bound, kv_once: its fitted lambda is
 # 0 (held to [0, 1]), the interpolation default below.

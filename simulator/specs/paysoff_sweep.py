@@ -28,7 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from simulator.runs.config import DEFAULT_ENGINE, RunConfig, SpeculationConfig
+from simulator.profiles.engines import DEFAULT_ENGINE
+from simulator.runs.config import RunConfig, SpeculationConfig
 from simulator.util.errors import ConfigError
 from simulator.speculative import proposers
 from simulator.util.inputs import (

@@ -78,8 +78,35 @@ def setting_verdict(points: list[dict], setting: str) -> str:
     return text + ")"
 
 
+def error_words(entry: dict) -> str:
+    """The check rows' error bar over the closed-loop loads, in one sentence ("" without rows)."""
+    bars = [c["error_bar"] for c in entry["comparison"] if c["mode"] == "closed_loop" and c.get("error_bar")]
+    if not bars:
+        return ""
+    low, high = min(b["low_pct"] for b in bars), max(b["high_pct"] for b in bars)
+    return (f"Error: {low:+.0f}% to {high:+.0f}% on speedup, from up to {max(b['rows'] for b in bars)} published check rows of the same "
+            "load range and proposer class (and engine and version where there are enough).")
+
+
+def switched_off_words(entry: dict) -> str:
+    """Where the error bar switched speculation off, and why ("" where it did not)."""
+    off = [c for c in entry["comparison"] if c["mode"] == "closed_loop" and c.get("guarded_best_k") == 0 and c["best_fixed_k"] > 0]
+    if not off:
+        return ""
+    parts = ", ".join(f"{_in_flight(c['x'])} (k = {c['best_fixed_k']}: {units.speedup(c['best_fixed_tpot_speedup'])} simulated)" for c in off)
+    return f"Switched off at {parts}: it pays in simulation, but not once the check rows' largest error is taken off its band."
+
+
 def answer(entry: dict, bounds: list[str]) -> dict:
     """The card's lead sentence and its "stops paying" facts, from the schedule's simulated speedups."""
+    result = _answer(entry, bounds)
+    extra = " ".join(part for part in (switched_off_words(entry), error_words(entry)) if part)
+    if extra:
+        result["lead"] = f"{result['lead']} {extra}".strip()
+    return result
+
+
+def _answer(entry: dict, bounds: list[str]) -> dict:
     points = closed_points(entry)
     primary = entry["attention"]
     if not points:

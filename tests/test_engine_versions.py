@@ -1,0 +1,75 @@
+"""vLLM 0.15 to 0.30 as engine profiles (issue 30 item 1): each rule at hand-worked points, read
+from vLLM's source (docs/sources/engines.md), not from this package's output."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulator.cli import vllm_serve
+from simulator.profiles.engines import DEFAULT_ENGINE, engine_for_version, get_engine
+from simulator.util.errors import ConfigError
+
+
+def test_the_default_is_the_newest_release_modelled():
+    assert DEFAULT_ENGINE == "vllm-0.30.0" and vllm_serve.default_version() == "0.30.0"
+
+
+def test_a_newer_minor_release_is_refused_and_a_patch_runs_as_its_minor():
+    assert vllm_serve.parse_version("0.30.2") == "0.30.2" and engine_for_version("0.30.2").name == "vllm-0.30.0"
+    with pytest.raises(ConfigError, match="--vllm-version 0.31.0: newer than vLLM 0.30.0"):
+        vllm_serve.parse_version("0.31.0")
+
+
+def test_capture_sizes_without_speculation():
+    # min(max_num_seqs x 1 x 2, 512) = 256 at 128 sequences: 1, 2, 4, 8, ..., 248 (every 8), 256
+    engine = get_engine("vllm-0.30.0").for_run(max_num_seqs=128, max_num_batched_tokens=2048)
+    assert engine.capture_sizes == (1, 2, 4, *range(8, 256, 8), 256)
+    # 512 at 1024 sequences: every 16 from 256 to 512
+    engine = get_engine("vllm-0.30.0").for_run(max_num_seqs=1024, max_num_batched_tokens=8192)
+    assert engine.capture_sizes[-3:] == (480, 496, 512) and 264 not in engine.capture_sizes
+    # never above max_num_batched_tokens
+    assert get_engine("vllm-0.15.1").for_run(max_num_seqs=1024, max_num_batched_tokens=100).max_capture_size == 96
+
+
+def test_the_v1_runner_rounds_capture_sizes_to_multiples_of_k_plus_one():
+    # k = 3 (draft models run on the V1 runner even in 0.30): sizes rounded up to multiples of 4, up to 512
+    engine = get_engine("vllm-0.30.0").for_run(1024, 8192, k=3, method="draft")
+    assert engine.runner_for("draft") == "v1"
+    assert all(size % 4 == 0 for size in engine.capture_sizes) and engine.capture_sizes[:3] == (4, 8, 16)
+    # 37 requests verifying 4 tokens each: 148 tokens, padded to 152 in a full graph
+    assert engine.mode(148, True) == "full" and engine.padded(148, True) == 152
+    # 129 requests at k = 4 in 0.15.1: 645 tokens; the grid's 496 rounds up to 500, its 512 to 515 > 512 (dropped): eager
+    engine = get_engine("vllm-0.15.1").for_run(1024, 8192, k=4, method="eagle3")
+    assert engine.max_capture_size == 500 and engine.mode(645, True) == "eager"
+
+
+def test_model_runner_v2_pads_a_verify_batch_to_a_request_count():
+    engine = get_engine("vllm-0.30.0").for_run(1024, 8192, k=4, method="eagle3")
+    assert engine.runner_for("eagle3") == "mrv2"
+    # 37 requests x 5 = 185 tokens: the next request count of the grid is 40 -> 200 tokens
+    assert engine.mode(185, True) == "full" and engine.padded(185, True) == 200
+    # a mixed batch of 185 tokens keeps the token grid: 192
+    assert engine.mode(185, False) == "piecewise" and engine.padded(185) == 192
+    # parallel-drafting EAGLE falls back to the V1 runner in 0.30.0
+    assert engine.runner_for("eagle3_parallel") == "v1"
+
+
+def test_a_k_schedule_on_the_v1_runner_runs_piecewise():
+    v1 = get_engine("vllm-0.24.0").for_run(1024, 8192, k=4, method="eagle3", dynamic=True)
+    assert v1.cudagraph_mode == "piecewise" and v1.mode(40, True) == "piecewise"
+    mrv2 = get_engine("vllm-0.30.0").for_run(1024, 8192, k=4, method="eagle3", dynamic=True)
+    assert mrv2.cudagraph_mode == "full_and_piecewise"
+    assert get_engine("vllm-0.30.0").for_run(1024, 8192, k=4, method="draft", dynamic=True).cudagraph_mode == "piecewise"
+
+
+@pytest.mark.parametrize(("version", "method", "overlaps"), [
+    ("vllm-0.14.0", "eagle3", True), ("vllm-0.14.0", "draft", False),  # the kind's own rule (vLLM 0.14's EAGLE/MTP kind)
+    ("vllm-0.15.1", "draft", False), ("vllm-0.19.0", "draft", True), ("vllm-0.19.0", "ngram_gpu", True),
+    ("vllm-0.30.0", "ngram", False), ("vllm-0.30.0", "suffix", False), ("vllm-0.30.0", "mtp", True), ("vllm-0.30.0", None, True),
+    ("vllm-0.10.1", None, False),
+])
+def test_async_scheduling_by_version_and_proposer(version, method, overlaps):
+    from simulator.speculative import proposers
+
+    kind_rule = proposers.kind(method).async_scheduling if method else False
+    assert get_engine(version).overlaps(method, kind_rule) is overlaps
