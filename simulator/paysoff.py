@@ -475,6 +475,14 @@ def verdict_lines(spec, entry: dict, version: Optional[str]) -> list[str]:
             "Off where it may lose: " + ", ".join(parts) + " pay in simulation, but their band divided by (1 + the check rows' "
             "largest error) falls below 1× (rule: " + "simulator/sweep/error_bar.py" + ")."
         )
+    idle = [c for c in closed if dynamic and c.get("guarded_best_k") == 0 and c["schedule_tpot_speedup"] < 1 and any(k for _, _, k in entry["num_speculative_tokens_per_batch_size"])]
+    if idle:
+        lo, hi = min(c["schedule_tpot_speedup"] for c in idle), max(c["schedule_tpot_speedup"] for c in idle)
+        lines.append(
+            f"Where the schedule runs k = 0 ({', '.join(format(c['x'], 'g') for c in idle)} in flight) its drafter still runs its first pass "
+            f"(vLLM >= 0.24 keeps the drafter's KV in step): {lo:.2f}–{hi:.2f}× against a server without speculation there; "
+            "if most of your load is there, serve without --speculative-config."
+        )
     return lines
 
 

@@ -37,7 +37,10 @@ def test_the_v1_runner_rounds_capture_sizes_to_multiples_of_k_plus_one():
     assert engine.runner_for("draft") == "v1"
     assert all(size % 4 == 0 for size in engine.capture_sizes) and engine.capture_sizes[:3] == (4, 8, 16)
     # 37 requests verifying 4 tokens each: 148 tokens, padded to 152 in a full graph
-    assert engine.mode(148, True) == "full" and engine.padded(148, True) == 152
+    assert engine.mode(148, 4) == "full" and engine.padded(148, 4) == 152
+    # the V1 runner keys its full graphs on the run's query length: a uniform batch of 1-token rows
+    # (a draft pass, a step where no row drafts) replays the pieces, padded to the rounded sizes
+    assert engine.mode(37, 1) == "piecewise" and engine.padded(37) == 40
     # 129 requests at k = 4 in 0.15.1: 645 tokens; the grid's 496 rounds up to 500, its 512 to 515 > 512 (dropped): eager
     engine = get_engine("vllm-0.15.1").for_run(1024, 8192, k=4, method="eagle3")
     assert engine.max_capture_size == 500 and engine.mode(645, True) == "eager"
@@ -47,7 +50,11 @@ def test_model_runner_v2_pads_a_verify_batch_to_a_request_count():
     engine = get_engine("vllm-0.30.0").for_run(1024, 8192, k=4, method="eagle3")
     assert engine.runner_for("eagle3") == "mrv2"
     # 37 requests x 5 = 185 tokens: the next request count of the grid is 40 -> 200 tokens
-    assert engine.mode(185, True) == "full" and engine.padded(185, True) == 200
+    assert engine.mode(185, 5) == "full" and engine.padded(185, 5) == 200
+    # a k = 0 step of a schedule (1 token a request) has its own tier: 37 requests pad to 40 tokens, not to a multiple of 5
+    assert engine.mode(37, 1) == "full" and engine.padded(37, 1) == 40
+    # 103 requests x 5 = 515 tokens: above the 512 ceiling, eager
+    assert engine.mode(515, 5) == "eager"
     # a mixed batch of 185 tokens keeps the token grid: 192
     assert engine.mode(185, False) == "piecewise" and engine.padded(185) == 192
     # parallel-drafting EAGLE falls back to the V1 runner in 0.30.0
@@ -64,7 +71,8 @@ def test_a_k_schedule_on_the_v1_runner_runs_piecewise():
 
 @pytest.mark.parametrize(("version", "method", "overlaps"), [
     ("vllm-0.14.0", "eagle3", True), ("vllm-0.14.0", "draft", False),  # the kind's own rule (vLLM 0.14's EAGLE/MTP kind)
-    ("vllm-0.15.1", "draft", False), ("vllm-0.19.0", "draft", True), ("vllm-0.19.0", "ngram_gpu", True),
+    ("vllm-0.15.1", "draft", False), ("vllm-0.19.0", "draft", False), ("vllm-0.19.0", "ngram_gpu", True),
+    ("vllm-0.19.0", "dflash", False), ("vllm-0.24.0", "dflash", True), ("vllm-0.24.0", "draft", False), ("vllm-0.29.0", "draft", True),
     ("vllm-0.30.0", "ngram", False), ("vllm-0.30.0", "suffix", False), ("vllm-0.30.0", "mtp", True), ("vllm-0.30.0", None, True),
     ("vllm-0.10.1", None, False),
 ])

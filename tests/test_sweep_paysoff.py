@@ -236,11 +236,12 @@ def test_crossover_rows_say_none_in_range_and_best_k_prefers_smaller_ties():
     assert best[("closed_loop", "iid-0.7", "kv_once", 64)] == (0, 1.0)  # nothing pays: do not speculate
 
 
-def test_recommended_schedules_never_raise_k_with_the_batch():
+def test_recommended_schedules_hold_each_concurrencys_k_up_to_the_next():
+    """k may rise again with the batch: a schedule forced never to rise lost to the fixed k (issue 33)."""
     from simulator.sweep.crossover import recommended_schedule
 
-    best = {("closed_loop", "a", "kv_once", c): (k, 1.5) for c, k in ((1, 6), (2, 7), (4, 4), (8, 5), (16, 0), (32, 2))}
-    assert recommended_schedule(best, "a", "kv_once", 64) == ((1, 3, 6), (4, 15, 4), (16, 64, 0))
+    best = {("closed_loop", "a", "kv_once", c): (k, 1.5) for c, k in ((1, 6), (2, 7), (4, 4), (8, 5), (16, 0), (32, 2), (64, 2))}
+    assert recommended_schedule(best, "a", "kv_once", 128) == ((1, 1, 6), (2, 3, 7), (4, 7, 4), (8, 15, 5), (16, 31, 0), (32, 128, 2))
 
 
 def test_closed_loop_lengths_are_seeded_and_spread():
@@ -320,18 +321,20 @@ def test_rows_speedups_and_the_recommended_schedules(small_run):
     expected = sum((3 + (2 if e["model"] == "meta-llama/Llama-2-7b-hf" else 0)) * 2 for e in entries.values() if e["speculative_config"])
     assert len(scheduled) == expected
     # at a batch of c running requests the schedule picks the best k measured at concurrency c (primary setting)
+    # among those whose band (primary and bounds) stays at or above 1x: no error bar here (no check rows given)
     primary = document["verify_cost"]["attention"]
     for name, entry in entries.items():
         schedule = check_schedule(entry["num_speculative_tokens_per_batch_size"])
-        ceiling = None
         for c in (1, 4, 16):
-            at = fixed[(fixed["mode"] == "closed_loop") & (fixed["acceptance"] == name) & (fixed["concurrency"] == c) & (fixed["attention"] == primary)]
-            top = at[at["best_k"].astype(str) == "True"]
-            best = int(top["num_speculative_tokens"].iloc[0]) if len(top) else 0
-            if best == 0:
-                assert (at["tpot_speedup"] < 1).all()
-            ceiling = best if ceiling is None else min(ceiling, best)
-            assert k_for_batch(schedule, c) == ceiling
+            at = fixed[(fixed["mode"] == "closed_loop") & (fixed["acceptance"] == name) & (fixed["concurrency"] == c)]
+            lows = at.groupby("num_speculative_tokens")["tpot_speedup"].min()
+            safe = at[(at["attention"] == primary) & at["num_speculative_tokens"].map(lambda k: lows.get(k, 0) >= 1)]
+            if safe.empty:
+                assert k_for_batch(schedule, c) == 0
+                continue
+            top = safe["tpot_speedup"].max()
+            expected = int(safe[safe["tpot_speedup"] >= top * (1 - 0.005)]["num_speculative_tokens"].min())
+            assert k_for_batch(schedule, c) == expected
 
 
 @pytest.mark.parametrize("acceptance", ["iid-0.8", "decaying", "draft-len"])

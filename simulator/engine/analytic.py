@@ -40,14 +40,15 @@ class StepTime:
         self.cost = cost
 
 
-def batch_rows(batch) -> tuple[AttentionRows, int, int, bool]:
+def batch_rows(batch) -> tuple[AttentionRows, int, int, int]:
     """(attention rows, computed tokens, logits rows, uniform decode) of a batch: a Vidur batch, a
     :class:`SpeculativeBatch` or a draft pass's :class:`DraftBatch`.
 
     A decode or verify row attends over its cache and the step's own tokens; a prefill chunk
     over the prompt cached before it.  Logits come from every decode/verify token and from the
     last token of a prompt that completes in the step.  The batch is a uniform decode when every
-    row is a decode/verify row with the same query count (vLLM's full-graph condition).  Which
+    row is a decode/verify row with the same query count (vLLM's full-graph condition); that count
+    is returned (0: not uniform), since a runner captures full graphs per query length.  Which
     rows decode: the batch's ``decode_rows`` where it has them, else Vidur's rule (the request's
     prefill is complete)."""
     requests, q_tokens, kv_tokens = batch.requests, batch.num_q_tokens, batch.num_kv_tokens
@@ -57,12 +58,12 @@ def batch_rows(batch) -> tuple[AttentionRows, int, int, bool]:
     tokens = sum(q_tokens)
     if all(flags):  # every row decodes (most steps): the same rows, read column-wise
         decode = tuple(zip(q_tokens, map(operator.add, kv_tokens, q_tokens)))
-        return AttentionRows(decode, ()), tokens, tokens, len(set(q_tokens)) == 1
+        return AttentionRows(decode, ()), tokens, tokens, (q_tokens[0] if len(set(q_tokens)) == 1 else 0)
     decode = tuple((q, kv + q) for q, kv, is_decode in zip(q_tokens, kv_tokens, flags) if is_decode)
     chunks = [(request, q, kv) for request, q, kv, is_decode in zip(requests, q_tokens, kv_tokens, flags) if not is_decode]
     prefill = tuple((q, kv) for _, q, kv in chunks)
     logits = sum(q for q, _ in decode) + sum(1 for request, q, _ in chunks if request.num_processed_tokens + q >= request.num_prefill_tokens)
-    return AttentionRows(decode, prefill), tokens, logits, False
+    return AttentionRows(decode, prefill), tokens, logits, 0
 
 
 class AnalyticPredictor(WholeStepPredictorSeam):

@@ -75,9 +75,11 @@ class EngineSpec:
     # vLLM >= 0.24: a k schedule (dynamic SD) on the V1 runner overrides a full-graph cudagraph_mode to
     # PIECEWISE (VllmConfig._maybe_override_dynamic_sd_cudagraph_mode; Model Runner V2 keeps full graphs)
     dynamic_sd_piecewise_on_v1: bool = False
-    # the sizes a uniform decode / verify batch pads to for its full graph, where they differ from
-    # ``capture_sizes`` (Model Runner V2's n x (k + 1); empty: the capture sizes)
-    uniform_sizes: tuple[int, ...] = ()
+    # set by :meth:`for_run`: the query length of the run's uniform verify batches (1 + k; 0: any
+    # uniform batch takes the full graph, as the fixed profiles have it), and Model Runner V2's
+    # request counts whose n x q sizes it captures for uniform batches of q tokens a request
+    decode_query_len: int = 0
+    uniform_counts: tuple[int, ...] = ()
 
     def custom_all_reduce_limit(self, tp: int) -> int:
         """The size below which vLLM sends a message through its custom all-reduce at ``tp`` GPUs:
@@ -128,33 +130,54 @@ class EngineSpec:
             rounded = sorted({-(-s // query) * query for s in grid if -(-s // query) * query <= largest}) or ([query] if query <= largest else [])
             sizes = tuple(rounded)
         elif query > 1:
-            counts = [n for n in (1, 2, 4, *range(8, min(max_num_seqs + 1, 256), 8), *range(256, max_num_seqs + 1, 16)) if n <= max_num_seqs]
-            uniform = tuple(sorted({n * query for n in counts + [max_num_seqs] if n * query <= largest}))
-            return replace(self, capture_sizes=tuple(grid), uniform_sizes=uniform)
+            counts = sorted({n for n in (1, 2, 4, *range(8, min(max_num_seqs + 1, 256), 8), *range(256, max_num_seqs + 1, 16)) if n <= max_num_seqs} | {max_num_seqs})
+            return replace(self, capture_sizes=tuple(grid), decode_query_len=query, uniform_counts=tuple(counts))
         else:
             sizes = tuple(grid)
-        return replace(self, capture_sizes=sizes)
+        return replace(self, capture_sizes=sizes, decode_query_len=query)
+
+    def _uniform_sizes(self, query) -> tuple[int, ...]:
+        """The sizes a uniform batch of ``query`` tokens a request pads to for a full graph: Model
+        Runner V2's n x query over its request counts (one tier per query length, as dynamic SD
+        captures them), else the capture sizes."""
+        if not self.uniform_counts or not _is_length(query):
+            return self.capture_sizes
+        return tuple(n * query for n in self.uniform_counts if n * query <= self.max_capture_size)
 
     @property
     def max_capture_size(self) -> int:
         return self.capture_sizes[-1] if self.capture_sizes else 0
 
-    def padded(self, tokens: int, full: bool = False) -> int:
+    def padded(self, tokens: int, full=False) -> int:
         """The capture size a graph-mode batch of ``tokens`` runs at (vLLM pads to it); ``full``: a
-        uniform batch replaying a full graph, padded among the uniform sizes where there are any."""
-        sizes = self.uniform_sizes if full and self.uniform_sizes else self.capture_sizes
+        uniform batch replaying a full graph (its query length where known), padded among the
+        sizes captured for it."""
+        sizes = self._uniform_sizes(full) if full else self.capture_sizes
         i = bisect.bisect_left(sizes, tokens)
         return sizes[i]
 
-    def mode(self, tokens: int, uniform_decode: bool) -> str:
+    def mode(self, tokens: int, uniform_decode) -> str:
         """How a forward of ``tokens`` tokens is issued: "full", "piecewise" or "eager".
 
-        ``uniform_decode``: every row is a decode or verify row with the same query length."""
+        ``uniform_decode``: every row is a decode or verify row with the same query length: that
+        length (an int), or True where it is not known, False / 0 for a mixed batch.  The V1
+        runner captures full graphs for the run's own query length only (vLLM's dispatcher keys
+        them on ``uniform_decode_query_len``); Model Runner V2 for every tier it captured."""
         if self.cudagraph_mode == "none" or tokens > self.max_capture_size:
             return "eager"
-        if self.cudagraph_mode == "full_and_piecewise" and uniform_decode and tokens <= (self.uniform_sizes or self.capture_sizes)[-1]:
-            return "full"
+        if self.cudagraph_mode == "full_and_piecewise" and uniform_decode:
+            if self.uniform_counts:
+                sizes = self._uniform_sizes(uniform_decode)
+                if sizes and tokens <= sizes[-1]:
+                    return "full"
+            elif self.decode_query_len <= 1 or not _is_length(uniform_decode) or uniform_decode == self.decode_query_len:
+                return "full"
         return "piecewise"
+
+
+def _is_length(value) -> bool:
+    """A query length (an int), not the bare flag True / False."""
+    return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
 
 def vllm_capture_sizes(largest: int) -> tuple[int, ...]:

@@ -213,7 +213,7 @@ class StepModel:
     def mode_and_padding(self, tokens: int, uniform_decode: bool) -> tuple[str, int]:
         """How the engine issues a forward of ``tokens`` and the token count it runs at."""
         mode = self.engine.mode(tokens, uniform_decode)
-        return mode, tokens if mode == "eager" else self.engine.padded(tokens, mode == "full")
+        return mode, tokens if mode == "eager" else self.engine.padded(tokens, uniform_decode if mode == "full" else False)
 
     @cached_property
     def decode_ms(self):

@@ -109,7 +109,7 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
     if published is not None:
         stage(f"published reproductions ({options.published.measurements.name})")
         published_rows = published_reproduce.run_plans(published, executor, run)
-        checks = speedup_checks.derive(published_rows, {m.id: m.baseline_id for m in measurements if m.baseline_id})
+        checks = speedup_checks.derive_from_csv(published_reproduce.csv_text(published_rows), {m.id: m.baseline_id for m in measurements if m.baseline_id})
     paysoff = None
     if paysoff_spec is not None:
         stage(f"pays-off sweep ({options.paysoff.spec.name})")

@@ -66,6 +66,12 @@ def derive(rows: Sequence[Mapping], baselines: Mapping[str, str]) -> list[Speedu
     return out
 
 
+def derive_from_csv(published_csv_text: str, baselines: Mapping[str, str]) -> list[SpeedupCheck]:
+    """:func:`derive` over the recorded CSV's text, as written: the table then follows from the
+    recorded file alone, digit for digit."""
+    return derive(list(csv.DictReader(io.StringIO(published_csv_text))), baselines)
+
+
 def csv_text(checks: Iterable[SpeedupCheck]) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

@@ -17,12 +17,10 @@ arrival rate (Poisson); its speedup is the baseline's median TPOT over its own a
   rows of the same regime (:mod:`simulator.sweep.error_bar`), stays at or above 1×: the
   recommendation switches speculation off where it may lose.  The best fixed k takes the same guard
   at every concurrency.
-* Recommended schedule: the best k per concurrency as vLLM's ``num_speculative_tokens_per_batch_size``
-  (:func:`simulator.speculative.k_schedule.from_best_k`): in a closed loop the running batch
-  is the concurrency.  k never grows with the batch: a verify step's extra tokens cost more
-  the fuller the batch, so where the measured best k rises again at a larger batch (the
-  runs' noise, a few percent) the schedule keeps the smaller k; the re-simulated comparison
-  shows what that costs.
+* Recommended schedule: the guarded best k per concurrency as vLLM's
+  ``num_speculative_tokens_per_batch_size`` (:func:`simulator.speculative.k_schedule.from_best_k`):
+  in a closed loop the running batch is the concurrency, and each simulated concurrency's k
+  holds up to the next one; the re-simulated comparison shows what the schedule gives.
 
 Part of the model hash: these numbers are published.
 """
@@ -166,10 +164,10 @@ def guarded_best_k(rows: Sequence[dict], attention: str, bars: Callable[[str, st
 
 
 def recommended_schedule(best: dict[tuple, tuple[int, float]], acceptance: str, attention: str, up_to: int) -> Schedule:
-    """vLLM's schedule from the closed-loop best k of one acceptance profile and bound."""
+    """vLLM's schedule from the closed-loop best k of one acceptance profile and bound: each
+    simulated concurrency's k, held up to the next one.  k may rise with the batch (a mixture of
+    experts pays more the fuller its batch, and the error-bar guard can switch a small batch off
+    and a larger one on): a schedule that forced k never to rise lost to the fixed k printed
+    under it (issue 33)."""
     points = sorted((int(x), k) for (mode, acc, att, x), (k, _) in best.items() if mode == "closed_loop" and acc == acceptance and att == attention)
-    monotone, ceiling = [], None
-    for size, k in points:
-        ceiling = k if ceiling is None else min(ceiling, k)
-        monotone.append((size, ceiling))
-    return from_best_k(monotone, up_to)
+    return from_best_k(points, up_to)

@@ -14,7 +14,8 @@ for it.  A recommendation carries the errors of the rows closest to its own *reg
 * the **engine** (vLLM, SGLang), then its **version series** (vLLM before 0.11, synchronous,
   piecewise graphs; 0.11 and later; unstated), then the **tensor parallelism** (1 or more).
 
-The rows matching every key are used when there are at least :data:`MIN_ROWS`; otherwise the
+The rows matching every key are used when there are at least :data:`MIN_ROWS` of them from
+:data:`MIN_SOURCES` sources or more (one source's rows share its setting); otherwise the
 least important key is dropped (TP first, then the version, the engine, the proposer class and
 last the load), and the bar says which keys it matched.  Its range is the smallest and largest
 signed error of those rows, in percent of the measured speedup (simulated = measured x (1 + e)).
@@ -38,6 +39,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional, Sequence
 
 MIN_ROWS = 3  # a bar from fewer rows is a guess: relax the regime until this many match
+MIN_SOURCES = 2  # ... from at least this many sources (one source's rows share its setting's error)
 KEYS = ("load", "proposer_class", "engine", "version_series", "tensor_parallel")  # most important first
 KEY_WORDS = {
     "load": "load range",
@@ -138,13 +140,13 @@ class ErrorBar:
                 "matched": list(self.matched), "ids": list(self.ids), "text": self.describe()}
 
 
-def error_bar(checks: Sequence[SpeedupCheck], regime: Regime, min_rows: int = MIN_ROWS) -> Optional[ErrorBar]:
+def error_bar(checks: Sequence[SpeedupCheck], regime: Regime, min_rows: int = MIN_ROWS, min_sources: int = MIN_SOURCES) -> Optional[ErrorBar]:
     """The bar of the rows matching ``regime`` on the most important keys that leave at least
-    ``min_rows`` rows (None: fewer rows than that in all)."""
+    ``min_rows`` rows from ``min_sources`` sources (None: fewer than that in all)."""
     for used in range(len(KEYS), -1, -1):
         keys = KEYS[:used]
         rows = [c for c in checks if all(getattr(c.regime, k) == getattr(regime, k) for k in keys)]
-        if len(rows) >= min_rows:
+        if len(rows) >= min_rows and len({c.source for c in rows}) >= min_sources:
             errors = [c.error_pct for c in rows]
             return ErrorBar(min(errors), max(errors), len(rows), len({c.source for c in rows}), keys, tuple(sorted(c.id for c in rows)))
     return None

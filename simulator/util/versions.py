@@ -34,6 +34,7 @@ MODEL_SOURCES = (
     "sweep/metrics.py",
     "schemas.py",
     "sweep/crossover.py",
+    "sweep/error_bar.py",  # the error bar that switches a recommendation off
     "published/plan.py",
 )
 MODEL_DATA = ("profiles/*.toml", "models/data/*.json")  # a pattern stands for its files, sorted

@@ -97,10 +97,22 @@ def switched_off_words(entry: dict) -> str:
     return f"Switched off at {parts}: it pays in simulation, but not once the check rows' largest error is taken off its band."
 
 
+def idle_words(entry: dict) -> str:
+    """What the schedule's k = 0 rows cost where they run ("" where the schedule never speculates)."""
+    schedule = entry.get("num_speculative_tokens_per_batch_size") or []
+    idle = [c for c in entry["comparison"] if c["mode"] == "closed_loop" and c.get("guarded_best_k") == 0 and c["schedule_tpot_speedup"] < 1]
+    if not idle or not any(k for _, _, k in schedule):
+        return ""
+    lo, hi = min(c["schedule_tpot_speedup"] for c in idle), max(c["schedule_tpot_speedup"] for c in idle)
+    where = ", ".join(_in_flight(c["x"]) for c in idle)
+    return (f"Where it runs k = 0 ({where}) the drafter still runs its first pass, as vLLM does from 0.24: "
+            f"{units.speedup(lo)}–{units.speedup(hi)} against serving without speculation.")
+
+
 def answer(entry: dict, bounds: list[str]) -> dict:
     """The card's lead sentence and its "stops paying" facts, from the schedule's simulated speedups."""
     result = _answer(entry, bounds)
-    extra = " ".join(part for part in (switched_off_words(entry), error_words(entry)) if part)
+    extra = " ".join(part for part in (switched_off_words(entry), idle_words(entry), error_words(entry)) if part)
     if extra:
         result["lead"] = f"{result['lead']} {extra}".strip()
     return result
