@@ -18,8 +18,14 @@ LLAMA31, EAGLE3 = "meta-llama/Llama-3.1-8B-Instruct", "yuhuili/EAGLE3-LLaMA3.1-I
 ONE_AT_A_TIME = ClosedLoopWorkload.fixed(1, 4, 100, 96)
 
 
+# Kinds are compared against a free n-gram lookup on vLLM 0.10.1's engine profile, which issues every kind
+# alike (synchronous, one capture grid); later versions give EAGLE-type kinds async scheduling and Model
+# Runner V2 and the n-gram lookup neither (tests/test_engine_versions.py)
+ENGINE = "vllm-0.10.1"
+
+
 def _config(model, **speculation):
-    return RunConfig(workload=ONE_AT_A_TIME, model=model, device="h100", speculation=SpeculationConfig(**speculation))
+    return RunConfig(workload=ONE_AT_A_TIME, model=model, device="h100", speculation=SpeculationConfig(**speculation), engine=ENGINE)
 
 
 def _run(model, **speculation):

@@ -21,8 +21,15 @@ def _closed(concurrency: int, n: int = 12) -> ClosedLoopWorkload:
     return ClosedLoopWorkload.fixed(concurrency, n, 128, 64)
 
 
+# The schedule's own behaviour is checked on vLLM 0.10.1's engine profile, which issues a speculative and a
+# plain run alike (synchronous, one capture grid).  From vLLM 0.24 a schedule on the V1 runner (the n-gram
+# proposer's) runs piecewise graphs, and from 0.19 a plain run keeps async scheduling where n-gram does not:
+# tests/test_engine_versions.py checks those rules.
+ENGINE = "vllm-0.10.1"
+
+
 def _run(workload, **speculation) -> pd.DataFrame:
-    return simulator.run(RunConfig(workload=workload, speculation=SpeculationConfig(**speculation), seed=3, batch_size_cap=128, chunk_size=512))
+    return simulator.run(RunConfig(workload=workload, speculation=SpeculationConfig(**speculation), seed=3, batch_size_cap=128, chunk_size=512, engine=ENGINE))
 
 
 # --- the schedule itself (pure) ----------------------------------------------------------

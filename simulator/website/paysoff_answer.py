@@ -129,7 +129,10 @@ def _answer(entry: dict, bounds: list[str]) -> dict:
     settings = [primary] + [b for b in bounds if b != primary]
     verdicts = [{"setting": s, "label": setting_label(s), "text": setting_verdict(points, s), "primary": s == primary} for s in settings]
     stops = {s: stops_paying(points, s) for s in settings}
-    if not speculates:
+    if not speculates and any(c["best_fixed_k"] > 0 for c in entry["comparison"] if c["mode"] == "closed_loop"):
+        lead = (f"Do not speculate here: at no concurrency from {_in_flight(first['x'])} to {_in_flight(last['x'])} does a k stay at or "
+                "above 1× once the check rows' error is taken off its band.")
+    elif not speculates:
         lead = f"Do not speculate here: no k beats running without it at any concurrency from {_in_flight(first['x'])} to {_in_flight(last['x'])}."
     else:
         lead = (
