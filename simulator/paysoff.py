@@ -441,10 +441,12 @@ def verdict_lines(spec, entry: dict, version: Optional[str]) -> list[str]:
     dynamic = version is None or vllm_serve.at_least(version, vllm_serve.DYNAMIC_SD_VERSION)
     closed = sorted((c for c in entry["comparison"] if c["mode"] == "closed_loop"), key=lambda c: c["x"])
     if dynamic:
+        from simulator.speculative.k_schedule import k_for_batch
+
         schedule = entry["num_speculative_tokens_per_batch_size"]
-        speculating = [c for c in closed if c["schedule_mean_k"] > 0]
+        speculating = [c for c in closed if k_for_batch(tuple(map(tuple, schedule)), int(c["x"])) > 0]
         what = schedule_words(schedule)
-        figures = [(c["schedule_tpot_speedup"], c["guarded_band_low"], c["guarded_band_high"]) for c in speculating]
+        figures = [(c["schedule_tpot_speedup"], c["guarded_band_low"]) for c in speculating]
     else:
         fallback = entry["fixed_k_fallback"]
         k = fallback["num_speculative_tokens"]
@@ -460,11 +462,16 @@ def verdict_lines(spec, entry: dict, version: Optional[str]) -> list[str]:
     if speculating and figures:
         lo = min(f[0] for f in figures)
         hi = max(f[0] for f in figures)
-        guarded = f"{min(f[1] for f in figures):.2f}–{max(f[2] for f in figures):.2f}×"
-        head = f"Yes: {what}; {lo:.2f}–{hi:.2f}× median TPOT speedup simulated ({guarded} with the error), {error}."
+        guarded = min(f[1] for f in figures)
+        head = f"Yes: {what}; {lo:.2f}–{hi:.2f}× median TPOT speedup simulated, at least {guarded:.2f}× with the largest error; {error}."
     elif speculating:
         fallback = entry["fixed_k_fallback"]
         head = f"Yes: {what}, {fallback['geomean_tpot_speedup']:.2f}× on average over the concurrencies simulated; {error}."
+    elif closed and not dynamic and any(c.get("guarded_best_k") for c in closed):
+        safe = [c for c in closed if c.get("guarded_best_k")]
+        head = (f"No fixed k stays at or above 1× at every concurrency from {closed[0]['x']:g} to {closed[-1]['x']:g} in flight once the check "
+                f"rows' error is taken off its band, so vLLM {version} (no k schedule) should run without speculation; if your load stays at "
+                f"{', '.join(format(c['x'], 'g') for c in safe)} in flight, k = {safe[0]['guarded_best_k']} pays there; {error}.")
     else:
         head = f"No: do not speculate at {closed[0]['x']:g}–{closed[-1]['x']:g} in flight ({what}); {error}." if closed else "No: nothing simulated."
     lines = [head]
@@ -479,9 +486,9 @@ def verdict_lines(spec, entry: dict, version: Optional[str]) -> list[str]:
     if idle:
         lo, hi = min(c["schedule_tpot_speedup"] for c in idle), max(c["schedule_tpot_speedup"] for c in idle)
         lines.append(
-            f"Where the schedule runs k = 0 ({', '.join(format(c['x'], 'g') for c in idle)} in flight) its drafter still runs its first pass "
-            f"(vLLM >= 0.24 keeps the drafter's KV in step): {lo:.2f}–{hi:.2f}× against a server without speculation there; "
-            "if most of your load is there, serve without --speculative-config."
+            f"Where the schedule runs k = 0 ({', '.join(format(c['x'], 'g') for c in idle)} in flight) it is {lo:.2f}–{hi:.2f}× against a server "
+            "without speculation (vLLM >= 0.24 still runs a drafter's first pass there, and on the V1 runner a schedule runs piecewise "
+            "CUDA graphs); if most of your load is there, serve without --speculative-config."
         )
     return lines
 

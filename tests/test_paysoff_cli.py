@@ -314,3 +314,35 @@ def test_a_real_sigint_exits_130_with_one_line_and_no_traceback(tmp_path):
     assert process.returncode == 130, err
     assert "Traceback" not in err and err.strip().splitlines()[-1].startswith("interrupted: python -m simulator.paysoff stopped")
     assert stdout == "" and not out.exists()
+
+
+def test_the_answer_says_no_where_the_error_bar_reaches_below_one():
+    """Issue 30 item 5: with check rows whose speedups were simulated up to 40% too high, k = 2's 1.8x at 8
+    in flight (band low 1.8 / 1.4 = 1.29) stays, and at 32 in flight no k does (k = 1: 1.1 / 1.4 = 0.79): the
+    schedule runs k = 0 from 32, the printed schedule is that, and the first lines say so and why."""
+    from simulator import paysoff
+    from simulator.sweep.error_bar import Regime, SpeedupCheck
+    from simulator.sweep.executors import LocalExecutor
+    from simulator.sweep.paysoff_runner import run_paysoff
+
+    checks = []
+    for load in (1, 32):
+        regime = Regime.of(proposer="ngram", engine="vllm", version="0.30.0", tensor_parallel_size=1, in_flight=load)
+        checks += [SpeedupCheck(f"s{i}-{load}", f"s{i}", regime, error) for i, error in enumerate((40.0, 10.0, -5.0))]
+    args = paysoff.build_parser().parse_args(["--acceptance", "0.7", "--concurrency", "8,32", "--k-range", "1-2", "--max-num-seqs", "64"])
+    spec = paysoff.spec_from_args(args)
+    output = run_paysoff(spec, LocalExecutor(jobs=1, progress=False), run=_fake_runs(SPEEDUPS), checks=checks)
+    entry = output.schedules["schedules"][0]
+    assert entry["num_speculative_tokens_per_batch_size"] == [[1, 31, 2], [32, 64, 0]]
+    by_x = {c["x"]: c for c in entry["comparison"] if c["mode"] == "closed_loop"}
+    assert by_x[32]["guarded_best_k"] == 0 and by_x[32]["error_bar"]["high_pct"] == 40.0
+    assert by_x[8]["guarded_band_low"] == pytest.approx(1.8 / 1.4, abs=1e-3)
+    text = paysoff.format_answer(spec, output, args.limits, args._speculative_input)
+    first, second = text.splitlines()[:2]
+    assert first.startswith("Yes: k = 2 up to 31 in flight, off from 32") and "error -5% to +40% from up to 3 check rows" in first
+    assert second.startswith("Off where it may lose: 32 in flight (k = 1: 1.10× simulated)")
+    # the vllm serve line carries the schedule that was simulated, and the simulated runs ran that table
+    assert '"num_speculative_tokens_per_batch_size":[[1,31,2],[32,64,0]]' in text
+    assert {r["k_schedule"] for r in output.rows if r["k_schedule"]} == {"[[1,31,2],[32,64,0]]"}
+    # the fixed k for a vLLM without a schedule: none stays at or above 1x at 32 in flight
+    assert entry["fixed_k_fallback"]["num_speculative_tokens"] == 0
