@@ -73,7 +73,7 @@ def _speedup_checks_path(args) -> Path:
     records the checkout's own published CSV, else beside the CSV it was asked to write."""
     if args.speedup_checks is not None:
         return args.speedup_checks
-    if args.published_csv == RESULTS_DIR / "published.csv":
+    if args.published_csv.resolve() == (RESULTS_DIR / "published.csv").resolve():
         from simulator.published.speedup_checks import SPEEDUP_CHECKS_FILE
 
         return SPEEDUP_CHECKS_FILE

@@ -453,12 +453,10 @@ def verdict_lines(spec, entry: dict, version: Optional[str]) -> list[str]:
         speculating = closed if k else []
         what = f"the fixed k = {k}" if k else "speculation off"
         figures = []
+    from simulator.sweep import error_bar
+
     bars = [c["error_bar"] for c in closed if c.get("error_bar")]
-    if bars:
-        low, high = min(b["low_pct"] for b in bars), max(b["high_pct"] for b in bars)
-        error = f"error {low:+.0f}% to {high:+.0f}% from up to {max(b['rows'] for b in bars)} check rows of the same regime"
-    else:
-        error = "no check rows of this regime: the error is not known"
+    error = f"error {error_bar.summary(bars)}" if bars else "no check rows of this regime: the error is not known"
     if speculating and figures:
         lo = min(f[0] for f in figures)
         hi = max(f[0] for f in figures)
@@ -470,25 +468,24 @@ def verdict_lines(spec, entry: dict, version: Optional[str]) -> list[str]:
     elif closed and not dynamic and any(c.get("guarded_best_k") for c in closed):
         safe = [c for c in closed if c.get("guarded_best_k")]
         head = (f"No fixed k stays at or above 1× at every concurrency from {closed[0]['x']:g} to {closed[-1]['x']:g} in flight once the check "
-                f"rows' error is taken off its band, so vLLM {version} (no k schedule) should run without speculation; if your load stays at "
-                f"{', '.join(format(c['x'], 'g') for c in safe)} in flight, k = {safe[0]['guarded_best_k']} pays there; {error}.")
+                f"rows' error is taken off its band, so vLLM {version} (no k schedule) should run without speculation; if your load stays "
+                f"where a k pays ({', '.join('k = %d at %g' % (c['guarded_best_k'], c['x']) for c in safe)} in flight), that k pays there; {error}.")
     else:
         head = f"No: do not speculate at {closed[0]['x']:g}–{closed[-1]['x']:g} in flight ({what}); {error}." if closed else "No: nothing simulated."
     lines = [head]
     switched = [c for c in closed if c.get("guarded_best_k") == 0 and c["best_fixed_k"] > 0]
     if switched:
         parts = [f"{c['x']:g} in flight (k = {c['best_fixed_k']}: {c['best_fixed_tpot_speedup']:.2f}× simulated)" for c in switched]
-        lines.append(
-            "Off where it may lose: " + ", ".join(parts) + " pay in simulation, but their band divided by (1 + the check rows' "
-            "largest error) falls below 1× (rule: " + "simulator/sweep/error_bar.py" + ")."
-        )
+        why = ("their band divided by (1 + the check rows' largest error) falls below 1×" if any(c.get("error_bar") for c in switched)
+               else "their band (the verify-cost bounds) reaches below 1×")
+        lines.append("Off where it may lose: " + ", ".join(parts) + f" pay in simulation, but {why} (rule: simulator/sweep/error_bar.py).")
     idle = [c for c in closed if dynamic and c.get("guarded_best_k") == 0 and c["schedule_tpot_speedup"] < 1 and any(k for _, _, k in entry["num_speculative_tokens_per_batch_size"])]
     if idle:
         lo, hi = min(c["schedule_tpot_speedup"] for c in idle), max(c["schedule_tpot_speedup"] for c in idle)
         lines.append(
             f"Where the schedule runs k = 0 ({', '.join(format(c['x'], 'g') for c in idle)} in flight) it is {lo:.2f}–{hi:.2f}× against a server "
-            "without speculation (vLLM >= 0.24 still runs a drafter's first pass there, and on the V1 runner a schedule runs piecewise "
-            "CUDA graphs); if most of your load is there, serve without --speculative-config."
+            "without speculation (vLLM >= 0.24 still drafts there: Model Runner V2 the full k, the V1 runner a drafter's first pass, "
+            "and on the V1 runner a schedule runs piecewise CUDA graphs); if most of your load is there, serve without --speculative-config."
         )
     return lines
 

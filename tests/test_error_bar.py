@@ -68,6 +68,25 @@ def test_safe_best_skips_a_k_whose_guarded_low_is_below_one():
     assert safe_best([(1, 1.55, 1.5), (3, 1.6, 1.4)], bar, 0.005) == (1, 1.55)
     assert safe_best([(1, 1.2, 1.1), (3, 1.3, 1.2)], bar, 0.005) == (0, 1.0)
     assert safe_best([(1, 1.2, 1.1), (3, 1.3, 1.2)], None, 0.005) == (3, 1.3)  # no bar: the simulated band alone
+    # no speculation is an option at 1x: a k within the tie of it, or below it, does not win
+    assert safe_best([(2, 1.003, 1.003)], None, 0.005) == (0, 1.0)
+    assert safe_best([(2, 0.95, 0.95)], ErrorBar(-20.0, -10.0, 5, 2, ("load",), ()), 0.005) == (0, 1.0)
+    # a NaN speedup never wins
+    assert safe_best([(2, float("nan"), 1.5)], None, 0.005) == (0, 1.0)
+
+
+def test_a_bar_needs_two_sources_and_sane_errors():
+    one_source = [SpeedupCheck(f"a-{i}", "a", _regime(), e) for i, e in enumerate((1.0, 2.0, 3.0))]
+    assert error_bar(one_source, _regime()) is None
+    with pytest.raises(ValueError, match="above -100%"):
+        ErrorBar(-100.0, 10.0, 3, 2, (), ())
+
+
+def test_a_k_with_an_unknown_bound_is_unsafe():
+    """A bound that gave NaN leaves the band unknown: that k is not recommended there, and nothing fails."""
+    rows = [_row(1, 8, 1.5), _row(1, 8, float("nan"), "per_token"), _row(2, 8, 1.4), _row(2, 8, 1.3, "per_token")]
+    guarded = guarded_best_k(rows, "kv_once", lambda mode, acceptance, x: None)
+    assert guarded[("closed_loop", "a", "kv_once", 8)] == (2, 1.4)
 
 
 def _row(k, x, speedup, attention="kv_once", acceptance="a"):

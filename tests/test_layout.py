@@ -100,6 +100,7 @@ def _simulator_imports(path):
 SITE_MAY_IMPORT = (
     "simulator.schemas", "simulator.util.errors", "simulator.util.inputs", "simulator.publish.publication", "simulator.speculative.proposers",
     "simulator.profiling.verify_fit", "simulator.profiling.verify_table",
+    "simulator.sweep.error_bar",  # pure: the words of a recorded error bar (error_bar.summary), no writer
 )
 
 

@@ -148,14 +148,24 @@ def _k0_plan():
     return StepPlan(requests, [1, 1, 64], [301, 501, 64], [True, True, False], [0, 0, 0], [0, 0, 0], [1, 1, 64])
 
 
-@pytest.mark.parametrize("name", ["eagle3", "eagle", "mtp", "dflash", "eagle3_parallel", "draft"])
-def test_a_k0_step_runs_one_catch_up_pass_that_samples_nothing(name):
+@pytest.mark.parametrize(("name", "fc_tokens"), [("eagle3", 66), ("eagle", 66), ("mtp", 66), ("eagle3_parallel", 66), ("draft", 0)])
+def test_a_k0_step_runs_one_catch_up_pass_that_samples_nothing(name, fc_tokens):
     """vLLM >= 0.24 (llm_base_proposer.py): with K = 0 the first forward still runs, to keep the
-    drafter's KV in sync, and returns before sampling: one pass over the 66 computed tokens, no logits."""
+    drafter's KV in sync, and returns before sampling: one pass over the 66 computed tokens, no logits
+    (a head's fc over all 66 hidden states; a draft model has none)."""
     kind = proposers.kind(name)
     settings = SpeculationSettings(k=3, draft=ModelFacts("d", "X", 4096, 32000, 1, fc_inputs=3))
     work = kind.step_cost(settings).work(_k0_plan())
     (draft_pass,) = work.passes
     assert [(row.q, row.kv) for row in draft_pass.rows] == [(1, 301), (1, 501), (64, 64)]
-    assert draft_pass.logits_rows == 0
-    assert draft_pass.fc_tokens == (66 if draft_pass.fc_inputs else 0)
+    assert draft_pass.logits_rows == 0 and draft_pass.fc_tokens == fc_tokens
+
+
+def test_a_k0_dflash_step_runs_one_query_a_sampling_request():
+    """DFlash's pass is 1 + K queries a request that samples, over the context the target's 66 hidden
+    states project (vllm/v1/spec_decode/dflash.py): at K = 0, one query for each of the two decode rows
+    (the unfinished prefill chunk samples nothing), no logits."""
+    settings = SpeculationSettings(k=3, draft=ModelFacts("d", "X", 4096, 32000, 1, fc_inputs=5))
+    (draft_pass,) = proposers.kind("dflash").step_cost(settings).work(_k0_plan()).passes
+    assert [(row.q, row.kv) for row in draft_pass.rows] == [(1, 302), (1, 502)]  # context after acceptance, + 1 query
+    assert draft_pass.logits_rows == 0 and draft_pass.context_kv_tokens == 66 and draft_pass.fc_tokens == 66

@@ -462,7 +462,7 @@ def test_paysoff_answers_lead_with_their_own_numbers(recorded_site, schedules):
             assert leads[entry["acceptance"]].startswith(f"{first['schedule_tpot_speedup']:.2f}× at {int(first['x'])} in flight")
         else:  # the answer says no first, and why: the error bar switched every simulated gain off
             assert leads[entry["acceptance"]].startswith("Do not speculate here: at no concurrency from")
-            assert "Switched off at" in leads[entry["acceptance"]] and "Error: " in leads[entry["acceptance"]]
+            assert "Switched off at" in leads[entry["acceptance"]] and "Error on speedup: " in leads[entry["acceptance"]]
 
 
 def test_paysoff_shows_every_crossover_of_every_verify_cost(recorded_site):

@@ -85,6 +85,10 @@ class ProposerPlan:
 
     kind: object  # the proposer kind (simulator.speculative.proposers)
     draft_pass_overhead_ms: float
+    # Model Runner V2 drafts the full num_speculative_tokens at every step whatever a k schedule
+    # verifies (it never reads the scheduler's per-step k; vLLM 0.29.0, 0.30.0): that k, else 0 (the
+    # drafting follows the step's own k, as the V1 runner's ``num_spec_tokens_to_schedule`` does)
+    drafts_full_k: int = 0
 
 
 @dataclass(frozen=True)
@@ -151,7 +155,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     # the engine as it issues this run's forwards: the capture sizes vLLM picks for its limits and k
     engine = get_engine(config.engine).for_run(
         config.batch_size_cap, config.chunk_size, spec.num_speculative_tokens, spec.kind.name if spec.enabled else None,
-        dynamic=bool(spec.k_schedule),
+        dynamic=bool(spec.k_schedule), schedule_ks=tuple(k for _, _, k in spec.k_schedule or ()),
     )
     entry = known_entry(config.model)  # its config, shape and facts, looked up once
     target_config, target_facts = entry.config, entry.facts
@@ -192,7 +196,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
         # a draft runs in its own checkpoint's precision, with the run's KV-cache dtype (vLLM's one cache config)
         draft_shape = drafter.shape.with_precision(replace(drafter.shape.precision, kv_cache=target_shape.precision.kv_cache))
         draft = _side(
-            costing,
+            replace(costing, engine=engine.drafter(kind.name)),  # the drafter's own CUDA graphs
             _SideQuery(
                 draft_facts, drafter.config, draft_shape, config.draft_tensor_parallel_size, spec.draft_profile_dir, ("draft_tensor_parallel_size", "draft_profile_dir"),
                 memory=lambda replica: kind.draft_memory(network_memory(replica, shape=draft_shape), settings),
@@ -217,7 +221,10 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
         seed=config.vidur_seed,
         workload=config.workload,
         scheduler=scheduler_plan(spec, settings, config.chunk_size, config.batch_size_cap, config.acceptance_seed),
-        proposer=ProposerPlan(kind, spec.draft_pass_overhead_ms) if spec.enabled else None,
+        proposer=ProposerPlan(
+            kind, spec.draft_pass_overhead_ms,
+            drafts_full_k=spec.num_speculative_tokens if spec.k_schedule and engine.runner_for(kind.name) == "mrv2" else 0,
+        ) if spec.enabled else None,
         provenance=provenance,
     )
 

@@ -46,10 +46,27 @@ def proposer(run: ResolvedRun):
     if plan is None:
         return None
     model = plan.kind.step_cost(run.settings)
+    if plan.drafts_full_k:
+        model = FullDepthDrafting(model, plan.drafts_full_k)
     if run.draft is None:
         return ProposerCost(model, device=run.device)
     draft = run.draft
     return ProposerCost(model, side_predictor(run, draft), draft.shape.sharded(draft.tensor_parallel), draft.model.num_layers, run.device, plan.draft_pass_overhead_ms)
+
+
+class FullDepthDrafting:
+    """A kind's step work as Model Runner V2 drafts under a k schedule: every decode row drafts the
+    full ``k`` (the drafter's prefill, then its k - 1 passes), whatever the step verifies; the step's
+    own plan (what is verified, accepted and advanced) is untouched."""
+
+    def __init__(self, model, k: int):
+        self.model, self.k = model, k
+
+    def work(self, step):
+        if step.max_proposals >= self.k:
+            return self.model.work(step)
+        drafting = replace(step, proposals=[self.k if decode else 0 for decode in step.decode])
+        return self.model.work(drafting)
 
 
 def _scheduler_config(plan: SchedulerPlan):

@@ -76,10 +76,10 @@ class EngineSpec:
     # PIECEWISE (VllmConfig._maybe_override_dynamic_sd_cudagraph_mode; Model Runner V2 keeps full graphs)
     dynamic_sd_piecewise_on_v1: bool = False
     # set by :meth:`for_run`: the query length of the run's uniform verify batches (1 + k; 0: any
-    # uniform batch takes the full graph, as the fixed profiles have it), and Model Runner V2's
-    # request counts whose n x q sizes it captures for uniform batches of q tokens a request
+    # uniform batch takes the full graph, as the fixed profiles have it), and the query lengths
+    # Model Runner V2 captures full graphs for (1 + k, and every 1 + k of a schedule)
     decode_query_len: int = 0
-    uniform_counts: tuple[int, ...] = ()
+    uniform_tiers: tuple[int, ...] = ()
 
     def custom_all_reduce_limit(self, tp: int) -> int:
         """The size below which vLLM sends a message through its custom all-reduce at ``tp`` GPUs:
@@ -105,44 +105,62 @@ class EngineSpec:
             return True
         return kind_rule if self.async_methods is None else method in self.async_methods
 
-    def for_run(self, max_num_seqs: int, max_num_batched_tokens: int, k: int = 0, method: Optional[str] = None, dynamic: bool = False) -> "EngineSpec":
+    def for_run(self, max_num_seqs: int, max_num_batched_tokens: int, k: int = 0, method: Optional[str] = None, dynamic: bool = False,
+                schedule_ks: tuple[int, ...] = ()) -> "EngineSpec":
         """This engine with the capture sizes vLLM picks for one run (``capture_rule = "vllm-0.15"``;
         a "fixed" profile is returned as it is).  vLLM >= 0.15 (``VllmConfig._set_cudagraph_sizes``):
         the largest size is min(max_num_seqs x (1 + k) x 2, 512), at most max_num_batched_tokens;
         the grid is 1, 2, 4, every 8 to 248, every 16 from 256.  With k >= 1 a uniform verify batch
         of B requests is B x (k + 1) tokens, and a full graph needs an exact multiple of k + 1: the
-        V1 runner rounds every capture size up to a multiple of k + 1 and drops those above the
-        largest (``CompilationConfig.adjust_cudagraph_sizes_for_spec_decode``); Model Runner V2
-        keeps the token grid for mixed batches and adds n x (k + 1) for a grid of request counts n
-        that fit (v0.29.0 on, ``request_counts``).  Above the largest size a forward runs eagerly."""
+        V1 runner with full decode graphs rounds every capture size up to a multiple of k + 1 and
+        drops those above the largest (``CompilationConfig.adjust_cudagraph_sizes_for_spec_decode``,
+        applied only when ``cudagraph_mode.decode_mode() == FULL``); Model Runner V2 (v0.29.0 on)
+        adds n x (k + 1) over a grid of request counts n and max_num_batched_tokens to the grid,
+        and rounds that list up to a multiple of each query length it captures full graphs for
+        (``cudagraph_utils.py``): 1 + k, and with a k schedule every 1 + k of it
+        (``schedule_ks``).  Above the largest size a forward runs eagerly."""
         engine = self
         if dynamic and self.dynamic_sd_piecewise_on_v1 and self.runner_for(method) == "v1" and self.cudagraph_mode == "full_and_piecewise":
             engine = replace(self, cudagraph_mode="piecewise")
-        return engine._with_capture_sizes(max_num_seqs, max_num_batched_tokens, k, method)
+        return engine._with_capture_sizes(max_num_seqs, max_num_batched_tokens, k, method, tuple(schedule_ks) if dynamic else ())
 
-    def _with_capture_sizes(self, max_num_seqs: int, max_num_batched_tokens: int, k: int, method: Optional[str]) -> "EngineSpec":
+    def _with_capture_sizes(self, max_num_seqs: int, max_num_batched_tokens: int, k: int, method: Optional[str], schedule_ks: tuple[int, ...]) -> "EngineSpec":
         if self.capture_rule == "fixed":
             return self
         query = 1 + max(k, 0)
         largest = min(max_num_seqs * query * 2, 512, max_num_batched_tokens)
         grid = [s for s in (1, 2, 4, *range(8, 256, 8), *range(256, largest + 1, 16)) if s <= largest]
-        if query > 1 and self.runner_for(method) == "v1":
-            rounded = sorted({-(-s // query) * query for s in grid if -(-s // query) * query <= largest}) or ([query] if query <= largest else [])
-            sizes = tuple(rounded)
-        elif query > 1:
-            counts = sorted({n for n in (1, 2, 4, *range(8, min(max_num_seqs + 1, 256), 8), *range(256, max_num_seqs + 1, 16)) if n <= max_num_seqs} | {max_num_seqs})
-            return replace(self, capture_sizes=tuple(grid), decode_query_len=query, uniform_counts=tuple(counts))
-        else:
-            sizes = tuple(grid)
-        return replace(self, capture_sizes=sizes, decode_query_len=query)
+        if query == 1:
+            return replace(self, capture_sizes=tuple(grid), decode_query_len=1)
+        if self.runner_for(method) == "v1":
+            if self.cudagraph_mode != "full_and_piecewise":  # no full decode graphs: the sizes stay as the grid gives them
+                return replace(self, capture_sizes=tuple(grid), decode_query_len=query)
+            rounded = sorted({_round_up(s, query) for s in grid if _round_up(s, query) <= largest}) or ([query] if query <= largest else [])
+            return replace(self, capture_sizes=tuple(rounded), decode_query_len=query)
+        counts = {n for n in (1, 2, 4, *range(8, min(max_num_seqs + 1, 256), 8), *range(256, max_num_seqs + 1, 16)) if n <= max_num_seqs} | {max_num_seqs}
+        tiers = tuple(sorted({query} | {1 + ks for ks in schedule_ks}))
+        merged = set(grid) | {n * q for n in counts for q in tiers if n * q <= largest}
+        if max_num_batched_tokens <= largest:
+            merged.add(max_num_batched_tokens)
+        return replace(self, capture_sizes=tuple(sorted(merged)), decode_query_len=query, uniform_tiers=tiers)
+
+    def drafter(self, method: Optional[str]) -> "EngineSpec":
+        """How the drafter's passes are issued: vLLM's V1 drafter captures piecewise graphs only
+        (``EagleProposer``: "Eagle only supports PIECEWISE cudagraphs"); Model Runner V2's drafter
+        replays full graphs for its one-token passes too.  The fixed profiles issue a draft pass as
+        the target's batch of the same shape."""
+        if self.capture_rule == "fixed":
+            return self
+        if self.runner_for(method) == "v1":
+            return replace(self, cudagraph_mode="piecewise") if self.cudagraph_mode == "full_and_piecewise" else self
+        return replace(self, uniform_tiers=tuple(sorted(set(self.uniform_tiers) | {1})))
 
     def _uniform_sizes(self, query) -> tuple[int, ...]:
         """The sizes a uniform batch of ``query`` tokens a request pads to for a full graph: Model
-        Runner V2's n x query over its request counts (one tier per query length, as dynamic SD
-        captures them), else the capture sizes."""
-        if not self.uniform_counts or not _is_length(query):
+        Runner V2's capture list rounded up to multiples of the query length, else the capture sizes."""
+        if not self.uniform_tiers or not _is_length(query):
             return self.capture_sizes
-        return tuple(n * query for n in self.uniform_counts if n * query <= self.max_capture_size)
+        return tuple(sorted({_round_up(s, query) for s in self.capture_sizes if _round_up(s, query) <= self.max_capture_size}))
 
     @property
     def max_capture_size(self) -> int:
@@ -166,13 +184,19 @@ class EngineSpec:
         if self.cudagraph_mode == "none" or tokens > self.max_capture_size:
             return "eager"
         if self.cudagraph_mode == "full_and_piecewise" and uniform_decode:
-            if self.uniform_counts:
+            if self.uniform_tiers:
+                if _is_length(uniform_decode) and uniform_decode not in self.uniform_tiers:
+                    return "piecewise"
                 sizes = self._uniform_sizes(uniform_decode)
                 if sizes and tokens <= sizes[-1]:
                     return "full"
             elif self.decode_query_len <= 1 or not _is_length(uniform_decode) or uniform_decode == self.decode_query_len:
                 return "full"
         return "piecewise"
+
+
+def _round_up(value: int, multiple: int) -> int:
+    return -(-value // multiple) * multiple
 
 
 def _is_length(value) -> bool:

@@ -246,7 +246,7 @@ class StepModel:
         """Everything of a forward that its token count and graph condition fix, memoised (a run
         asks for a few thousand distinct ones, each many times): (mode, padded tokens, outside
         the layers, and per layer group (kind, count, its fixed terms))."""
-        key = ("step", tokens, uniform_decode)
+        key = ("step", tokens, "uniform" if uniform_decode is True else uniform_decode)  # True == 1 as a key: keep them apart
         found = self._memo.get(key)
         if found is None:
             mode, padded = self.mode_and_padding(tokens, uniform_decode)

@@ -92,8 +92,12 @@ def read(path: Path = SPEEDUP_CHECKS_FILE) -> list[SpeedupCheck]:
             from simulator.util.errors import ConfigError
 
             raise ConfigError(f"{path}: columns {reader.fieldnames} are not {list(SPEEDUP_CHECK_COLUMNS)}; rebuild it with python build.py")
-        return [
-            SpeedupCheck(row["id"], row["source"], Regime(row["load"], row["proposer_class"], row["engine"], row["version_series"], row["tensor_parallel"]),
-                         float(row["error_pct"]))
-            for row in reader
-        ]
+        checks = []
+        for row in reader:
+            error = float(row["error_pct"])
+            if not (math.isfinite(error) and error > -100):
+                from simulator.util.errors import ConfigError
+
+                raise ConfigError(f"{path}: row {row['id']}: error_pct = {row['error_pct']} must be a finite percentage above -100; rebuild it with python build.py")
+            checks.append(SpeedupCheck(row["id"], row["source"], Regime(row["load"], row["proposer_class"], row["engine"], row["version_series"], row["tensor_parallel"]), error))
+        return checks

@@ -126,7 +126,7 @@ def best_fixed_k(rows: Sequence[dict], acceptance: str, attention: str,
         if r["mode"] == "closed_loop" and r["acceptance"] == acceptance and r["attention"] == attention and not r["k_schedule"] and r["num_speculative_tokens"] > 0:
             k, x = r["num_speculative_tokens"], x_of(r)
             by_k[k].append((x, r["tpot_speedup"]))
-            if bars is not None and guarded_low(bars("closed_loop", acceptance, x), lows[("closed_loop", acceptance, k, x)]) < 1:
+            if bars is not None and guarded_low(bars("closed_loop", acceptance, x), lows.get(("closed_loop", acceptance, k, x), -math.inf)) < 1:
                 unsafe.add(k)
     means = {k: math.exp(sum(math.log(s) for _, s in points) / len(points)) for k, points in sorted(by_k.items())
              if points and all(s > 0 for _, s in points) and k not in unsafe}
@@ -142,10 +142,12 @@ def band_lows(rows: Iterable[dict]) -> dict[tuple, float]:
     simulated (the low end of its band)."""
     lows: dict[tuple, float] = {}
     for r in rows:
-        if r["k_schedule"] or not r["acceptance"] or r["num_speculative_tokens"] == 0 or math.isnan(r["tpot_speedup"]):
+        if r["k_schedule"] or not r["acceptance"] or r["num_speculative_tokens"] == 0:
             continue
         key = (r["mode"], r["acceptance"], r["num_speculative_tokens"], x_of(r))
-        lows[key] = min(lows.get(key, math.inf), r["tpot_speedup"])
+        # a setting that gave no speedup (NaN) leaves the band unknown: the k counts as unsafe there
+        value = -math.inf if math.isnan(r["tpot_speedup"]) else r["tpot_speedup"]
+        lows[key] = min(lows.get(key, math.inf), value)
     return lows
 
 
@@ -159,7 +161,7 @@ def guarded_best_k(rows: Sequence[dict], attention: str, bars: Callable[[str, st
         if r["k_schedule"] or not r["acceptance"] or r["attention"] != attention or r["num_speculative_tokens"] == 0:
             continue
         x = x_of(r)
-        options[(r["mode"], r["acceptance"], attention, x)].append((r["num_speculative_tokens"], r["tpot_speedup"], lows[(r["mode"], r["acceptance"], r["num_speculative_tokens"], x)]))
+        options[(r["mode"], r["acceptance"], attention, x)].append((r["num_speculative_tokens"], r["tpot_speedup"], lows.get((r["mode"], r["acceptance"], r["num_speculative_tokens"], x), -math.inf)))
     return {key: safe_best(found, bars(key[0], key[1], key[3]), TIE) for key, found in sorted(options.items(), key=lambda item: tuple(str(v) for v in item[0]))}
 
 

@@ -125,6 +125,10 @@ class ErrorBar:
     matched: tuple[str, ...]  # the regime keys the rows share with the answer's
     ids: tuple[str, ...]
 
+    def __post_init__(self):
+        if not (math.isfinite(self.low_pct) and math.isfinite(self.high_pct) and -100 < self.low_pct <= self.high_pct):
+            raise ValueError(f"an error bar of {self.low_pct}% to {self.high_pct}%: errors must be finite, above -100% and ordered")
+
     def guarded(self, low: float, high: float) -> tuple[float, float]:
         """A simulated band as the check rows' errors say it may measure (module docstring)."""
         return low / (1 + self.high_pct / 100), high / (1 + self.low_pct / 100)
@@ -158,14 +162,24 @@ def guarded_low(bar: Optional[ErrorBar], low: float) -> float:
 
 
 def safe_best(options: Iterable[tuple[int, float, float]], bar: Optional[ErrorBar], tie: float) -> tuple[int, float]:
-    """(k, its simulated speedup) among ``options`` (k, speedup, band low) whose guarded low is at
-    least 1×, the highest speedup winning (within ``tie`` the smaller k); (0, 1.0) when none is safe."""
-    safe = sorted((k, s) for k, s, low in options if not _nan(s) and guarded_low(bar, low) >= 1)
-    if not safe:
-        return 0, 1.0
+    """(k, its simulated speedup) among no speculation (k = 0 at 1×, always safe) and ``options``
+    (k, speedup, band low) whose guarded low is at least 1×: the highest speedup wins, within
+    ``tie`` the smaller k, as :func:`simulator.sweep.crossover.best_k` ties them."""
+    safe = [(0, 1.0)] + sorted((k, s) for k, s, low in options if not _nan(s) and guarded_low(bar, low) >= 1)
     top = max(s for _, s in safe)
     return next((k, s) for k, s in safe if s >= top * (1 - tie))
 
 
 def _nan(value) -> bool:
     return isinstance(value, float) and math.isnan(value)
+
+
+def summary(bars: Sequence[dict]) -> str:
+    """Several loads' bars (:meth:`ErrorBar.as_dict`) in words: their widest range, how many rows,
+    and the regime keys every one of them matched ("" without a bar)."""
+    if not bars:
+        return ""
+    low, high = min(b["low_pct"] for b in bars), max(b["high_pct"] for b in bars)
+    common = [k for k in KEYS if all(k in b["matched"] for b in bars)]
+    shared = ", ".join(KEY_WORDS[k] for k in common) if common else "no regime key"
+    return f"{low:+.0f}% to {high:+.0f}% from up to {max(b['rows'] for b in bars)} check rows sharing the {shared}"

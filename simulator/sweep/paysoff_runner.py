@@ -326,12 +326,18 @@ def serve_command(spec: PaysoffSpec, profile: AcceptanceProfile, config: Optiona
 
 
 def stops_paying(best: dict, profile: AcceptanceProfile, attention: str, up_to: int) -> Optional[int]:
-    """The smallest simulated concurrency from which the (monotone) recommended schedule runs k = 0;
-    None: pays throughout.  The schedule's first row starts at batch size 1 whatever was simulated,
-    so a schedule that is off from its first row stops paying "from" the smallest concurrency
-    simulated, never from an unsimulated 1."""
+    """The smallest simulated concurrency from which the recommended schedule runs k = 0 to its
+    end; None: it speculates at its last row (it may be off at smaller batches and on again at
+    larger ones: a mixture of experts pays more the fuller its batch).  The schedule's first row
+    starts at batch size 1 whatever was simulated, so a schedule off from its first row stops
+    paying "from" the smallest concurrency simulated, never from an unsimulated 1."""
     schedule = recommended_schedule(best, profile.name, attention, up_to)
-    start = next((start for start, _, k in schedule if k == 0), None)
+    start = None
+    for row_start, _, k in schedule:
+        if k == 0 and start is None:
+            start = row_start
+        elif k > 0:
+            start = None
     if start is None:
         return None
     simulated = [int(x) for (mode, acc, att, x) in best if mode == "closed_loop" and acc == profile.name and att == attention]
@@ -431,8 +437,8 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
             }
         )
     return {
-        "description": "Recommended num_speculative_tokens_per_batch_size per deployment, from simulated closed-loop runs (best k per "
-        "concurrency under the primary verify-cost setting); each schedule re-simulated at every concurrency and load under the primary "
+        "description": "Recommended num_speculative_tokens_per_batch_size per deployment, from simulated closed-loop runs (the best k per "
+        "concurrency under the primary verify-cost setting whose band, widened by the check rows' error bar, stays at or above 1x); each schedule re-simulated at every concurrency and load under the primary "
         "setting and both bounds (the band).",
         "batch_size_cap": spec.batch_size_cap,
         "chunk_size": spec.chunk_size,

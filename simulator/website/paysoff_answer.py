@@ -80,12 +80,10 @@ def setting_verdict(points: list[dict], setting: str) -> str:
 
 def error_words(entry: dict) -> str:
     """The check rows' error bar over the closed-loop loads, in one sentence ("" without rows)."""
+    from simulator.sweep import error_bar
+
     bars = [c["error_bar"] for c in entry["comparison"] if c["mode"] == "closed_loop" and c.get("error_bar")]
-    if not bars:
-        return ""
-    low, high = min(b["low_pct"] for b in bars), max(b["high_pct"] for b in bars)
-    return (f"Error: {low:+.0f}% to {high:+.0f}% on speedup, from up to {max(b['rows'] for b in bars)} published check rows of the same "
-            "load range and proposer class (and engine and version where there are enough).")
+    return f"Error on speedup: {error_bar.summary(bars)} (published.html)." if bars else ""
 
 
 def switched_off_words(entry: dict) -> str:
@@ -94,7 +92,9 @@ def switched_off_words(entry: dict) -> str:
     if not off:
         return ""
     parts = ", ".join(f"{_in_flight(c['x'])} (k = {c['best_fixed_k']}: {units.speedup(c['best_fixed_tpot_speedup'])} simulated)" for c in off)
-    return f"Switched off at {parts}: it pays in simulation, but not once the check rows' largest error is taken off its band."
+    why = ("not once the check rows' largest error is taken off its band" if any(c.get("error_bar") for c in off)
+           else "its band (the verify-cost bounds) reaches below 1×")
+    return f"Switched off at {parts}: it pays in simulation, but {why}."
 
 
 def idle_words(entry: dict) -> str:
@@ -105,7 +105,8 @@ def idle_words(entry: dict) -> str:
         return ""
     lo, hi = min(c["schedule_tpot_speedup"] for c in idle), max(c["schedule_tpot_speedup"] for c in idle)
     where = ", ".join(_in_flight(c["x"]) for c in idle)
-    return (f"Where it runs k = 0 ({where}) the drafter still runs its first pass, as vLLM does from 0.24: "
+    return (f"Where it runs k = 0 ({where}) vLLM still drafts (Model Runner V2 the full k, the V1 runner a first pass) and a V1-runner "
+            "schedule runs piecewise CUDA graphs: "
             f"{units.speedup(lo)}–{units.speedup(hi)} against serving without speculation.")
 
 

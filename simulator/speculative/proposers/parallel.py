@@ -68,9 +68,12 @@ class _BlockPass:
         self.fc_inputs = fc_inputs
 
     def work(self, step: StepPlan) -> StepWork:
+        """One pass of 1 + k queries a sampling request over the context the target's hidden states
+        project (``context_kv_tokens``); at k = 0 the same pass with one query a request and no
+        logits (vLLM's ``v1/spec_decode/dflash.py`` runs 1 + K queries; its first forward runs at K = 0)."""
+        if not step.requests:
+            return StepWork()
         k = step.max_proposals
-        if k == 0:
-            return catch_up_pass(step, self.fc_inputs)
         rows = []
         for i, (r, q, kv, progress) in enumerate(zip(step.requests, step.computed, step.kv_tokens, step.progress)):
             if step.samples(i):
