@@ -58,7 +58,10 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--model", default="meta-llama/Llama-2-7b-hf", help="target model (a catalog name or a local config.json)")
     s.add_argument("--served-model-name", metavar="NAME", help="the model the printed vllm serve line names (default: a local config.json's _name_or_path, else --model)")
     s.add_argument("--device", default="a100", help="GPU: a100, a100_40gb, h100 or h200 (any case)")
-    s.add_argument("--vllm-version", metavar="X.Y.Z", default=vllm_serve.default_version(),
+    s.add_argument("--engine-profile", metavar="FILE", help="a profile fitted to your own server (python -m simulator.validation fit): its vLLM version, CPU time "
+                   "per step and kernel scales replace the built-in profile's, and its held-out error is the answer's error bar; --model, --device "
+                   "and --tensor-parallel-size must be the deployment it measured")
+    s.add_argument("--vllm-version", metavar="X.Y.Z", default=None,
                    help=f"the vLLM release you run (from {vllm_serve.OLDEST_VERSION}): its scheduler defaults, its engine profile, and whether "
                    f"the recommendation can be a k schedule (vLLM {vllm_serve.DYNAMIC_SD_VERSION} or later) or the best fixed k")
     s.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs the target is sharded over")
@@ -221,7 +224,18 @@ def _check_system(args) -> str:
         model_config(args.model)
     except ConfigError as exc:
         raise ConfigError(f"--model {args.model}: {exc}") from None
-    version = vllm_serve.parse_version(args.vllm_version)
+    args.fitted = None
+    if args.engine_profile:
+        from simulator.profiles.engines import get_engine
+        from simulator.profiles.fitted import read_fitted_profile
+
+        args.fitted = read_fitted_profile(args.engine_profile)
+        args.fitted.check_run(args.model, args.device, args.tensor_parallel_size, f"--engine-profile {args.engine_profile}")
+        fitted_version = get_engine(args.fitted.engine).version
+        if args.vllm_version is not None and vllm_serve.parse_version(args.vllm_version) != fitted_version:
+            raise ConfigError(f"--vllm-version {args.vllm_version}: --engine-profile {args.engine_profile} was fitted to vLLM {args.fitted.vllm_version} (engine profile {args.fitted.engine}); drop one")
+        args.vllm_version = fitted_version
+    version = vllm_serve.parse_version(args.vllm_version or vllm_serve.default_version())
     args.limits = vllm_serve.limits(args.device, version, args.max_num_seqs, args.max_num_batched_tokens)
     device = args.limits.device
     args.max_num_seqs, args.max_num_batched_tokens = args.limits.max_num_seqs, args.limits.max_num_batched_tokens
@@ -310,6 +324,7 @@ def spec_from_args(args):
         prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, length_spread=args.length_spread, requests_per_slot=args.requests_per_slot,
         min_requests=args.min_requests, poisson_requests=args.poisson_requests, seed=args.acceptance_seed, workload_seed=args.workload_seed, trace=args.trace,
         engine=vllm_serve.engine_name(args.limits.version), where=PROG, quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype,
+        fitted=args.fitted,
     )
 
 
@@ -373,6 +388,12 @@ def format_answer(spec, output, limits: Optional[vllm_serve.Limits] = None, spec
     ]
     if version:
         lines.append(f"vLLM {version} (--vllm-version), engine profile {spec.engine} (simulator/profiles/engines.toml)")
+        if spec.step_scales is not None:
+            scales = spec.step_scales
+            lines.append(
+                f"step costs fitted to your server (--engine-profile): CPU {spec.engine_overhead_ms:.2f} ms per step, GEMM x{scales.gemm:.3g}, "
+                f"attention x{scales.attention:.3g}, all-reduce x{scales.all_reduce:.3g}, drafter x{scales.drafter:.3g}"
+            )
     if speculative_input is not None:
         k = speculative_input.k
         where = f"its speedups are the k = {k} column" if k in spec.speculative_tokens else f"k = {k} is outside --k-range: add it to compare"
@@ -456,7 +477,10 @@ def verdict_lines(spec, entry: dict, version: Optional[str]) -> list[str]:
     from simulator.sweep import error_bar
 
     bars = [c["error_bar"] for c in closed if c.get("error_bar")]
-    error = f"error {error_bar.summary(bars)}" if bars else "no check rows of this regime: the error is not known"
+    if spec.fit_error_pct is not None:  # a fitted profile: its own held-out error is the bar
+        error = f"error ±{spec.fit_error_pct:.1f}% (the fitted profile's held-out error)"
+    else:
+        error = f"error {error_bar.summary(bars)}" if bars else "no check rows of this regime: the error is not known"
     if speculating and figures:
         lo = min(f[0] for f in figures)
         hi = max(f[0] for f in figures)

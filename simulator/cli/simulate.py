@@ -179,9 +179,15 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument(
         "--vllm-version",
         metavar="X.Y.Z",
-        default=vllm_serve.default_version(),
-        help=f"the vLLM release the server runs (from {vllm_serve.OLDEST_VERSION}): its scheduler defaults and its engine profile "
-        "(CUDA graphs, async scheduling; simulator/profiles/engines.toml: the newest at or below it)",
+        default=None,
+        help=f"the vLLM release the server runs (from {vllm_serve.OLDEST_VERSION}; default {vllm_serve.default_version()}, or --engine-profile's): "
+        "its scheduler defaults and its engine profile (CUDA graphs, async scheduling; simulator/profiles/engines.toml: the newest at or below it)",
+    )
+    m.add_argument(
+        "--engine-profile",
+        metavar="FILE",
+        help="a profile fitted to your own server (python -m simulator.validation fit): its vLLM version, CPU time per step (it replaces "
+        "--engine-overhead-ms) and kernel scales; --model, --device and --tensor-parallel-size must be the deployment it measured",
     )
     m.add_argument("--profile-dir", help="Vidur-format profile directory (default: built-in profile)")
     m.add_argument("--scheduler", choices=SCHEDULERS, default=rc("scheduler"), help="replica scheduler (Sarathi: chunked prefill, as vLLM V1)")
@@ -379,14 +385,27 @@ class Inputs:
     limits: vllm_serve.Limits
     vllm_version: str
     served_model_name: str
+    fitted: Optional[object] = None  # the --engine-profile (simulator.profiles.fitted.FittedProfile)
 
 
 def inputs_from_args(args) -> Inputs:
     prepare(args)
-    version = vllm_serve.parse_version(args.vllm_version)
+    fitted = None
+    if args.engine_profile:
+        from simulator.profiles.engines import get_engine
+        from simulator.profiles.fitted import read_fitted_profile
+
+        fitted = read_fitted_profile(args.engine_profile)
+        fitted.check_run(args.model, args.device, args.tensor_parallel_size, f"--engine-profile {args.engine_profile}")
+        fitted_version = get_engine(fitted.engine).version
+        if args.vllm_version is not None and vllm_serve.parse_version(args.vllm_version) != fitted_version:
+            raise ConfigError(f"--vllm-version {args.vllm_version}: --engine-profile {args.engine_profile} was fitted to vLLM {fitted.vllm_version} (engine profile {fitted.engine}); drop one")
+        args.vllm_version = fitted_version
+        args.engine_overhead_ms = fitted.engine_overhead_ms
+    version = vllm_serve.parse_version(args.vllm_version or vllm_serve.default_version())
     limits = vllm_serve.limits(args.device, version, args.max_num_seqs, args.max_num_batched_tokens)
-    config, note = _config(args, limits, version)
-    return Inputs(config, note, limits, version, vllm_serve.served_model_name(args.model, args.served_model_name))
+    config, note = _config(args, limits, version, fitted)
+    return Inputs(config, note, limits, version, vllm_serve.served_model_name(args.model, args.served_model_name), fitted)
 
 
 def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
@@ -395,7 +414,7 @@ def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
     return inputs.config, inputs.acceptance_note
 
 
-def _config(args, limits: vllm_serve.Limits, version: str) -> tuple[RunConfig, Optional[str]]:
+def _config(args, limits: vllm_serve.Limits, version: str, fitted=None) -> tuple[RunConfig, Optional[str]]:
     prepare(args)
     kind = proposer_kind(args)
     options = options_from_args(args, kind)
@@ -460,6 +479,7 @@ def _config(args, limits: vllm_serve.Limits, version: str) -> tuple[RunConfig, O
         moe_routing_skew=args.moe_routing_skew,
         data_parallel_size=args.data_parallel_size,
         engine=vllm_serve.engine_name(version),
+        step_scales=fitted.scales if fitted is not None else None,
     )
     return config, acceptance_note
 
@@ -559,6 +579,8 @@ def format_summary(result, acceptance_note: Optional[str] = None, inputs: Option
     else:
         lines.append(f"scheduler: {inputs.limits.describe()}")
         lines.append(f"vLLM {inputs.vllm_version}, engine profile {config.engine} (simulator/profiles/engines.toml)")
+        if inputs.fitted is not None:
+            lines.append(f"step costs {inputs.fitted.describe()} (--engine-profile)")
     burst = result.startup_burst
     if burst:
         frame = result.requests.sort_values("request_id")

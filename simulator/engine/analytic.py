@@ -8,7 +8,8 @@ costs
     engine overhead (CPU, per step)  +  the forward and logits (StepModel.forward)
                                      +  the proposer's passes (speculative steps)
 
-or, with asynchronous scheduling (vLLM >= 0.14 for runs without speculation or with an EAGLE-type
+with each term scaled by a server's fitted :class:`~simulator.profiles.step_scales.StepScales`
+where the run has them, or, with asynchronous scheduling (vLLM >= 0.14 for runs without speculation or with an EAGLE-type
 proposer), max(host overhead, forward + proposer) plus the hand-over gap between steps.
 
 A verify row of k' + 1 queries is an attention row of k' + 1 queries over its cache: the attention
@@ -74,6 +75,7 @@ class AnalyticPredictor(WholeStepPredictorSeam):
         self._async = predictor_config.async_scheduling
         self._async_gap_s = predictor_config.async_step_gap_ms * 1e-3
         self.proposer = predictor_config.proposer
+        self.scales = predictor_config.scales
 
     def forward_cost(self, batch, logits_rows: Optional[int] = None) -> StepCost:
         rows, tokens, logits, uniform = batch_rows(batch)
@@ -86,10 +88,12 @@ class AnalyticPredictor(WholeStepPredictorSeam):
 
     def get_execution_time(self, batch, pipeline_stage: int) -> StepTime:
         cost = self.forward_cost(batch)
-        model_s = cost.total_ms * 1e-3
+        scales = self.scales
+        model_s = (cost.total_ms if scales is None else scales.forward_ms(cost)) * 1e-3
         gpu_s = model_s
         if self.proposer is not None and isinstance(batch, SpeculativeBatch):
-            gpu_s += self.proposer.step_seconds(batch)
+            proposing_s = self.proposer.step_seconds(batch)
+            gpu_s += proposing_s if scales is None else scales.drafter * proposing_s
         if self._async:
             total_s = max(gpu_s, self._overhead_s) + self._async_gap_s
         else:

@@ -2,7 +2,8 @@
 
 Vidur queues an arrival event for every generated request up front.  This subclass of its
 Simulator queues only the first ``concurrency``; the others wait, and after every event that
-completed requests, one waiting request arrives per completion at the current time.
+completed requests, one waiting request arrives per completion: at the current time, or a
+client's round trip later (the workload's ``turnaround_s``).
 Completions are reported by the requests themselves (:class:`SpeculativeRequest`'s hook), so each
 event costs O(1) extra work.
 """
@@ -16,8 +17,9 @@ from simulator.vidur.seam import SimulatorSeam
 
 
 class ClosedLoopSimulator(SimulatorSeam):
-    def __init__(self, config, concurrency: int):
+    def __init__(self, config, concurrency: int, turnaround_s: float = 0.0):
         self._concurrency = concurrency
+        self._turnaround_s = turnaround_s
         self._waiting: deque = deque()
         self._finished_since_last_event = 0
         super().__init__(config)
@@ -39,5 +41,6 @@ class ClosedLoopSimulator(SimulatorSeam):
             self._finished_since_last_event -= 1
             if self._waiting:
                 request = self._waiting.popleft()
-                request.arrive_at(self.now)
-                self.add_event(RequestArrivalEvent(self.now, request))
+                arrival = self.now + self._turnaround_s
+                request.arrive_at(arrival)
+                self.add_event(RequestArrivalEvent(arrival, request))

@@ -53,7 +53,8 @@ class WorkloadRequestGenerator(BaseRequestGenerator):
             rows = zip(workload.arrival_s, workload.prompt_tokens, workload.output_tokens)
         elif isinstance(workload, ClosedLoopWorkload):
             # arrival times of all but the first `concurrency` are set when a slot frees up
-            rows = zip([0.0] * workload.num_requests, workload.prompt_tokens, workload.output_tokens)
+            first = list(workload.first_arrivals_s) or [0.0] * min(workload.concurrency, workload.num_requests)
+            rows = zip(first + [0.0] * (workload.num_requests - len(first)), workload.prompt_tokens, workload.output_tokens)
         else:  # the stock stream; its ids are given back, so ours are numbered from zero in arrival order
             rows = synthetic_request_rows(vidur_synthetic_config(workload, self.config.max_tokens))
         self.requests = [SpeculativeRequest(float(t), int(p), int(d)) for t, p, d in rows]

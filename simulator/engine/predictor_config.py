@@ -16,6 +16,7 @@ from typing import List, Optional
 from simulator.engine.types import ExtensionType
 from simulator.profiles.logits import LogitsTable
 from simulator.profiles.step import StepModel
+from simulator.profiles.step_scales import StepScales
 from simulator.vidur.configs import BaseExecutionTimePredictorConfig, RandomForrestExecutionTimePredictorConfig
 
 
@@ -31,6 +32,9 @@ class AnalyticPredictorConfig(BaseExecutionTimePredictorConfig):
     # takes max(GPU, host) + async_step_gap_ms instead of GPU + host
     async_scheduling: bool = False
     async_step_gap_ms: float = 0.0
+    # a server's fitted multipliers on the step model's terms (simulator.profiles.step_scales);
+    # None: the built-in profile as it stands
+    scales: Optional[StepScales] = None
 
     @staticmethod
     def get_type():

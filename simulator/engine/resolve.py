@@ -29,6 +29,7 @@ from simulator.profiles.hardware import DeviceSpec, get_device
 from simulator.profiles.logits import cached_logits_table
 from simulator.profiles.source import ProfileQuery, ResolvedProfile, resolve
 from simulator.profiles.step import StepModel
+from simulator.profiles.step_scales import StepScales
 from simulator.models.shapes import ModelShape
 from simulator.speculative.proposers.base import DraftSource, ModelFacts, SpeculationSettings
 from simulator.util.textio import check_writable_dir
@@ -144,6 +145,7 @@ class _Costing:
     attention_mode: str
     interpolation: float
     async_scheduling: bool  # the engine overlaps steps (vLLM's async scheduling, where the proposer allows it)
+    scales: Optional[StepScales] = None  # a server's fitted multipliers on the target's step terms
 
 
 def resolve_run(config: RunConfig) -> ResolvedRun:
@@ -181,6 +183,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
         config.network_profile_dir, config.lm_head, spec.attention, spec.interpolation,
         # vLLM keeps async scheduling off for the speculative methods its version does not list
         async_scheduling=engine.overlaps(kind.name if spec.enabled else None, kind.async_scheduling),
+        scales=config.step_scales,
     )
 
     target = _side(
@@ -196,7 +199,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
         # a draft runs in its own checkpoint's precision, with the run's KV-cache dtype (vLLM's one cache config)
         draft_shape = drafter.shape.with_precision(replace(drafter.shape.precision, kv_cache=target_shape.precision.kv_cache))
         draft = _side(
-            replace(costing, engine=engine.drafter(kind.name)),  # the drafter's own CUDA graphs
+            replace(costing, engine=engine.drafter(kind.name), scales=None),  # the drafter's own CUDA graphs; its scale is the target's drafter term
             _SideQuery(
                 draft_facts, drafter.config, draft_shape, config.draft_tensor_parallel_size, spec.draft_profile_dir, ("draft_tensor_parallel_size", "draft_profile_dir"),
                 memory=lambda replica: kind.draft_memory(network_memory(replica, shape=draft_shape), settings),
@@ -393,6 +396,7 @@ def analytic_config(costing: _Costing, num_layers: int, profile: ResolvedProfile
     return AnalyticPredictorConfig(
         step_model=step_model, engine_overhead_ms=engine_overhead_ms,
         async_scheduling=overlaps, async_step_gap_ms=engine.async_step_gap_us * 1e-3 if overlaps else 0.0,
+        scales=costing.scales,
     )
 
 

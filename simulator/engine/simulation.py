@@ -102,7 +102,7 @@ def simulate(run: ResolvedRun) -> RunResult:
     sim_config = vidur_config(run, cost_of_proposing)
     workload = run.workload
     if isinstance(workload, ClosedLoopWorkload):
-        sim = ClosedLoopSimulator(sim_config, workload.concurrency)
+        sim = ClosedLoopSimulator(sim_config, workload.concurrency, workload.turnaround_s)
     else:
         sim = Simulator(sim_config)
     scheduler: TrackedSarathiScheduler = replica_scheduler(sim)

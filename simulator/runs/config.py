@@ -13,6 +13,7 @@ from typing import Optional, Union
 
 from simulator.util.errors import ConfigError
 from simulator.profiles.engines import DEFAULT_ENGINE  # the newest vLLM release the engine profiles model
+from simulator.profiles.step_scales import StepScales
 from simulator.speculative import proposers
 
 # The proposer kinds, by the simulator's name (each kind's facts: simulator.speculative.proposers)
@@ -142,9 +143,22 @@ class ClosedLoopWorkload:
     concurrency: int
     prompt_tokens: tuple[int, ...]
     output_tokens: tuple[int, ...]
+    # A real client's closed loop, as the fit against a server measures it: when the first
+    # `concurrency` requests reached the server (seconds, default all at 0; a client sends them
+    # one after another, so a server's first step often holds only the first), and how long after
+    # a completion its replacement arrives (the client's round trip: a real replacement misses
+    # the step that starts as its predecessor finishes)
+    first_arrivals_s: tuple[float, ...] = ()
+    turnaround_s: float = 0.0
 
     def __post_init__(self):
         _require(_is_int(self.concurrency) and self.concurrency > 0, "concurrency", self.concurrency, "must be a positive integer")
+        _require(
+            len(self.first_arrivals_s) in (0, min(self.concurrency, len(self.prompt_tokens)))
+            and all(isinstance(t, (int, float)) and math.isfinite(t) and t >= 0 for t in self.first_arrivals_s),
+            "first_arrivals_s", self.first_arrivals_s, "must be empty or one time >= 0 (seconds) per request of the first wave",
+        )
+        _require(isinstance(self.turnaround_s, (int, float)) and math.isfinite(self.turnaround_s) and self.turnaround_s >= 0, "turnaround_s", self.turnaround_s, "must be a number of seconds >= 0")
         n = len(self.prompt_tokens)
         _require(n > 0, "prompt_tokens", self.prompt_tokens, "must hold at least one request")
         _require(len(self.output_tokens) == n, "output_tokens", len(self.output_tokens), f"must have one entry per request ({n})")
@@ -325,6 +339,9 @@ class RunConfig:
     # how the engine issues a step's kernels (CUDA graphs, launches): a profile of
     # simulator/profiles/engines.toml, named for the vLLM version it stands for
     engine: str = DEFAULT_ENGINE
+    # a server's fitted multipliers on the built-in step model's terms (simulator/profiles/step_scales.py,
+    # from python -m simulator.validation fit); None: the built-in profile as it stands
+    step_scales: Optional[StepScales] = None
     # precision, as vLLM's --quantization and --kv-cache-dtype: None / "auto" = what the model's
     # config says (its quantization_config; the model's 16-bit dtype for the cache)
     quantization: Optional[str] = None
@@ -374,6 +391,9 @@ class RunConfig:
         if self.profile_dir is not None:
             _require(Path(self.profile_dir).is_dir(), "profile_dir", self.profile_dir, "is not a directory")
         _require(isinstance(self.engine, str) and self.engine.strip() != "", "engine", self.engine, "must name an engine profile such as 'vllm-0.10.1'")
+        _require(self.step_scales is None or isinstance(self.step_scales, StepScales), "step_scales", self.step_scales, "must be a StepScales or None")
+        if self.step_scales is not None and (self.profile_dir is not None or self.speculation.draft_profile_dir is not None):
+            raise ConfigError("step_scales with a profile directory: fitted scales multiply the built-in profile's terms, and a Vidur-format profile has tables of its own; drop one")
         _require(self.quantization is None or self.quantization in QUANTIZATIONS, "quantization", self.quantization, f"must be one of {QUANTIZATIONS} (or unset: the model's own)")
         _require(self.kv_cache_dtype in KV_CACHE_DTYPES, "kv_cache_dtype", self.kv_cache_dtype, f"must be one of {KV_CACHE_DTYPES}")
         _require(isinstance(self.expert_parallel, bool), "expert_parallel", self.expert_parallel, "must be true or false")

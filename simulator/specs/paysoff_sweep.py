@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from simulator.profiles.engines import DEFAULT_ENGINE
+from simulator.profiles.step_scales import StepScales
 from simulator.runs.config import RunConfig, SpeculationConfig
 from simulator.util.errors import ConfigError
 from simulator.speculative import proposers
@@ -154,6 +155,11 @@ class PaysoffSpec:
     # vLLM's --quantization and --kv-cache-dtype for every run (None / "auto": the model's own)
     quantization: Optional[str] = None
     kv_cache_dtype: str = "auto"
+    # a server's fitted step costs (python -m simulator.validation fit, --engine-profile): the
+    # engine's CPU time per step and the step model's scales, and the fit's held-out error (%)
+    engine_overhead_ms: Optional[float] = None
+    step_scales: Optional[StepScales] = None
+    fit_error_pct: Optional[float] = None
 
     @property
     def attention_modes(self) -> tuple[str, ...]:
@@ -413,7 +419,7 @@ def single_deployment(profile: AcceptanceProfile, *, ks: Sequence[int], concurre
                       max_num_seqs: int, max_num_batched_tokens: int, prompt_tokens: int, output_tokens: int, length_spread: float,
                       requests_per_slot: int = 2, min_requests: int = 8, poisson_requests: int = 64, seed: int = 0, workload_seed: int = 42,
                       trace: Optional[str] = None, engine: str = DEFAULT_ENGINE, where: str = "pays-off", quantization: Optional[str] = None,
-                      kv_cache_dtype: str = "auto") -> PaysoffSpec:
+                      kv_cache_dtype: str = "auto", fitted=None) -> PaysoffSpec:
     """The spec of one deployment, as ``python -m simulator.paysoff`` builds it from its flags."""
     ks = tuple(sorted(set(ks)))
     spec = PaysoffSpec(
@@ -421,5 +427,7 @@ def single_deployment(profile: AcceptanceProfile, *, ks: Sequence[int], concurre
         length_spread=length_spread, workload_seed=workload_seed, concurrency=tuple(sorted(set(concurrency))), requests_per_slot=requests_per_slot,
         min_requests=min_requests, arrival_rates=tuple(sorted(set(arrival_rates))), poisson_requests=poisson_requests, poisson_k=ks if arrival_rates else (),
         speculative_tokens=ks, profiles=(profile,), trace=trace, engine=engine, quantization=quantization, kv_cache_dtype=kv_cache_dtype,
+        engine_overhead_ms=fitted.engine_overhead_ms if fitted else None, step_scales=fitted.scales if fitted else None,
+        fit_error_pct=fitted.held_out_error_pct if fitted else None,
     )
     return check_spec(spec, where)

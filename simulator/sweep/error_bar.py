@@ -47,6 +47,7 @@ KEY_WORDS = {
     "engine": "engine",
     "version_series": "engine version",
     "tensor_parallel": "tensor parallelism",
+    "fitted": "the fitted profile's held-out levels",
 }
 NETWORK, LOOKUP = "draft network", "lookup"
 LOAD_ONE, LOAD_FEW, LOAD_MANY = "1 in flight", "2-7 in flight", ">= 8 in flight"

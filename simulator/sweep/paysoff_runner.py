@@ -145,6 +145,8 @@ def run_config(spec: PaysoffSpec, system: tuple[str, str, int], workload, specul
         quantization=spec.quantization,
         kv_cache_dtype=spec.kv_cache_dtype,
         engine=spec.engine,
+        step_scales=spec.step_scales,
+        **({} if spec.engine_overhead_ms is None else {"engine_overhead_ms": spec.engine_overhead_ms}),
     )
 
 
@@ -264,6 +266,14 @@ def error_bars(spec: PaysoffSpec, checks: Sequence[SpeedupCheck]):
     version = get_engine(spec.engine).version
     profiles = {p.name: p for p in spec.profiles}
     memo: dict = {}
+    if spec.fit_error_pct is not None:
+        # a server's fitted profile: its own held-out error, at every load, is the bar
+        fitted = ErrorBar(-spec.fit_error_pct, spec.fit_error_pct, 1, 1, ("fitted",), ("held-out levels of the fitted profile",))
+
+        def fitted_bars(mode: str, acceptance: str, x: float) -> ErrorBar:
+            return fitted
+
+        return fitted_bars
 
     def bars(mode: str, acceptance: str, x: float) -> Optional[ErrorBar]:
         p = profiles[acceptance]

@@ -326,8 +326,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--percentile-metrics", default=",".join(PERCENTILE_METRICS), help=f"comma-separated metrics that get those percentiles (default: {','.join(PERCENTILE_METRICS)})")
 
     from simulator.validation.bench import add_bench_parser
+    from simulator.validation.fit_command import add_fit_parser
 
     add_bench_parser(steps, EXIT_CODES)
+    add_fit_parser(steps, EXIT_CODES)
     return parser
 
 
@@ -337,7 +339,13 @@ def _bench(args) -> int:
     return run_bench(args)
 
 
-STEPS = {"generate": _generate, "replay": _replay, "calibrate": _calibrate, "simulate": _simulate, "compare": _compare, "bench": _bench}
+def _fit(args) -> int:
+    from simulator.validation.fit_command import run_fit
+
+    return run_fit(args)
+
+
+STEPS = {"generate": _generate, "replay": _replay, "calibrate": _calibrate, "simulate": _simulate, "compare": _compare, "bench": _bench, "fit": _fit}
 
 
 # The `validation` extra: the client that talks to a server and reads /metrics.

@@ -37,11 +37,11 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Callable, Optional
 
 import numpy as np
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 FAULTS = ("http_500", "drop", "malformed", "stall", "short", "no_done", "early_close")
@@ -53,6 +53,17 @@ SPEC_COUNTERS = (
     "vllm:spec_decode_num_accepted_tokens_per_pos",
     "vllm:spec_decode_num_emitted_tokens",
 )
+# vLLM V1's per-request and per-step histograms (vllm/v1/metrics/loggers.py), in the fake's
+# virtual time: each step lasts exactly what its step law says, whatever the event loop's jitter
+TIME_HISTOGRAMS = (
+    "vllm:e2e_request_latency_seconds",
+    "vllm:request_queue_time_seconds",
+    "vllm:request_prefill_time_seconds",
+    "vllm:request_decode_time_seconds",
+    "vllm:time_to_first_token_seconds",
+)
+TIME_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 60.0)
+TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 HTML_PAGE = "<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body><form>proxy login</form></body></html>\n"
 CUT = object()  # put in a sequence's outbox when its server process goes away
 
@@ -67,6 +78,7 @@ class FakeServerConfig:
     step_base_s: float = 0.002
     step_per_token_s: float = 0.00001
     max_batch: int = 64
+    max_num_batched_tokens: int = 8192  # the step's token budget (vLLM's chunked prefill)
     num_gpu_blocks: int = 2048
     block_size: int = 16
     max_model_len: int = 8192  # listed by /v1/models; a longer prompt + max_tokens gets HTTP 400, as vLLM answers
@@ -88,6 +100,16 @@ class FakeServerConfig:
     # which spec-decode metrics /metrics exports: V1's counters; V0's counters (draft, accepted
     # and emitted tokens, accepted counted at any position as V0 does) and gauges; or V0's gauges only
     engine: str = "v1"
+    # The step-time law: (prefill rows [(prompt tokens, 0)], decode rows [(query tokens, cached
+    # tokens before the step)]) -> seconds.  None: step_base_s + step_per_token_s * tokens.
+    step_law: Optional[Callable] = field(default=None, compare=False)
+    version: str = "0.30.0"  # what GET /version answers, as vLLM's API server does
+
+    def step_seconds(self, prefill_rows: list, decode_rows: list) -> float:
+        if self.step_law is not None:
+            return float(self.step_law(prefill_rows, decode_rows))
+        tokens = sum(q for q, _ in prefill_rows) + sum(q for q, _ in decode_rows)
+        return self.step_base_s + self.step_per_token_s * tokens
 
     def __post_init__(self):
         def need(ok, name, what):
@@ -100,7 +122,7 @@ class FakeServerConfig:
         need(self.engine in ENGINES, "engine", f"must be one of {ENGINES}")
         for name in ("step_base_s", "step_per_token_s", "stall_s"):
             need(math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, name, "must be a finite number >= 0")
-        for name in ("max_batch", "num_gpu_blocks", "block_size", "max_model_len"):
+        for name in ("max_batch", "max_num_batched_tokens", "num_gpu_blocks", "block_size", "max_model_len"):
             need(isinstance(getattr(self, name), int) and getattr(self, name) > 0, name, "must be a positive integer")
         for name in ("restart_after_requests", "die_after_requests", "hold_after_requests"):
             value = getattr(self, name)
@@ -148,6 +170,18 @@ class _Metrics:
         self.per_pos = counter("vllm:spec_decode_num_accepted_tokens_per_pos", "Accepted tokens per position", ("position",)) if v1 else None
         self.emitted = counter("vllm:spec_decode_num_emitted_tokens", "Tokens emitted by speculative steps, the bonus token included") if v0 else None
         self.generation = counter("vllm:generation_tokens", "Generated tokens")
+
+        def histogram(name, doc, buckets):
+            if name in missing:
+                return None
+            return Histogram(name, doc, list(labels), buckets=buckets, registry=registry)
+
+        self.times = {name: histogram(name, name, TIME_BUCKETS) for name in TIME_HISTOGRAMS}
+        self.request_tokens = histogram("vllm:request_generation_tokens", "Generated tokens per request", TOKEN_BUCKETS)
+        self.iteration_tokens = histogram("vllm:iteration_tokens_total", "Tokens per engine step", TOKEN_BUCKETS)
+        for metric in (*self.times.values(), self.request_tokens, self.iteration_tokens):
+            if metric is not None:
+                metric.labels(**labels)  # exported (as zeros) from the start, as vLLM does
         self.labels = labels
         self.v0_draft_tokens = self.v0_accepted = self.v0_emitted = 0
         self.gauges = None
@@ -195,6 +229,25 @@ class _Metrics:
             self.gauges[0].labels(**self.labels).set(self.v0_accepted / self.v0_draft_tokens)
             self.gauges[1].labels(**self.labels).set(self.v0_emitted / (self.v0_draft_tokens / k * (k + 1)))
 
+    def finished(self, sequence: "_Sequence") -> None:
+        """A request's timings, in virtual seconds, as vLLM V1 records them when it finishes."""
+        values = {
+            "vllm:e2e_request_latency_seconds": sequence.finished_at - sequence.arrived_at,
+            "vllm:request_queue_time_seconds": sequence.scheduled_at - sequence.arrived_at,
+            "vllm:request_prefill_time_seconds": sequence.first_token_at - sequence.scheduled_at,
+            "vllm:request_decode_time_seconds": sequence.finished_at - sequence.first_token_at,
+            "vllm:time_to_first_token_seconds": sequence.first_token_at - sequence.arrived_at,
+        }
+        for name, value in values.items():
+            if self.times[name] is not None:
+                self.times[name].labels(**self.labels).observe(value)
+        if self.request_tokens is not None:
+            self.request_tokens.labels(**self.labels).observe(sequence.emitted)
+
+    def iteration(self, tokens: int) -> None:
+        if self.iteration_tokens is not None:
+            self.iteration_tokens.labels(**self.labels).observe(tokens)
+
     def generated(self, tokens: int) -> None:
         if self.generation is not None:
             self.generation.labels(**self.labels).inc(tokens)
@@ -208,7 +261,10 @@ class _Sequence:
         self.blocks = blocks
         self.emitted = 0
         self.prefilled = False
+        self.prompt_done = 0  # prompt tokens prefilled so far (chunked prefill)
         self.outbox: asyncio.Queue = asyncio.Queue()
+        # virtual times (the engine's clock): arrival, admission, first token, last token
+        self.arrived_at = self.scheduled_at = self.first_token_at = self.finished_at = 0.0
 
     @property
     def remaining(self) -> int:
@@ -225,11 +281,25 @@ class _Engine:
         self.running: list[_Sequence] = []
         self.free_blocks = config.num_gpu_blocks
         self.wakeup = asyncio.Event()
+        # Virtual time: while busy it advances by exactly each step's law; after idling it catches
+        # up with the real clock.  Server-side timings are read off it.
+        self.now = 0.0
+        self._t0 = time.perf_counter()
+        self._step_started: Optional[tuple[float, float]] = None  # (virtual, real) start of the running step
 
     def blocks_for(self, prompt_len: int, max_tokens: int) -> int:
         return -(-(prompt_len + max_tokens) // self.config.block_size)
 
+    def virtual_now(self) -> float:
+        """The engine's clock now: within a running step, its start plus the real time since
+        (at most the step's end); the engine's clock while idle."""
+        if self._step_started is None:
+            return self.now
+        start_virtual, start_real = self._step_started
+        return min(self.now, start_virtual + time.perf_counter() - start_real)
+
     def submit(self, sequence: _Sequence) -> None:
+        sequence.arrived_at = self.virtual_now()
         self.waiting.append(sequence)
         self.wakeup.set()
 
@@ -256,22 +326,47 @@ class _Engine:
         while True:
             while self.waiting and len(self.running) < self.config.max_batch and self.free_blocks >= self.waiting[0].blocks:
                 sequence = self.waiting.pop(0)
+                sequence.scheduled_at = self.now
                 self.free_blocks -= sequence.blocks
                 self.running.append(sequence)
             if not self.running:
                 self.wakeup.clear()
                 await self.wakeup.wait()
+                idle_end = max(self.now, time.perf_counter() - self._t0)
+                for sequence in self.waiting:  # they arrived while the engine idled
+                    sequence.arrived_at = idle_end
+                self.now = idle_end
                 continue
             batch = list(self.running)
             drafting = {id(s): s.prefilled and self._drafts(s, k) for s in batch}
-            tokens = sum(s.prompt_len if not s.prefilled else 1 + (k if drafting[id(s)] else 0) for s in batch)
-            await asyncio.sleep(self.config.step_base_s + self.config.step_per_token_s * tokens)
+            decode_rows = [(1 + (k if drafting[id(s)] else 0), s.prompt_len + s.emitted - 1) for s in batch if s.prefilled]
+            # vLLM's chunked prefill: decode rows first, then prompt chunks in admission order
+            # while the step's token budget lasts
+            budget = self.config.max_num_batched_tokens - sum(q for q, _ in decode_rows)
+            chunks = {}
+            for s in batch:
+                if not s.prefilled and budget > 0:
+                    chunks[id(s)] = min(s.prompt_len - s.prompt_done, budget)
+                    budget -= chunks[id(s)]
+            prefill_rows = [(chunks[id(s)], s.prompt_done) for s in batch if id(s) in chunks]
+            tokens = sum(q for q, _ in prefill_rows) + sum(q for q, _ in decode_rows)
+            seconds = self.config.step_seconds(prefill_rows, decode_rows)
+            self._step_started = (self.now, time.perf_counter())
+            self.now += seconds
+            self.metrics.iteration(tokens)
+            await asyncio.sleep(seconds)
+            self._step_started = None
             for sequence in batch:
                 if sequence not in self.running:  # aborted while the step ran
                     continue
                 if not sequence.prefilled:
-                    sequence.prefilled = True
-                    self._emit(sequence, 1)
+                    if id(sequence) not in chunks:
+                        continue
+                    sequence.prompt_done += chunks[id(sequence)]
+                    if sequence.prompt_done >= sequence.prompt_len:
+                        sequence.prefilled = True
+                        sequence.first_token_at = self.now
+                        self._emit(sequence, 1)
                     continue
                 accepted = 0
                 if drafting[id(sequence)]:
@@ -287,6 +382,8 @@ class _Engine:
         self.metrics.generated(count)
         sequence.outbox.put_nowait(ids)
         if sequence.remaining <= 0:
+            sequence.finished_at = self.now
+            self.metrics.finished(sequence)
             sequence.outbox.put_nowait(None)
             self.abort(sequence)
 
@@ -490,6 +587,10 @@ def create_app(config: FakeServerConfig) -> web.Application:
         await response.write_eof()
         return response
 
+    async def version(request: web.Request) -> web.Response:
+        return web.json_response({"version": config.version})
+
+    app.router.add_get("/version", version)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/metrics", metrics_endpoint)
     app.router.add_post("/v1/completions", completions)

@@ -1,0 +1,209 @@
+"""Fit a server's step costs to its own measurements, and hold one level out to say how well.
+
+The forward model is the simulator itself: each measured level (a closed loop of ``c`` requests
+in flight at fixed lengths, with the acceptance the server's counters measured) is simulated
+with trial terms, and the terms are moved until the simulated mean TPOT, output throughput and
+TTFT match the server's (:func:`fit_terms`: bounded least squares on log ratios, SciPy's
+``least_squares``).  The free terms are those of a fitted profile
+(:data:`simulator.profiles.fitted.TERMS`): the engine's CPU time per step and the scales of the
+GEMM, attention, all-reduce and drafter terms; a term the levels cannot tell (the all-reduce at
+TP 1, the drafter without speculation, the CPU time hidden under async scheduling) is left at
+its start and said to be unplaced.
+
+:func:`fit_with_holdout` fits on every level but the held-out ones, then predicts those: the
+printed error is what the fit gets wrong where it did not look, the answer's error bar.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Optional, Sequence
+
+import numpy as np
+
+from simulator.profiles.fitted import TERMS
+from simulator.profiles.step_scales import StepScales
+from simulator.util.errors import ConfigError
+
+# residual weights: TPOT and throughput are the answers; TTFT (one prefill per request) mostly
+# tells the GEMM scale at large token counts apart from the decode terms
+WEIGHTS = {"tpot": 1.0, "throughput": 1.0, "ttft": 0.5}
+# A weak pull of each free term toward its start (the built-in profile's value): where the levels
+# cannot tell two terms apart, the fit keeps the built-in split instead of wandering along the
+# valley; against a residual of a percent it moves a well-measured term by well under one
+PRIOR_WEIGHT = {"cpu_ms": 0.005, "scale": 0.01}  # per ms of CPU time, per unit of log scale
+UNPLACED_SENSITIVITY = 0.002  # a term whose doubling moves no residual by 0.2% cannot be told
+POOR_FIT_PCT = 5.0  # a level this far off (fitted or held out) is reported
+CPU_MS_BOUNDS = (0.0, 50.0)
+SCALE_BOUNDS = (0.05, 20.0)
+
+
+@dataclass(frozen=True)
+class Level:
+    """One measured level: what ran and what the server's histograms said."""
+
+    concurrency: int
+    requests: int
+    prompt_tokens: int
+    output_tokens: int
+    tpot_ms: float
+    ttft_ms: float
+    throughput_tok_s: float  # concurrency x mean output tokens / mean end-to-end latency
+    acceptance_per_position: tuple = ()  # conditional rates the counters measured; () without speculation
+    # the client's closed loop as it ran (simulator.runs.config.ClosedLoopWorkload): when the first
+    # wave was sent, and how long after a completion its replacement was sent
+    first_arrivals_s: tuple = ()
+    turnaround_s: float = 0.0
+
+    def measured(self) -> dict:
+        return {"tpot": self.tpot_ms, "throughput": self.throughput_tok_s, "ttft": self.ttft_ms}
+
+
+@dataclass(frozen=True)
+class FitResult:
+    terms: dict  # name -> fitted value
+    uncertainty: dict  # name -> one standard error (None: not placed)
+    placed: dict  # name -> bool
+    notes: dict  # name -> why a term is not placed
+    fitted: tuple  # (level, simulated dict) per fitted level
+    held_out: tuple = ()  # (level, simulated dict) per held-out level
+    warnings: tuple = ()
+    evaluations: int = 0
+
+    @property
+    def held_out_error_pct(self) -> Optional[float]:
+        errors = [abs(error_pct(sim[m], level.measured()[m])) for level, sim in self.held_out for m in ("tpot", "throughput")]
+        return max(errors) if errors else None
+
+
+def error_pct(simulated: float, measured: float) -> float:
+    return 100.0 * (simulated / measured - 1.0)
+
+
+def simulate_level(deployment: dict, level: Level, terms: dict) -> dict:
+    """``level`` simulated for ``deployment`` (RunConfig.from_deployment's fields, no workload) with
+    the trial ``terms``: its mean TPOT and TTFT (ms) and its output throughput, defined as the
+    measurement is (concurrency x mean output / mean end-to-end)."""
+    from simulator.engine.resolve import resolve_run
+    from simulator.engine.simulation import simulate
+    from simulator.runs.config import ClosedLoopWorkload, RunConfig
+
+    n = level.requests
+    fields_ = dict(deployment)
+    if level.acceptance_per_position:
+        fields_["acceptance_per_position"] = tuple(level.acceptance_per_position)
+    config = RunConfig.from_deployment(
+        **fields_,
+        workload=ClosedLoopWorkload(level.concurrency, (level.prompt_tokens,) * n, (level.output_tokens,) * n, tuple(level.first_arrivals_s), level.turnaround_s),
+        engine_overhead_ms=float(terms["cpu_ms"]),
+        step_scales=StepScales(**{name: float(terms[name]) for name in TERMS if name != "cpu_ms"}),
+    )
+    summary = simulate(resolve_run(config)).summary
+    return {
+        "tpot": 1e3 * summary["tpot_mean_s"],
+        "ttft": 1e3 * summary["ttft_mean_s"],
+        "throughput": level.concurrency * summary["total_output_tokens"] / summary["num_requests"] / summary["e2e_mean_s"],
+    }
+
+
+def free_terms(deployment: dict, levels: Sequence[Level], fixed: dict) -> tuple[list[str], dict]:
+    """The terms these levels can place, and why each other one is not free."""
+    notes = {}
+    speculative = any(level.acceptance_per_position for level in levels)
+    if int(deployment.get("tensor_parallel_size", 1)) == 1:
+        notes["all_reduce"] = "TP 1: no all-reduce to measure"
+    if not speculative:
+        notes["drafter"] = "no speculative level: measure a speculative server to place it"
+    for name in fixed:
+        notes.setdefault(name, "held at the base profile's fit (--engine-profile)")
+    return [name for name in TERMS if name not in notes], notes
+
+
+def fit_terms(deployment: dict, levels: Sequence[Level], start: dict, fixed: Optional[dict] = None) -> FitResult:
+    """Bounded least squares of the free terms on ``levels`` (log ratios, weighted by :data:`WEIGHTS`)."""
+    from scipy.optimize import least_squares
+
+    fixed = dict(fixed or {})
+    names, notes = free_terms(deployment, levels, fixed)
+    if not names:
+        raise ConfigError("nothing to fit: every term is fixed or cannot be measured by these levels")
+    base = {**start, **fixed}
+    metrics = tuple(WEIGHTS)
+    evaluations = [0]
+
+    def terms_of(x: np.ndarray) -> dict:
+        terms = dict(base)
+        for name, value in zip(names, x):
+            terms[name] = float(value) if name == "cpu_ms" else float(math.exp(value))
+        return terms
+
+    def residuals(x: np.ndarray) -> np.ndarray:
+        evaluations[0] += 1
+        terms = terms_of(x)
+        out = []
+        for level in levels:
+            sim, meas = simulate_level(deployment, level, terms), level.measured()
+            out += [WEIGHTS[m] * math.log(sim[m] / meas[m]) for m in metrics]
+        for name, value in zip(names, x):
+            out.append(PRIOR_WEIGHT["cpu_ms"] * (value - x0_of[name]) if name == "cpu_ms" else PRIOR_WEIGHT["scale"] * (value - x0_of[name]))
+        return np.array(out)
+
+    x0 = np.array([base[n] if n == "cpu_ms" else math.log(base[n]) for n in names])
+    low = np.array([CPU_MS_BOUNDS[0] if n == "cpu_ms" else math.log(SCALE_BOUNDS[0]) for n in names])
+    high = np.array([CPU_MS_BOUNDS[1] if n == "cpu_ms" else math.log(SCALE_BOUNDS[1]) for n in names])
+    x0 = np.clip(x0, low + 1e-9, high - 1e-9)
+    x0_of = dict(zip(names, x0))
+    solution = least_squares(residuals, x0, bounds=(low, high), diff_step=1e-2, x_scale=np.where(np.array(names) == "cpu_ms", 1.0, 0.3), xtol=1e-6, ftol=1e-8, max_nfev=200)
+    terms = terms_of(solution.x)
+    jac = solution.jac[: len(levels) * len(metrics)]  # the data's rows, not the prior's
+    m, n = jac.shape
+    dof = max(1, m - n)
+    data = solution.fun[: m]
+    s2 = max(float(data @ data) / dof, 1e-6)
+    covariance = np.linalg.pinv(jac.T @ jac) * s2
+    uncertainty, placed = {}, {}
+    for i, name in enumerate(names):
+        # a term's sensitivity: the largest residual change from doubling it (or +1 ms of CPU)
+        sensitivity = float(np.max(np.abs(jac[:, i]))) * (1.0 if name == "cpu_ms" else math.log(2))
+        sigma = math.sqrt(max(covariance[i, i], 0.0))
+        if sensitivity < UNPLACED_SENSITIVITY or (name != "cpu_ms" and sigma > 1.0):
+            placed[name], uncertainty[name] = False, None
+            terms[name] = base[name]
+            notes[name] = (
+                "the levels do not move with it (hidden: async scheduling overlaps the CPU with the GPU)" if name == "cpu_ms"
+                else "the levels cannot tell it from the other terms; add a level where it matters"
+            )
+        else:
+            placed[name] = True
+            uncertainty[name] = sigma if name == "cpu_ms" else terms[name] * sigma  # a log-space sigma is relative
+    for name in TERMS:
+        placed.setdefault(name, False)
+        uncertainty.setdefault(name, None)
+    fitted = tuple((level, simulate_level(deployment, level, terms)) for level in levels)
+    warnings = tuple(
+        f"the fit misses {level.concurrency} in flight by {error_pct(sim[m], level.measured()[m]):+.1f}% in {m}"
+        for level, sim in fitted for m in ("tpot", "throughput") if abs(error_pct(sim[m], level.measured()[m])) > POOR_FIT_PCT
+    )
+    return FitResult(terms, uncertainty, placed, notes, fitted, (), warnings, evaluations[0] + len(levels))
+
+
+def fit_with_holdout(deployment: dict, levels: Sequence[Level], held_out: Sequence[int], start: dict, fixed: Optional[dict] = None) -> FitResult:
+    """Fit on the levels not in ``held_out`` (concurrencies), then predict the held-out ones."""
+    train = [level for level in levels if level.concurrency not in held_out]
+    test = [level for level in levels if level.concurrency in held_out]
+    if len(train) < 2:
+        raise ConfigError(f"a fit needs at least two measured levels besides the held-out ones; got {[l.concurrency for l in train]}")
+    result = fit_terms(deployment, train, start, fixed)
+    predicted = tuple((level, simulate_level(deployment, level, result.terms)) for level in test)
+    warnings = list(result.warnings)
+    for level, sim in predicted:
+        for m in ("tpot", "throughput"):
+            error = error_pct(sim[m], level.measured()[m])
+            if abs(error) > POOR_FIT_PCT:
+                warnings.append(
+                    f"held out, {level.concurrency} in flight is predicted {error:+.1f}% off in {m}: the server's step time changes between the "
+                    "fitted levels and this one in a way the model's terms cannot follow (a CUDA-graph capture size, a kernel switch); "
+                    "measure a level near it and fit again"
+                )
+    return FitResult(result.terms, result.uncertainty, result.placed, result.notes, result.fitted, predicted, tuple(warnings), result.evaluations + len(test))

@@ -1,0 +1,261 @@
+"""Fitting a server's step costs (python -m simulator.validation fit) and answering from the fit.
+
+The fake server's step law is built from the package's own step model at known terms
+(:class:`simulator.engine.step_price.StepPricer`), a law the model can express: the fit must find
+terms that predict the levels it did not see.  A law with a jump the model cannot express must
+be reported at the level where it fails.  The fake times its steps on a virtual clock, so the
+server-side histograms the fit reads are the law's exactly.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from fake_vllm import FakeServer, FakeServerConfig
+from simulator.profiles.fitted import TERMS, FittedProfile, FittedTerm, profile_text, read_fitted_profile
+from simulator.profiles.step_scales import StepScales
+from simulator.util.errors import ConfigError
+from simulator.validation.fit_measure import FitPlan, client_loop
+from simulator.validation.server_times import parse_server_times
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+SYNC = "vllm-0.10.1"  # synchronous scheduling: the CPU time per step shows in every step
+
+
+def _profile(**changes) -> FittedProfile:
+    terms = {name: FittedTerm(1.0 if name != "cpu_ms" else 1.5, 0.1, True, "") for name in TERMS}
+    fields = dict(engine=SYNC, vllm_version="0.10.1", model=MODEL, device="h100", tensor_parallel_size=1, terms=terms,
+                  held_out_error_pct=2.5, plan={"levels": [1, 4, 16], "held_out": [16]}, measured_on="2026-12-03")
+    fields.update(changes)
+    return FittedProfile(**fields)
+
+
+# --- files and inputs (no simulation) ---------------------------------------------------------
+
+def test_a_fitted_profile_reads_back_what_was_written(tmp_path):
+    profile = _profile(terms={**_profile().terms, "attention": FittedTerm(1.0, None, False, "cannot tell")})
+    path = tmp_path / "p.toml"
+    path.write_text(profile_text(profile))
+    again = read_fitted_profile(path)
+    assert again == profile
+    assert again.scales == StepScales() and again.engine_overhead_ms == 1.5
+
+
+@pytest.mark.parametrize("edit, named", [
+    (lambda t: t.replace("[terms.gemm]\nvalue = 1.0", "[terms.gemm]\nvalue = 0.0"), "[terms.gemm]"),
+    (lambda t: t.replace('device = "h100"\n', ""), "missing device"),
+    (lambda t: t.replace("format = 1", "format = 7"), "format = 7"),
+    (lambda t: t + "\n[[", "not valid TOML"),
+])
+def test_a_bad_fitted_profile_is_refused_naming_the_key(tmp_path, edit, named):
+    path = tmp_path / "p.toml"
+    path.write_text(edit(profile_text(_profile())))
+    with pytest.raises(ConfigError, match="--engine-profile") as err:
+        read_fitted_profile(path)
+    assert named in str(err.value)
+
+
+def test_a_fitted_profile_refuses_another_deployment():
+    profile = _profile()
+    profile.check_run(MODEL, "H100", 1, "x")  # the device in any case
+    for model, device, tp, named in ((MODEL, "a100", 1, "device"), ("meta-llama/Llama-2-7b-hf", "h100", 1, "model"), (MODEL, "h100", 2, "tensor_parallel_size")):
+        with pytest.raises(ConfigError, match=f"asks {named}"):
+            profile.check_run(model, device, tp, "--engine-profile p.toml")
+
+
+def test_server_times_name_the_missing_histogram_and_the_vllm_that_exports_it():
+    text = "# TYPE vllm:e2e_request_latency_seconds histogram\nvllm:e2e_request_latency_seconds_sum 1.0\nvllm:e2e_request_latency_seconds_count 2.0\n"
+    with pytest.raises(ConfigError, match="vllm:request_decode_time_seconds.*vLLM's V1 engine"):
+        parse_server_times(text, "http://x/metrics")
+
+
+@pytest.mark.parametrize("levels, held_out, match", [
+    ((1, 8), (8,), "at least three levels"),
+    ((1, 8, 32), (64,), "not among --levels"),
+    ((1, 8, 32), (8, 32), "fewer than two levels to fit"),
+    ((1, 1, 8), (8,), "distinct"),
+])
+def test_a_plan_with_too_few_levels_is_refused(levels, held_out, match):
+    with pytest.raises(ConfigError, match=match):
+        FitPlan(levels=levels, held_out=held_out)
+
+
+def test_the_client_loop_is_read_from_the_records():
+    # two slots: requests 0 and 1 sent at 0 and 2 ms; last tokens at 100, 201, 202 and 305 ms: the first
+    # replacement (101 ms) follows the first of them by 1 ms, the second (205 ms) the second (201 ms) by 4 ms
+    records = [
+        {"send_s": 0.000, "e2e_s": 0.100, "ttft_s": 0.010},
+        {"send_s": 0.002, "e2e_s": 0.200, "ttft_s": 0.010},
+        {"send_s": 0.101, "e2e_s": 0.100, "ttft_s": 0.010},
+        {"send_s": 0.205, "e2e_s": 0.100, "ttft_s": 0.010},
+    ]
+    first, turnaround = client_loop(records, 2, server_ttft_s=0.008)
+    assert first == (0.0, 0.002)
+    assert turnaround == pytest.approx(0.0025 + 0.002)  # the median gap plus the wire (client TTFT - server TTFT)
+
+
+# --- the fit against simulated measurements (each term alone) ---------------------------------
+
+def _levels_from(deployment, terms, concurrencies=(1, 4, 16, 64), prompt=512, output=64):
+    from simulator.validation.fit import Level, simulate_level
+
+    out = []
+    for c in concurrencies:
+        proto = Level(c, max(8, 2 * c), prompt, output, 1.0, 1.0, 1.0)
+        sim = simulate_level(deployment, proto, terms)
+        out.append(Level(c, proto.requests, prompt, output, sim["tpot"], sim["ttft"], sim["throughput"]))
+    return out
+
+
+START = {"cpu_ms": 1.2, "gemm": 1.0, "attention": 1.0, "all_reduce": 1.0, "drafter": 1.0}
+
+
+@pytest.mark.simulation
+@pytest.mark.parametrize("term, value", [("cpu_ms", 3.0), ("gemm", 1.3)])
+def test_each_term_is_recovered_from_a_law_with_that_term_alone_changed(term, value):
+    from simulator.validation.fit import fit_with_holdout
+
+    deployment = dict(model=MODEL, device="h100", engine=SYNC)
+    truth = {**START, term: value}
+    result = fit_with_holdout(deployment, _levels_from(deployment, truth), [64], START)
+    assert result.placed[term]
+    assert result.terms[term] == pytest.approx(value, rel=0.03)
+    assert result.held_out_error_pct < 1.0
+    assert not result.placed["all_reduce"] and "TP 1" in result.notes["all_reduce"]
+    assert not result.placed["drafter"]
+
+
+@pytest.mark.simulation
+def test_a_cpu_time_hidden_under_async_scheduling_is_not_placed():
+    from simulator.validation.fit import fit_with_holdout
+
+    deployment = dict(model=MODEL, device="h100", engine="vllm-0.30.0")
+    result = fit_with_holdout(deployment, _levels_from(deployment, {**START, "gemm": 1.2}), [64], START)
+    assert not result.placed["cpu_ms"] and "async" in result.notes["cpu_ms"]
+    assert result.terms["gemm"] == pytest.approx(1.2, rel=0.03)
+
+
+# --- against the fake server --------------------------------------------------------------------
+
+def _law(engine: str, jump_above: int = 0, jump_s: float = 0.0, **terms):
+    """The fake's step law: the package's step model at ``terms``, plus a jump the model cannot
+    express (``jump_s`` more per step once a step holds more than ``jump_above`` decode rows)."""
+    from simulator.engine.step_price import StepPricer
+    from simulator.runs.config import ClosedLoopWorkload, RunConfig
+
+    cpu = terms.pop("cpu_ms", 1.2)
+    pricer = StepPricer(RunConfig.from_deployment(workload=ClosedLoopWorkload(1, (512,), (64,)), model=MODEL, device="h100", engine=engine,
+                                                  engine_overhead_ms=cpu, step_scales=StepScales(**terms)))
+
+    def law(prefill_rows, decode_rows):
+        return pricer.seconds(prefill_rows, decode_rows) + (jump_s if jump_above and len(decode_rows) > jump_above else 0.0)
+
+    return law
+
+
+def _fit(server_url, tmp_path, levels="1,4,16,64", extra=()):
+    from simulator.validation.cli import main
+
+    out = tmp_path / "fitted.toml"
+    code = main(["fit", "--base-url", server_url, "--device", "h100", "--levels", levels, "--random-output-len", "64", "--waves", "2", "--out", str(out), *extra])
+    return code, out
+
+
+@pytest.mark.simulation
+def test_the_fit_predicts_the_held_out_level_four_times_the_largest(tmp_path, capsys):
+    from simulator.validation.fit import error_pct, simulate_level
+    from simulator.validation.fit_measure import measure_level
+
+    law = _law(SYNC, cpu_ms=2.5, gemm=1.3, attention=0.8)
+    config = FakeServerConfig(model=MODEL, num_speculative_tokens=0, max_batch=1024, num_gpu_blocks=20000, step_law=law, version="0.10.1")
+    with FakeServer(config) as server:
+        code, out = _fit(server.url, tmp_path)
+        printed = capsys.readouterr()
+        assert code == 0, printed.err
+        profile = read_fitted_profile(out)
+        # the held-out level, measured again and simulated with the written profile: within 5%
+        plan = FitPlan(levels=(1, 4, 16, 64), held_out=(64,), output_len=64, waves=2)
+        level, _ = measure_level(server.url, MODEL, 64, plan, tmp_path / "again", None)
+    terms = {name: profile.terms[name].value for name in TERMS}
+    deployment = dict(model=MODEL, device="h100", engine=SYNC, batch_size_cap=1024, chunk_size=8192)
+    sim = simulate_level(deployment, level, terms)
+    for metric in ("tpot", "throughput"):
+        assert abs(error_pct(sim[metric], level.measured()[metric])) < 5.0, (metric, sim, level)
+    assert profile.held_out_error_pct < 5.0
+    assert f"predicts 64 in flight within {profile.held_out_error_pct:.1f}%" in printed.out
+    assert profile.plan["levels"] == [1, 4, 16, 64] and profile.vllm_version == "0.10.1" and profile.engine == SYNC
+    assert profile.terms["cpu_ms"].placed and profile.terms["gemm"].placed
+
+
+@pytest.mark.simulation
+def test_a_jump_the_model_cannot_express_is_reported_at_its_level(tmp_path, capsys):
+    law = _law(SYNC, jump_above=16, jump_s=0.004, cpu_ms=2.0)
+    config = FakeServerConfig(model=MODEL, num_speculative_tokens=0, max_batch=1024, num_gpu_blocks=20000, step_law=law, version="0.10.1")
+    with FakeServer(config) as server:
+        code, out = _fit(server.url, tmp_path)
+    err = capsys.readouterr().err
+    assert code == 0 and out.exists()
+    assert "warning: held out, 64 in flight is predicted" in err and "in tpot" in err
+    assert read_fitted_profile(out).held_out_error_pct > 5.0
+
+
+def test_a_server_without_the_request_histograms_is_refused_with_nothing_written(tmp_path, capsys):
+    config = FakeServerConfig(model=MODEL, num_speculative_tokens=0, metrics_missing=("vllm:request_decode_time_seconds",), version="0.10.1")
+    with FakeServer(config) as server:
+        code, out = _fit(server.url, tmp_path, levels="1,2,4")
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists()
+    assert err.count("\n") == 1 and "vllm:request_decode_time_seconds" in err and "vLLM's V1 engine" in err
+
+
+def test_a_base_profile_of_another_deployment_is_refused(tmp_path, capsys):
+    base = tmp_path / "base.toml"
+    base.write_text(profile_text(_profile(device="a100")))
+    with FakeServer(FakeServerConfig(model=MODEL, num_speculative_tokens=0, version="0.10.1")) as server:
+        code, out = _fit(server.url, tmp_path, levels="1,2,4", extra=("--engine-profile", str(base)))
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists() and "fitted on" in err and "device" in err
+
+
+def test_levels_above_the_servers_max_num_seqs_are_refused(tmp_path, capsys):
+    with FakeServer(FakeServerConfig(model=MODEL, num_speculative_tokens=0, version="0.10.1")) as server:
+        code, out = _fit(server.url, tmp_path, levels="1,8,64", extra=("--max-num-seqs", "32"))
+    assert code == 2 and not out.exists() and "--max-num-seqs 32" in capsys.readouterr().err
+
+
+# --- answers from a fitted profile ---------------------------------------------------------------
+
+@pytest.mark.simulation
+def test_python_m_simulator_answers_with_the_fitted_terms(tmp_path, capsys):
+    from simulator.cli.simulate import main
+    from simulator.runs.config import ClosedLoopWorkload, RunConfig
+    from simulator import run
+
+    terms = {**_profile().terms, "gemm": FittedTerm(1.4, 0.05, True, ""), "cpu_ms": FittedTerm(2.0, 0.1, True, "")}
+    path = tmp_path / "p.toml"
+    path.write_text(profile_text(_profile(terms=terms)))
+    assert main(["--engine-profile", str(path), "--model", MODEL, "--device", "h100", "--max-concurrency", "4", "--num-prompts", "8",
+                 "--prompt-tokens", "256", "--output-tokens", "32", "--json", str(tmp_path / "o.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "fitted to vLLM 0.10.1 on h100" in printed and "vLLM 0.10.1, engine profile vllm-0.10.1" in printed
+    import json
+
+    answered = json.loads((tmp_path / "o.json").read_text())["summary"]["tpot_mean_s"]
+    expected = run(RunConfig.from_deployment(workload=ClosedLoopWorkload(4, (256,) * 8, (32,) * 8), model=MODEL, device="h100", engine=SYNC,
+                                             engine_overhead_ms=2.0, step_scales=StepScales(gemm=1.4), batch_size_cap=1024, chunk_size=8192)).summary["tpot_mean_s"]
+    assert answered == pytest.approx(expected, rel=1e-9)
+    assert main(["--engine-profile", str(path), "--model", MODEL, "--device", "a100"]) == 2
+    assert main(["--engine-profile", str(path), "--model", MODEL, "--device", "h100", "--vllm-version", "0.30.0"]) == 2
+
+
+def test_scales_refuse_bad_values_and_a_profile_directory(tmp_path):
+    with pytest.raises(ValueError, match="gemm"):
+        StepScales(gemm=0.0)
+    with pytest.raises(ValueError, match="attention"):
+        StepScales(attention=math.nan)
+    from simulator.runs.config import RunConfig
+
+    with pytest.raises(ConfigError, match="profile directory"):
+        RunConfig.from_deployment(step_scales=StepScales(), profile_dir=str(tmp_path))
