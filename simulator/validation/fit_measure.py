@@ -112,7 +112,7 @@ def measure_level(root: str, api_model: str, concurrency: int, plan: FitPlan, wo
             f"{concurrency} in flight: the server finished {times.requests:.0f} requests between the scrapes, the fit sent {n}; "
             "another client shares the server (or it restarted): fit on a server nobody else uses"
         )
-    first, turnaround = client_loop(list(records.values()), concurrency, times.mean_ttft_s)
+    first, turnaround = client_loop(list(records.values()), concurrency)
     counts = delta(parse_metrics(before_text, source), parse_metrics(after_text, source), source)
     acceptance = acceptance_from_counters(counts, expected_k, source)
     return (
@@ -127,12 +127,13 @@ def measure_level(root: str, api_model: str, concurrency: int, plan: FitPlan, wo
     )
 
 
-def client_loop(records: list[dict], concurrency: int, server_ttft_s: float) -> tuple[tuple[float, ...], float]:
+def client_loop(records: list[dict], concurrency: int) -> tuple[tuple[float, ...], float]:
     """The closed loop as the client ran it, from the replay's records: the first wave's send
-    times (from the first send) and how long after a completion at the server its replacement
-    reaches the server.  A replacement is sent when a slot frees, so the j-th send after the first
-    wave follows the j-th last token the client received; the trip to the server and the last
-    token's trip back are the client's mean TTFT less the server's."""
+    times (from the first send) and the median time from a last token received to the next send
+    (a replacement is sent when a slot frees, so the j-th send after the first wave follows the
+    j-th last token).  The wire both ways is not added: a client that lags behind a busy server
+    (its event loop backlogged) inflates any estimate of it from the client's TTFT, and a loop
+    simulated with it runs fewer requests in flight than the server saw."""
     import statistics
 
     sends = sorted(float(r["send_s"]) for r in records)
@@ -140,5 +141,4 @@ def client_loop(records: list[dict], concurrency: int, server_ttft_s: float) -> 
     first = tuple(round(t - start, 6) for t in sends[:concurrency])
     last_tokens = sorted(float(r["send_s"]) + float(r["e2e_s"]) for r in records)
     gaps = [max(0.0, send - finish) for send, finish in zip(sends[concurrency:], last_tokens)]
-    wire = max(0.0, statistics.fmean(float(r["ttft_s"]) for r in records) - server_ttft_s)
-    return first, round(statistics.median(gaps) + wire, 6) if gaps else 0.0
+    return first, round(statistics.median(gaps), 6) if gaps else 0.0

@@ -104,6 +104,9 @@ class FakeServerConfig:
     # tokens before the step)]) -> seconds.  None: step_base_s + step_per_token_s * tokens.
     step_law: Optional[Callable] = field(default=None, compare=False)
     version: str = "0.30.0"  # what GET /version answers, as vLLM's API server does
+    # real seconds per virtual second: above 1 the engine runs slower than its law says (the
+    # histograms still read the law), so a client in the same busy process keeps up with it
+    real_time_factor: float = 1.0
 
     def step_seconds(self, prefill_rows: list, decode_rows: list) -> float:
         if self.step_law is not None:
@@ -120,6 +123,7 @@ class FakeServerConfig:
         need(0 <= self.acceptance_rate <= 1, "acceptance_rate", "must be in [0, 1]")
         need(0 <= self.proposal_probability <= 1, "proposal_probability", "must be in [0, 1]")
         need(self.engine in ENGINES, "engine", f"must be one of {ENGINES}")
+        need(math.isfinite(self.real_time_factor) and self.real_time_factor > 0, "real_time_factor", "must be a finite number > 0")
         for name in ("step_base_s", "step_per_token_s", "stall_s"):
             need(math.isfinite(getattr(self, name)) and getattr(self, name) >= 0, name, "must be a finite number >= 0")
         for name in ("max_batch", "max_num_batched_tokens", "num_gpu_blocks", "block_size", "max_model_len"):
@@ -296,7 +300,7 @@ class _Engine:
         if self._step_started is None:
             return self.now
         start_virtual, start_real = self._step_started
-        return min(self.now, start_virtual + time.perf_counter() - start_real)
+        return min(self.now, start_virtual + (time.perf_counter() - start_real) / self.config.real_time_factor)
 
     def submit(self, sequence: _Sequence) -> None:
         sequence.arrived_at = self.virtual_now()
@@ -332,7 +336,7 @@ class _Engine:
             if not self.running:
                 self.wakeup.clear()
                 await self.wakeup.wait()
-                idle_end = max(self.now, time.perf_counter() - self._t0)
+                idle_end = max(self.now, (time.perf_counter() - self._t0) / self.config.real_time_factor)
                 for sequence in self.waiting:  # they arrived while the engine idled
                     sequence.arrived_at = idle_end
                 self.now = idle_end
@@ -354,7 +358,7 @@ class _Engine:
             self._step_started = (self.now, time.perf_counter())
             self.now += seconds
             self.metrics.iteration(tokens)
-            await asyncio.sleep(seconds)
+            await asyncio.sleep(seconds * self.config.real_time_factor)
             self._step_started = None
             for sequence in batch:
                 if sequence not in self.running:  # aborted while the step ran
