@@ -61,7 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--engine-profile", metavar="FILE", help="a profile fitted to your own server (python -m simulator.validation fit): its vLLM version, CPU time "
                    "per step and kernel scales replace the built-in profile's, and its held-out error is the answer's error bar; --model, --device "
                    "and --tensor-parallel-size must be the deployment it measured")
-    s.add_argument("--vllm-version", metavar="X.Y.Z", default=None,
+    s.add_argument("--vllm-version", metavar="X.Y.Z", default=vllm_serve.default_version(),
                    help=f"the vLLM release you run (from {vllm_serve.OLDEST_VERSION}): its scheduler defaults, its engine profile, and whether "
                    f"the recommendation can be a k schedule (vLLM {vllm_serve.DYNAMIC_SD_VERSION} or later) or the best fixed k")
     s.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs the target is sharded over")
@@ -232,7 +232,7 @@ def _check_system(args) -> str:
         args.fitted = read_fitted_profile(args.engine_profile)
         args.fitted.check_run(args.model, args.device, args.tensor_parallel_size, f"--engine-profile {args.engine_profile}")
         fitted_version = get_engine(args.fitted.engine).version
-        if args.vllm_version is not None and vllm_serve.parse_version(args.vllm_version) != fitted_version:
+        if vllm_serve.parse_version(args.vllm_version) not in (fitted_version, vllm_serve.default_version()):  # the default yields to the fit
             raise ConfigError(f"--vllm-version {args.vllm_version}: --engine-profile {args.engine_profile} was fitted to vLLM {args.fitted.vllm_version} (engine profile {args.fitted.engine}); drop one")
         args.vllm_version = fitted_version
     version = vllm_serve.parse_version(args.vllm_version or vllm_serve.default_version())

@@ -180,8 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--vllm-version",
         metavar="X.Y.Z",
         default=None,
-        help=f"the vLLM release the server runs (from {vllm_serve.OLDEST_VERSION}; default {vllm_serve.default_version()}, or --engine-profile's): "
-        "its scheduler defaults and its engine profile (CUDA graphs, async scheduling; simulator/profiles/engines.toml: the newest at or below it)",
+        help=f"the vLLM release the server runs (from {vllm_serve.OLDEST_VERSION}; with --engine-profile, the one it fitted): "
+        "its scheduler defaults and its engine profile (CUDA graphs, async scheduling; simulator/profiles/engines.toml: the newest at or below it) "
+        f"(default: {vllm_serve.default_version()})",
     )
     m.add_argument(
         "--engine-profile",
