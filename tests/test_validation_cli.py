@@ -26,7 +26,7 @@ def run_without_extra(*args, cwd):
 
 def test_the_steps_and_no_fake_server_in_the_package():
     steps = build_parser()._subparsers._group_actions[0].choices
-    assert list(steps) == ["generate", "replay", "calibrate", "simulate", "compare", "bench"]
+    assert list(steps) == ["generate", "replay", "calibrate", "simulate", "compare", "bench", "fit"]
     with pytest.raises(ModuleNotFoundError):
         __import__("simulator.validation.fake_server")
 
