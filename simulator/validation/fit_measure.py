@@ -121,6 +121,7 @@ def measure_level(root: str, api_model: str, concurrency: int, plan: FitPlan, wo
             tpot_ms=1e3 * times.mean_tpot_s, ttft_ms=1e3 * times.mean_ttft_s,
             throughput_tok_s=concurrency * (times.generated / times.requests) / times.mean_e2e_s,
             acceptance_per_position=tuple(acceptance.acceptance_per_position),
+            acceptance_length=acceptance.mean_acceptance_length,
             first_arrivals_s=first, turnaround_s=turnaround,
         ),
         seconds,
