@@ -477,8 +477,10 @@ def verdict_lines(spec, entry: dict, version: Optional[str]) -> list[str]:
     from simulator.sweep import error_bar
 
     bars = [c["error_bar"] for c in closed if c.get("error_bar")]
+    # what the bar is made of, in the sentences that use it
+    source = "the fitted profile's held-out error" if spec.fit_error_pct is not None else "the check rows' largest error"
     if spec.fit_error_pct is not None:  # a fitted profile: its own held-out error is the bar
-        error = f"error ±{spec.fit_error_pct:.1f}% (the fitted profile's held-out error)"
+        error = f"error ±{spec.fit_error_pct:.1f}% ({source})"
     else:
         error = f"error {error_bar.summary(bars)}" if bars else "no check rows of this regime: the error is not known"
     if speculating and figures:
@@ -491,8 +493,8 @@ def verdict_lines(spec, entry: dict, version: Optional[str]) -> list[str]:
         head = f"Yes: {what}, {fallback['geomean_tpot_speedup']:.2f}× on average over the concurrencies simulated; {error}."
     elif closed and not dynamic and any(c.get("guarded_best_k") for c in closed):
         safe = [c for c in closed if c.get("guarded_best_k")]
-        head = (f"No fixed k stays at or above 1× at every concurrency from {closed[0]['x']:g} to {closed[-1]['x']:g} in flight once the check "
-                f"rows' error is taken off its band, so vLLM {version} (no k schedule) should run without speculation; if your load stays "
+        head = (f"No fixed k stays at or above 1× at every concurrency from {closed[0]['x']:g} to {closed[-1]['x']:g} in flight once "
+                f"{source} is taken off its band, so vLLM {version} (no k schedule) should run without speculation; if your load stays "
                 f"where a k pays ({', '.join('k = %d at %g' % (c['guarded_best_k'], c['x']) for c in safe)} in flight), that k pays there; {error}.")
     else:
         head = f"No: do not speculate at {closed[0]['x']:g}–{closed[-1]['x']:g} in flight ({what}); {error}." if closed else "No: nothing simulated."
@@ -500,7 +502,7 @@ def verdict_lines(spec, entry: dict, version: Optional[str]) -> list[str]:
     switched = [c for c in closed if c.get("guarded_best_k") == 0 and c["best_fixed_k"] > 0]
     if switched:
         parts = [f"{c['x']:g} in flight (k = {c['best_fixed_k']}: {c['best_fixed_tpot_speedup']:.2f}× simulated)" for c in switched]
-        why = ("their band divided by (1 + the check rows' largest error) falls below 1×" if any(c.get("error_bar") for c in switched)
+        why = (f"their band divided by (1 + {source}) falls below 1×" if any(c.get("error_bar") for c in switched)
                else "their band (the verify-cost bounds) reaches below 1×")
         lines.append("Off where it may lose: " + ", ".join(parts) + f" pay in simulation, but {why} (rule: simulator/sweep/error_bar.py).")
     idle = [c for c in closed if dynamic and c.get("guarded_best_k") == 0 and c["schedule_tpot_speedup"] < 1 and any(k for _, _, k in entry["num_speculative_tokens_per_batch_size"])]

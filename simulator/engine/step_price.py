@@ -5,7 +5,7 @@ server's measurements (:mod:`simulator.validation.fit`) and its tests need the s
 step they describe themselves: so many prompt chunks and so many decode rows of so many queries
 over so many cached tokens.  :class:`StepPricer` builds that step as the scheduler would (a
 :class:`~simulator.engine.batch.SpeculativeBatch` of Vidur requests) and asks the run's own
-predictor and proposer, so its price is the simulation's, term by term.
+predictor and proposer, so its price is the simulation's.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Sequence
 
 from simulator.engine.batch import SpeculativeBatch
-from simulator.profiles.step_scales import term_ms
 from simulator.runs.config import RunConfig
 from simulator.speculative.step import StepPlan
 from simulator.vidur.entities import Request
@@ -54,11 +53,3 @@ class StepPricer:
     def seconds(self, prefill_rows: Sequence[tuple[int, int]], decode_rows: Sequence[tuple[int, int]]) -> float:
         """The step's whole time, as the simulation's predictor gives it."""
         return self._predictor.get_execution_time(self.batch(prefill_rows, decode_rows), 0).total_time
-
-    def terms_ms(self, prefill_rows: Sequence[tuple[int, int]], decode_rows: Sequence[tuple[int, int]]) -> dict[str, float]:
-        """The step's forward by scaled term (:func:`simulator.profiles.step_scales.term_ms`, unscaled)
-        and the proposer's milliseconds ("drafter"), before the engine's per-step CPU time."""
-        batch = self.batch(prefill_rows, decode_rows)
-        terms = term_ms(self._predictor.forward_cost(batch))
-        terms["drafter"] = 1e3 * self._proposer.step_seconds(batch) if self._proposer is not None and any(q > 1 for q, _ in decode_rows) else 0.0
-        return terms

@@ -55,14 +55,3 @@ class StepScales:
             + self.all_reduce * cost.all_reduce_ms
             + cost.gaps_ms + cost.cpu_bound_ms
         )
-
-
-def term_ms(cost: StepCost) -> dict[str, float]:
-    """A forward's milliseconds grouped as the scales group them, plus "fixed" (gaps and CPU-bound
-    time, which no scale moves); the groups add up to ``cost.total_ms``."""
-    return {
-        "gemm": cost.linear_ms + cost.outside_layers_ms + cost.logits_ms,
-        "attention": cost.attention_ms,
-        "all_reduce": cost.all_reduce_ms,
-        "fixed": cost.gaps_ms + cost.cpu_bound_ms,
-    }

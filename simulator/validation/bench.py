@@ -179,7 +179,7 @@ def _server_root(args) -> str:
     return ReplayOptions(url, endpoint=args.endpoint, timeout_s=args.timeout, temperature=args.temperature).root_url  # checks the URL and endpoint
 
 
-def _models(root: str, args) -> tuple[str, str]:
+def served_models(root: str, args) -> tuple[str, str]:
     """(the name requests go under, the model simulated), as vLLM resolves them: --model and
     --served-model-name, else the first model /v1/models lists (its id and its root)."""
     import httpx
@@ -235,7 +235,7 @@ def _bench(args, stage: dict) -> int:
             check_output_file(result_dir / args.result_filename, "--result-filename")
     workload = generate_random(dataset)
     stage["name"] = "listing the server's models"
-    api_model, sim_model = _models(root, args)
+    api_model, sim_model = served_models(root, args)
     work = Path(args.work_dir) if args.work_dir else result_dir / default_work_dir(workload.workload_hash, root, api_model)
     check_output_dir(work, "--work-dir", files=("workload.jsonl",), dirs=("replay", "simulated", "report"))
     workload_path = work / "workload.jsonl"

@@ -17,7 +17,7 @@ printed error is what the fit gets wrong where it did not look, the answer's err
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional, Sequence
 
 import numpy as np

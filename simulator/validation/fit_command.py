@@ -67,32 +67,33 @@ def add_fit_parser(steps, epilog: str) -> None:
     h.add_argument("--work-dir", help="keep each level's replay records here (default: a temporary folder, removed afterwards)")
 
 
+TERM_UNITS = {"cpu_ms": " ms", "gemm": "x", "attention": "x", "all_reduce": "x", "drafter": "x"}
+
+
 def run_fit(args) -> int:
+    """Check every input, measure each level, fit, print, write the profile (last, atomically)."""
     from simulator.cli import vllm_serve
-    from simulator.profiles.fitted import FittedProfile, FittedTerm, profile_text, read_fitted_profile
-    from simulator.runs.config import DEFAULT_ENGINE_OVERHEAD_MS
+    from simulator.cli.argtypes import given
+    from simulator.profiles.fitted import read_fitted_profile
     from simulator.util.progress import quiet_vidur
-    from simulator.util.textio import atomic_write_text
-    from simulator.validation.bench import _models
+    from simulator.validation.bench import served_models
     from simulator.validation.files import check_output_file
-    from simulator.validation.fit import error_pct, fit_with_holdout
-    from simulator.validation.fit_measure import FitPlan, measure_level, server_version
+    from simulator.validation.fit import fit_with_holdout
+    from simulator.validation.fit_measure import FitPlan, server_version
     from simulator.validation.replay import ReplayOptions
 
     out = Path(args.out)
     check_output_file(out, "--out")
-    held_out = args.held_out or (max(args.levels),)
-    plan = FitPlan(levels=tuple(args.levels), held_out=tuple(held_out), input_len=args.random_input_len, output_len=args.random_output_len, waves=args.waves, seed=args.seed)
+    plan = FitPlan(levels=tuple(args.levels), held_out=tuple(args.held_out or (max(args.levels),)), input_len=args.random_input_len,
+                   output_len=args.random_output_len, waves=args.waves, seed=args.seed)
     kind = proposer_kind(args)
     base = read_fitted_profile(Path(args.engine_profile)) if args.engine_profile else None
     root = ReplayOptions(args.base_url).root_url  # checks the URL
-    api_model, sim_model = _models(root, args)
+    api_model, sim_model = served_models(root, args)
     said = server_version(root)
-    version = vllm_serve.parse_version(args.vllm_version) if args.vllm_version else None
-    if version is None:
-        if said is None:
-            raise ConfigError(f"{root}/version does not answer a vLLM version; pass the server's --vllm-version")
-        version = vllm_serve.parse_version(said, f"the server's version ({root}/version)")
+    if args.vllm_version is None and said is None:
+        raise ConfigError(f"{root}/version does not answer a vLLM version; pass the server's --vllm-version")
+    version = vllm_serve.parse_version(args.vllm_version) if args.vllm_version else vllm_serve.parse_version(said, f"the server's version ({root}/version)")
     limits = vllm_serve.limits(args.device, version, args.max_num_seqs, args.max_num_batched_tokens)
     too_many = [c for c in plan.levels if c > limits.max_num_seqs]
     if too_many:
@@ -103,6 +104,29 @@ def run_fit(args) -> int:
     print(f"fit: {sim_model} on {limits.device} at TP {args.tensor_parallel_size}, vLLM {version} (engine profile {engine}), against {root} as {api_model!r}")
     print(f"plan: {len(plan.levels)} closed-loop levels ({', '.join(map(str, plan.levels))} in flight), {plan.input_len} input / {plan.output_len} output tokens, {sum(plan.describe()['requests'])} requests")
 
+    levels, server_s = _measure(root, api_model, plan, args)
+    k = len(levels[0].acceptance_per_position)
+    deployment = dict(model=sim_model, device=limits.device, tensor_parallel_size=args.tensor_parallel_size, engine=engine,
+                      batch_size_cap=limits.max_num_seqs, chunk_size=limits.max_num_batched_tokens)
+    if k:
+        if not given(args, "proposer"):
+            raise ConfigError(f"the server speculates (k = {k} by its spec-decode counters): name its method with --proposer (and --draft-model)")
+        require_draft_model(kind, args.draft_model)
+        deployment.update(proposer=kind.name, draft_model=args.draft_model, num_speculative_tokens=k)
+    start, fixed = _start_and_fixed(base)
+    quiet_vidur()
+    began = time.perf_counter()
+    result = fit_with_holdout(deployment, levels, plan.held_out, start, fixed)
+    _print_fit(result, time.perf_counter() - began)
+    _write(out, result, base, fixed, engine, said or version, sim_model, limits, args, plan, server_s, f"{kind.name}, k = {k}" if k else "off")
+    print(f"wrote {out} ({server_s:.0f} s of server time); answer for this server with: python -m simulator.paysoff --engine-profile {out} --model {sim_model} --device {limits.device}")
+    return 0
+
+
+def _measure(root: str, api_model: str, plan, args) -> tuple[list, float]:
+    """Each level of ``plan`` in turn, printed as it is read; the server seconds they took."""
+    from simulator.validation.fit_measure import measure_level
+
     keep = args.work_dir is not None
     work = Path(args.work_dir) if keep else Path(tempfile.mkdtemp(prefix="vidur-fit-"))
     levels, server_s = [], 0.0
@@ -111,7 +135,7 @@ def run_fit(args) -> int:
             level, seconds = measure_level(root, api_model, c, plan, work, args.num_speculative_tokens)
             server_s += seconds
             k = len(level.acceptance_per_position)
-            spec = f", acceptance length {1 + sum(_cumulative(level.acceptance_per_position)):.2f} at k = {k}" if k else ""
+            spec = f", acceptance length {level.acceptance_length:.2f} at k = {k}" if k else ""
             print(f"  {c:>4} in flight: {level.requests} requests, TPOT {level.tpot_ms:.2f} ms, TTFT {level.ttft_ms:.1f} ms, {level.throughput_tok_s:.0f} output tok/s{spec} ({seconds:.1f} s)")
             levels.append(level)
     finally:
@@ -120,72 +144,57 @@ def run_fit(args) -> int:
     ks = {len(level.acceptance_per_position) for level in levels}
     if len(ks) > 1:
         raise ConfigError(f"the server's k changed between levels ({sorted(ks)}): did it restart? fit again")
-    k = ks.pop()
-    deployment = dict(model=sim_model, device=limits.device, tensor_parallel_size=args.tensor_parallel_size, engine=engine,
-                      batch_size_cap=limits.max_num_seqs, chunk_size=limits.max_num_batched_tokens)
-    if k:
-        require_draft_model(kind, args.draft_model)
-        deployment.update(proposer=kind.name, draft_model=args.draft_model, num_speculative_tokens=k)
-    elif base is None and args.num_speculative_tokens:
-        raise ConfigError(f"--num-speculative-tokens {args.num_speculative_tokens}: the server counted no drafts")
+    return levels, server_s
+
+
+def _start_and_fixed(base) -> tuple[dict, dict]:
+    """Where the fit starts (the built-in profile, or a base fit's terms) and what it holds (a base
+    fit's GEMM, attention and all-reduce: a speculative server places the CPU time and the drafter)."""
+    from simulator.runs.config import DEFAULT_ENGINE_OVERHEAD_MS
+
     start = {"cpu_ms": DEFAULT_ENGINE_OVERHEAD_MS, "gemm": 1.0, "attention": 1.0, "all_reduce": 1.0, "drafter": 1.0}
-    fixed = {}
-    if base is not None:
-        start.update({name: term.value for name, term in base.terms.items()})
-        fixed = {name: base.terms[name].value for name in ("gemm", "attention", "all_reduce")}
-    quiet_vidur()
-    began = time.perf_counter()
-    result = fit_with_holdout(deployment, levels, plan.held_out, start, fixed)
-    fit_s = time.perf_counter() - began
+    if base is None:
+        return start, {}
+    start.update({name: term.value for name, term in base.terms.items()})
+    return start, {name: base.terms[name].value for name in ("gemm", "attention", "all_reduce")}
+
+
+def _print_fit(result, fit_s: float) -> None:
+    from simulator.validation.fit import error_pct
 
     print(f"\nfitted on {', '.join(str(l.concurrency) for l, _ in result.fitted)} in flight ({result.evaluations} simulations, {fit_s:.1f} s):")
-    for name in ("cpu_ms", "gemm", "attention", "all_reduce", "drafter"):
+    for name, unit in TERM_UNITS.items():
         value, sigma = result.terms[name], result.uncertainty[name]
-        unit = " ms" if name == "cpu_ms" else "x"
-        if result.placed[name]:
-            print(f"  {name:<11} {value:8.3f}{unit} +- {sigma:.3f}")
-        else:
-            print(f"  {name:<11} {value:8.3f}{unit} not placed: {result.notes.get(name, '')}")
+        placed = f"+- {sigma:.3f}" if result.placed[name] else f"not placed: {result.notes.get(name, '')}"
+        print(f"  {name:<11} {value:8.3f}{unit} {placed}")
     print(f"  {'in flight':>9}  {'TPOT ms':>16}  {'output tok/s':>20}")
     for tag, rows in (("fit", result.fitted), ("held out", result.held_out)):
         for level, sim in rows:
             m = level.measured()
             print(f"  {level.concurrency:>9}  {m['tpot']:7.2f} {error_pct(sim['tpot'], m['tpot']):+6.1f}%  {m['throughput']:9.0f} {error_pct(sim['throughput'], m['throughput']):+6.1f}%   {tag}")
-    held = result.held_out_error_pct
     fitted_on = ", ".join(str(l.concurrency) for l, _ in result.fitted)
     predicted = ", ".join(str(l.concurrency) for l, _ in result.held_out)
-    print(f"\nfitted on {fitted_on}; predicts {predicted} in flight within {held:.1f}% (TPOT and throughput)")
+    print(f"\nfitted on {fitted_on}; predicts {predicted} in flight within {result.held_out_error_pct:.1f}% (TPOT and throughput)")
     for warning in result.warnings:
         print(f"warning: {warning}", file=sys.stderr)
 
+
+def _write(out: Path, result, base, fixed: dict, engine: str, vllm_version: str, model: str, limits, args, plan, server_s: float, speculation: str) -> None:
+    from simulator.profiles.fitted import FittedProfile, FittedTerm, profile_text
+    from simulator.util.textio import atomic_write_text
+
     terms = {
         name: FittedTerm(float(result.terms[name]), result.uncertainty[name], bool(result.placed[name]), "" if result.placed[name] else result.notes.get(name, ""))
-        for name in ("cpu_ms", "gemm", "attention", "all_reduce", "drafter")
+        for name in TERM_UNITS
     }
-    if base is not None:
-        for name in fixed:
-            terms[name] = base.terms[name]
-    plan_record = plan.describe() | {
-        "server_seconds": round(server_s, 1),
-        "max_num_seqs": limits.max_num_seqs,
-        "max_num_batched_tokens": limits.max_num_batched_tokens,
-        "speculation": f"{kind.name}, k = {k}" if k else "off",
-        "base_profile": str(args.engine_profile or ""),
+    terms.update({name: base.terms[name] for name in fixed})  # held: the base fit's, with its uncertainty
+    provenance = plan.describe() | {
+        "server_seconds": round(server_s, 1), "max_num_seqs": limits.max_num_seqs, "max_num_batched_tokens": limits.max_num_batched_tokens,
+        "speculation": speculation, "base_profile": str(args.engine_profile or ""),
     }
     profile = FittedProfile(
-        engine=engine, vllm_version=said or version, model=sim_model, device=limits.device, tensor_parallel_size=args.tensor_parallel_size,
-        terms=terms, held_out_error_pct=held, plan=plan_record, measured_on=datetime.now(timezone.utc).strftime("%Y-%m-%d"),
-        warnings=tuple(result.warnings),
+        engine=engine, vllm_version=vllm_version, model=model, device=limits.device, tensor_parallel_size=args.tensor_parallel_size,
+        terms=terms, held_out_error_pct=result.held_out_error_pct, plan=provenance,
+        measured_on=datetime.now(timezone.utc).strftime("%Y-%m-%d"), warnings=tuple(result.warnings),
     )
     atomic_write_text(out, profile_text(profile))
-    print(f"wrote {out} ({server_s:.0f} s of server time); answer for this server with: python -m simulator.paysoff --engine-profile {out} --model {sim_model} --device {limits.device}")
-    return 0
-
-
-def _cumulative(conditional) -> list[float]:
-    """P(positions 0..i all accepted) for each i: the expected accepted tokens sum them."""
-    out, running = [], 1.0
-    for p in conditional:
-        running *= p
-        out.append(running)
-    return out
