@@ -192,6 +192,15 @@ def test_the_fit_predicts_the_held_out_level_four_times_the_largest(tmp_path, ca
     assert f"predicts 64 in flight within {profile.held_out_error_pct:.1f}%" in printed.out
     assert profile.plan["levels"] == [1, 4, 16, 64] and profile.vllm_version == "0.10.1" and profile.engine == SYNC
     assert profile.terms["cpu_ms"].placed and profile.terms["gemm"].placed
+    # the held-out error, recomputed from the levels the file records: the one printed
+    from simulator.validation.fit import FitResult
+
+    levels = [Level(**{k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}) for row in profile.plan["measured"]]
+    assert [l.concurrency for l in levels] == [1, 4, 16, 64]
+    held = [(levels[-1], simulate_level(dict(model=MODEL, device="h100", engine=SYNC, batch_size_cap=1024, chunk_size=8192), levels[-1],
+                                        {name: profile.terms[name].value for name in TERMS}))]
+    recomputed = FitResult({}, {}, {}, {}, (), tuple(held)).held_out_error_pct
+    assert f"within {recomputed:.1f}%" in printed.out and recomputed == pytest.approx(profile.held_out_error_pct, rel=1e-9)
     # the fake's own answer (its law's terms) and the fitted profile's, at levels never measured
     fitted = {name: profile.terms[name].value for name in TERMS}
     deployment = dict(model=MODEL, device="h100", engine=SYNC, batch_size_cap=1024, chunk_size=8192)
@@ -325,6 +334,22 @@ def test_a_speculative_server_places_the_drafter_and_its_table_is_the_laws(tmp_p
     assert fitted.terms["gemm"] == read_fitted_profile(base).terms["gemm"]  # held at the plain fit's
     assert fitted.plan["speculation"] == "eagle3, k = 3" and fitted.held_out_error_pct < 10.0
     assert "acceptance length" in printed.out
+
+    # speculative speedups at loads never measured: the fitted profiles' and the law's own terms'
+    from simulator.validation.fit import Level, simulate_level
+
+    plain_fit = {name: read_fitted_profile(base).terms[name].value for name in TERMS}
+    spec_fit = {name: fitted.terms[name].value for name in TERMS}
+    own_terms = {**START, **scales, "drafter": 1.5}
+    deployment = dict(model=MODEL, device="h100", engine=f"vllm-{NEW}", batch_size_cap=1024, chunk_size=8192)
+    for c in (64, 128):
+        level = Level(c, 2 * c, 512, 64, 1.0, 1.0, 1.0)
+        spec_level = Level(c, 2 * c, 512, 64, 1.0, 1.0, 1.0, (0.7, 0.7, 0.7))
+        speedup = {
+            who: simulate_level(deployment, level, plain_terms)["tpot"] / simulate_level(dict(deployment, **EAGLE), spec_level, spec_terms)["tpot"]
+            for who, plain_terms, spec_terms in (("fitted", plain_fit, spec_fit), ("own", own_terms, own_terms))
+        }
+        assert speedup["fitted"] == pytest.approx(speedup["own"], rel=0.05), (c, speedup)
 
     # the law's own terms as a profile: the table it recommends is the one the fit recommends
     truth = tmp_path / "truth.toml"

@@ -8,9 +8,10 @@ costs
     engine overhead (CPU, per step)  +  the forward and logits (StepModel.forward)
                                      +  the proposer's passes (speculative steps)
 
-with each term scaled by a server's fitted :class:`~simulator.profiles.step_scales.StepScales`
-where the run has them, or, with asynchronous scheduling (vLLM >= 0.14 for runs without speculation or with an EAGLE-type
-proposer), max(host overhead, forward + proposer) plus the hand-over gap between steps.
+or, with asynchronous scheduling (vLLM >= 0.14 for runs without speculation or with an EAGLE-type
+proposer), max(host overhead, forward + proposer) plus the hand-over gap between steps.  A run
+fitted to a server (``step_scales``, :mod:`simulator.profiles.step_scales`) scales the forward's
+terms and the proposer's time before they are added.
 
 A verify row of k' + 1 queries is an attention row of k' + 1 queries over its cache: the attention
 backend costs it under the run's verify assumption (``kv_once`` by default).

@@ -95,7 +95,7 @@ def profile_text(profile: FittedProfile) -> str:
             name: {"value": float(t.value), "uncertainty": nan if t.uncertainty is None else float(t.uncertainty), "placed": t.placed, "note": t.note}
             for name, t in ((name, profile.terms[name]) for name in TERMS)
         },
-        "plan": {key: list(value) if isinstance(value, tuple) else value for key, value in profile.plan.items()},
+        "plan": dict(profile.plan),
     }
     return HEADER + tomli_w.dumps(document)
 

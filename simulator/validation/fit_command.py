@@ -191,6 +191,8 @@ def _write(out: Path, result, base, fixed: dict, engine: str, vllm_version: str,
     provenance = plan.describe() | {
         "server_seconds": round(server_s, 1), "max_num_seqs": limits.max_num_seqs, "max_num_batched_tokens": limits.max_num_batched_tokens,
         "speculation": speculation, "base_profile": str(args.engine_profile or ""),
+        # what each level measured, so the fit (and its held-out error) can be recomputed from the file
+        "measured": [_level_record(level) for level, _ in result.fitted + result.held_out],
     }
     profile = FittedProfile(
         engine=engine, vllm_version=vllm_version, model=model, device=limits.device, tensor_parallel_size=args.tensor_parallel_size,
@@ -198,3 +200,10 @@ def _write(out: Path, result, base, fixed: dict, engine: str, vllm_version: str,
         measured_on=datetime.now(timezone.utc).strftime("%Y-%m-%d"), warnings=tuple(result.warnings),
     )
     atomic_write_text(out, profile_text(profile))
+
+
+def _level_record(level) -> dict:
+    """A measured level as a TOML table (no None: TOML has no null)."""
+    from dataclasses import asdict
+
+    return {key: list(value) if isinstance(value, tuple) else value for key, value in asdict(level).items() if value is not None}
