@@ -14,8 +14,17 @@ nothing).
   parallelism, the same model if there are any, else models of about the same size (within
   a factor of 1.5 in parameters, read from the model's name).
 
-Only the best-matching tier of each is kept.  A check row misses when its |error| is above the
-published page's own threshold (:data:`simulator.website.published.MISS_PCT`).
+Within each, the rows closest to the *serving* the card answers for are kept (issue 33: the 70B
+TP 4 cards quoted four vLLM 0.6.0 rows, 17-24 % too fast, and left out eleven vLLM 0.15.1 rows
+at the same TP, 18-77 % too slow): the same engine (the cards answer for vLLM), then the stated
+version nearest the one the schedule needs (a row whose version is unstated is not ruled out by
+it), then the same tensor parallelism.  The rows this drops are still listed, as "further".
+Every card's load range covers every check row's load, so load orders the rows but drops none.
+
+A check row misses when its |error| is above the published page's own threshold
+(:data:`simulator.website.published.MISS_PCT`).  A measured slowdown (a published speedup below
+1x) that the simulation puts at or above 1x contradicts any card that speculates, miss or not: it
+is named, never folded into "1 of 5 miss".
 """
 
 from __future__ import annotations
@@ -25,12 +34,15 @@ import re
 from typing import Optional
 
 import pandas as pd
+from packaging.version import InvalidVersion, Version
 
+from simulator.website import names, units
 from simulator.website.published import LABELS, MISS_PCT, percent, with_unit
 
 SIZE_RATIO = 1.5  # "about the same size": parameters within this factor
 PAGE = "published.html"
-ENGINES = {"vllm": "vLLM", "sglang": "SGLang"}
+ENGINES = names.ENGINES
+SERVING_ENGINE = "vllm"  # every pays-off card answers for vLLM (its schedule is a vLLM config key)
 # metrics where a larger simulated value means the simulation is faster than the measurement
 FASTER_WHEN_HIGHER = {"output_tokens_per_s", "decode_tokens_per_s", "requests_per_s", "speedup"}
 
@@ -65,20 +77,67 @@ def _best_tier(rows: pd.DataFrame, keys: list[pd.Series]) -> pd.DataFrame:
     return rows[score == score.max()]
 
 
-def speculative_rows(checks: pd.DataFrame, entry: dict) -> pd.DataFrame:
+def _version(value) -> Optional[Version]:
+    try:
+        return Version(str(value)) if isinstance(value, str) and value else None
+    except InvalidVersion:
+        return None
+
+
+def _distance(a: Version, b: Version) -> float:
+    """How far apart two releases are, in minor versions (0.6.0 to 0.24.0: 18)."""
+    return abs((a.major * 1000 + a.minor) - (b.major * 1000 + b.minor)) + abs(a.micro - b.micro) / 1000
+
+
+def nearest_version(rows: pd.DataFrame, version: Optional[str]) -> pd.Series:
+    """True for the rows whose stated engine version is the nearest to ``version`` among those stated,
+    and for every row that states none (an unstated version is not evidence of a far one)."""
+    target = _version(version)
+    stated = rows["engine_version"].map(_version)
+    if target is None or stated.isna().all():
+        return pd.Series(True, index=rows.index)
+    distance = stated.map(lambda v: _distance(v, target) if v is not None else math.nan)
+    return distance.isna() | (distance == distance.min())
+
+
+def _closest_serving(rows: pd.DataFrame, entry: dict, version: Optional[str]) -> pd.DataFrame:
+    """The rows of ``rows`` nearest the card's serving: engine, then version, then TP (module docstring)."""
+    if rows.empty:
+        return rows
+    same_engine = rows["engine"] == SERVING_ENGINE
+    rows = rows[same_engine] if same_engine.any() else rows
+    rows = rows[nearest_version(rows, version)]
+    same_tp = rows["tp"] == int(entry["tensor_parallel_size"])
+    return rows[same_tp] if same_tp.any() else rows
+
+
+def speculative_candidates(checks: pd.DataFrame, entry: dict) -> pd.DataFrame:
+    """Every check row with the card's proposer on its GPU (the same model first, when there are any)."""
     same = checks[(checks["gpu"] == entry["device"].lower()) & (checks["proposer"] == entry["proposer"])]
-    return _best_tier(same, [same["model"] == entry["model"], same["tp"] == int(entry["tensor_parallel_size"])])
+    return _best_tier(same, [same["model"] == entry["model"]])
 
 
-def step_time_rows(checks: pd.DataFrame, entry: dict) -> pd.DataFrame:
+def step_time_candidates(checks: pd.DataFrame, entry: dict) -> pd.DataFrame:
+    """Every check row without speculation on the card's GPU and TP, of a model about its size."""
     plain = checks[(checks["gpu"] == entry["device"].lower()) & (checks["proposer"] == "none") & (checks["tp"] == int(entry["tensor_parallel_size"]))]
-    if plain.empty:
-        return plain
-    same = plain[plain["model"] == entry["model"]]
-    if len(same):
-        return same
     size = model_size(entry["model"])
-    return plain[plain["model"].map(lambda m: _similar_size(model_size(m), size))]
+    return plain[(plain["model"] == entry["model"]) | plain["model"].map(lambda m: _similar_size(model_size(m), size))]
+
+
+def speculative_rows(checks: pd.DataFrame, entry: dict, version: Optional[str] = None) -> pd.DataFrame:
+    return _by_load(_closest_serving(speculative_candidates(checks, entry), entry, version))
+
+
+def step_time_rows(checks: pd.DataFrame, entry: dict, version: Optional[str] = None) -> pd.DataFrame:
+    return _by_load(_closest_serving(step_time_candidates(checks, entry), entry, version))
+
+
+def _by_load(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows in load order (batch, concurrency or request rate), the row id breaking ties: a stable order."""
+    if rows.empty:
+        return rows
+    load = rows[["batch_size", "concurrency", "qps"]].bfill(axis=1).iloc[:, 0].astype(float)
+    return rows.assign(_load=load).sort_values(["_load", "id"], kind="mergesort").drop(columns="_load")
 
 
 def _load(row) -> str:
@@ -111,6 +170,7 @@ def _series(rows: pd.DataFrame, kind: str) -> list[dict]:
             "kind": kind,
             "direction": direction(metric, errors.tolist()),
             "source": source,
+            "source_label": names.source(group["source_url"].iloc[0]),
             "engine": str(group["engine"].iloc[0]),
             "engine_label": ENGINES.get(str(group["engine"].iloc[0]), str(group["engine"].iloc[0])),
             "metric": metric,
@@ -148,6 +208,7 @@ def _summary(rows: pd.DataFrame) -> Optional[dict]:
     return {
         "rows": len(rows),
         "sources": rows["source"].nunique(),
+        "sources_text": units.plural(rows["source"].nunique(), "source"),
         "misses": int((errors.abs() > MISS_PCT).sum()),
         "low": percent(errors.min()),
         "high": percent(errors.max()),
@@ -161,7 +222,8 @@ def _row(row: dict, kind: str) -> dict:
         "id": row["id"],
         "href": f"{PAGE}#{row_anchor(row['id'])}",
         "model": str(row["model"]).split("/")[-1],
-        "engine": ENGINES.get(str(row["engine"]), str(row["engine"])),
+        "engine": names.engine(row["engine"]) + (f" {row['engine_version']}" if isinstance(row.get("engine_version"), str) and row["engine_version"] else ""),
+        "tp": int(row["tp"]),
         "load": _load(row),
         "k": "" if kind != "speculative" or pd.isna(row["k"]) else f"{int(row['k'])}",
         "metric": LABELS.get(row["metric"], row["metric"]),
@@ -169,31 +231,74 @@ def _row(row: dict, kind: str) -> dict:
         "simulated": with_unit(row["simulated"], row["metric"], "3g"),
         "error": percent(row["error_pct"]),
         "misses": abs(float(row["error_pct"])) > MISS_PCT,
+        "further": False,  # True: a candidate the serving match dropped (listed, not in the card's error)
     }
 
 
-def closest(published: Optional[pd.DataFrame], entry: dict) -> Optional[dict]:
-    """The closest check rows to one deployment, in series and one by one; None without published data."""
+def contradictions(rows: pd.DataFrame) -> list[dict]:
+    """Speculative check rows that measured a slowdown the simulation does not: a published speedup
+    below 1x simulated at 1x or more (issue 33: "1 of 5 miss" hid a measured 0.71x)."""
+    speedups = rows[(rows["metric"] == "speedup") & (rows["published"].astype(float) < 1) & (rows["simulated"].astype(float) >= 1)]
+    return [{
+        "id": r["id"], "href": f"{PAGE}#{row_anchor(r['id'])}", "source": names.source(r["source_url"]), "load": _load(r),
+        "k": "" if pd.isna(r["k"]) else f"{int(r['k'])}", "published": units.speedup(float(r["published"])), "simulated": units.speedup(float(r["simulated"])),
+    } for r in speedups.to_dict("records")]
+
+
+def error_range(rows: pd.DataFrame) -> Optional[dict]:
+    """The signed errors of a set of rows as a range, with what they share, for the answer's line."""
+    if rows.empty:
+        return None
+    errors = rows["error_pct"].astype(float)
+    versions = sorted({str(v) for v in rows["engine_version"] if isinstance(v, str) and v}, key=Version)
+    engines = sorted({names.engine(e) for e in rows["engine"]})
+    serving = ", ".join(engines) + (f" {', '.join(versions)}" if versions else "")
+    return {
+        "low": percent(errors.min()), "high": percent(errors.max()), "single": len(rows) == 1,
+        "rows": units.plural(len(rows), "row"), "sources": units.plural(rows["source"].nunique(), "source"),
+        "serving": serving, "tp": ", ".join(f"TP {tp}" for tp in sorted(set(rows["tp"]))),
+        "misses": int((errors.abs() > MISS_PCT).sum()),
+        "direction": direction(str(rows["metric"].iloc[0]), errors.tolist()) if rows["metric"].nunique() == 1 else "",
+    }
+
+
+def further(candidates: pd.DataFrame, closest: pd.DataFrame) -> Optional[dict]:
+    """The candidate rows the serving match dropped (another engine, version or TP), as one range."""
+    rest = candidates[~candidates["id"].isin(closest["id"])]
+    return error_range(rest)
+
+
+def closest(published: Optional[pd.DataFrame], entry: dict, version: Optional[str] = None) -> Optional[dict]:
+    """The closest check rows to one deployment, in series and one by one; None without published data.
+    ``version``: the vLLM version the card's schedule is for (the rows nearest it are kept)."""
     checks = _checks(published)
     if checks.empty:
         return None
-    speculative, plain = speculative_rows(checks, entry), step_time_rows(checks, entry)
+    spec_candidates, plain_candidates = speculative_candidates(checks, entry), step_time_candidates(checks, entry)
+    speculative, plain = speculative_rows(checks, entry, version), step_time_rows(checks, entry, version)
     series = _series(speculative, "speculative")
     mine = entry["model"].split("/")[-1]
     for item in series:
         item["other_models"] = [m for m in item["models"] if m != mine]
         item["range"] = item["low"] if item["rows"] == 1 else f"{item['low']} to {item['high']}"
     rows = [_row(r, "speculative") for r in speculative.to_dict("records")] + [_row(r, "step time") for r in plain.to_dict("records")]
+    dropped = pd.concat([spec_candidates[~spec_candidates["id"].isin(speculative["id"])], plain_candidates[~plain_candidates["id"].isin(plain["id"])]])
+    rows += [{**_row(r, "speculative" if r["proposer"] != "none" else "step time"), "further": True} for r in _by_load(dropped).to_dict("records")]
     step = _summary(plain)
     if step is not None:
         step["same_model"] = bool((plain["model"] == entry["model"]).all())
+        step["range"] = error_range(plain)
     return {
         "speculative": series,
         "speculative_models": sorted({str(m).split("/")[-1] for m in speculative["model"]}),
+        "speculative_range": error_range(speculative),
+        "speculative_further": further(spec_candidates, speculative),
         "step": step,
+        "step_further": further(plain_candidates, plain),
         "rows": rows,
+        "contradictions": contradictions(speculative),
         "disagreeing": [s for s in series if s["misses"]],
         "step_disagrees": step is not None and step["misses"] > 0,
-        "misses": sum(r["misses"] for r in rows),
+        "misses": sum(r["misses"] for r in rows if not r.get("further")),
         "miss_pct": MISS_PCT,
     }

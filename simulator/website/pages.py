@@ -25,7 +25,7 @@ SITE_PAGES: tuple[Page, ...] = (
     Page("index.html", "Home", tuple(f"home/{name}" for name in HOME_COPY), charts=True),
     Page("modeling.html", "Modeling notes", ("modeling", "modeling-progress", "modeling-verify", "modeling-calibration"), charts=True),
     Page("published.html", "Published measurements", ("published", "published-method", "published-misses"), charts=True),
-    Page("paysoff.html", "When does it pay off?", ("paysoff/lede", "paysoff/intro", "paysoff/closed-loop", "paysoff/littles"), charts=True),
+    Page("paysoff.html", "When does it pay off?", ("paysoff/lede", "paysoff/intro", "paysoff/intro-after", "paysoff/closed-loop", "paysoff/littles"), charts=True),
     Page("validation.html", "Validation workflow", ("validation",)),
     Page("data.html", "Data", DATA_COPY),
 )

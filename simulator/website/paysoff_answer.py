@@ -13,16 +13,12 @@ from __future__ import annotations
 
 from typing import Optional
 
-from simulator.website import units
-
-SETTING_LABEL = {"kv_once": "KV read once", "per_token": "per-token cost", "interpolated": "interpolated"}
-BOUND_ROLE = {"kv_once": "lower bound", "per_token": "upper bound"}
+from simulator.website import names, units
 
 
 def setting_label(attention: str) -> str:
     """A verify-cost setting in words: "per-token cost (upper bound)"."""
-    label = SETTING_LABEL.get(attention, attention)
-    return f"{label} ({BOUND_ROLE[attention]})" if attention in BOUND_ROLE else label
+    return names.setting_with_role(attention)
 
 
 def closed_points(entry: dict) -> list[dict]:
@@ -71,7 +67,10 @@ def setting_verdict(points: list[dict], setting: str) -> str:
     stop = stops_paying(points, setting)
     if stop is None:
         last = points[-1]
-        return f"pays at every concurrency simulated ({units.speedup(last['speedups'][setting])} at {_in_flight(last['x'])})"
+        value = last["speedups"][setting]
+        if units.breaks_even(value):  # 0.996x pays in the sign only: say so (issue 33)
+            return f"pays at every concurrency simulated, down to break-even at {_in_flight(last['x'])} ({units.speedup(value)})"
+        return f"pays at every concurrency simulated ({units.speedup(value)} at {_in_flight(last['x'])})"
     text = f"below 1× from {_in_flight(stop['x'])} ({units.speedup(stop['speedup'])}"
     if stop["before"] is not None:
         text += f"; {units.speedup(stop['before']['speedup'])} at {_in_flight(stop['before']['x'])}"
@@ -119,6 +118,14 @@ def answer(entry: dict, bounds: list[str]) -> dict:
     return result
 
 
+def _still_pays(label: str, x, value: float) -> str:
+    """The bound's clause where the schedule never falls below 1x: "still pays", or "breaks even"
+    where its last speedup prints as 1.00x (a 0.4 % gain is no reason to deploy)."""
+    if units.breaks_even(value):
+        return f"under the {label} it only breaks even at {_in_flight(x)} ({units.speedup(value)})"
+    return f"under the {label} it still pays at {_in_flight(x)} ({units.speedup(value)})"
+
+
 def _answer(entry: dict, bounds: list[str]) -> dict:
     points = closed_points(entry)
     primary = entry["attention"]
@@ -145,7 +152,7 @@ def _answer(entry: dict, bounds: list[str]) -> dict:
         for b in settings[1:]:
             stop = stops[b]
             if stop is None:
-                under.append(f"under the {setting_label(b)} it still pays at {_in_flight(last['x'])} ({units.speedup(last['speedups'][b])})")
+                under.append(_still_pays(setting_label(b), last["x"], last["speedups"][b]))
             else:
                 under.append(f"under the {setting_label(b)} it falls below 1× from {_in_flight(stop['x'])} ({units.speedup(stop['speedup'])})")
         if stops[primary] is not None:

@@ -13,7 +13,7 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from simulator.website import units
+from simulator.website import names, units
 from simulator.website.charts import REFERENCE_COLOR, SPEEDUP_TICKS
 
 K_COLORS = ("#1f5fa8", "#0e7490", "#4d7c0f", "#a16207", "#c2410c", "#b91c1c", "#86198f", "#4b5563")
@@ -155,7 +155,7 @@ def describe(entry: dict, mode: str, bounds: list[str], ks: list[int]) -> str:
     what = "requests in flight" if mode == "closed_loop" else "Poisson load"
     text = (
         f"Median TPOT speedup over no speculation against {what}, one line per fixed k ({', '.join(map(str, ks))}), "
-        f"verify cost {entry['attention']}. "
+        f"verify cost {names.setting(entry['attention'])}. "
     )
     if entry["speculative_config"]:
         text += (

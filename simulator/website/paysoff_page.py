@@ -20,7 +20,7 @@ import pandas as pd
 from simulator.util.errors import ConfigError
 from simulator.util.inputs import read_json
 from simulator.schemas import CROSSOVER_REQUIRED, PAYSOFF_REQUIRED, SCHEDULE_ENTRY_FIELDS, SCHEDULES_FIELDS
-from simulator.website import crosscheck, units
+from simulator.website import crosscheck, names, units
 from simulator.website.charts import PLOT_CONFIG, export_layout, figure_json
 from simulator.website.paysoff_answer import answer, setting_label
 from simulator.website.paysoff_charts import NARROW_LAYOUT, NARROW_NAMES, NARROW_PX, describe, speedup_vs_x
@@ -38,10 +38,29 @@ DEFAULT_PROPOSER = "eagle3"
 
 def proposer_label(name: str) -> str:
     """The proposer registry's label for a recorded proposer name (the name itself if unknown)."""
-    from simulator.speculative import proposers
+    return names.proposer(name)
 
-    kind = proposers.find(name)
-    return kind.label if kind else name
+
+def profile_words(rows: pd.DataFrame, entry: dict) -> str:
+    """Which step-time profile a deployment's runs used, from their recorded profile id: where the
+    built-in profile of the card's GPU carries another GPU's kernel constants (the H200 keeps the
+    H100's), the card says so instead of "H200 (built-in profile)" over H100 constants (issue 33)."""
+    if "profile_id" not in rows.columns:
+        return "profile not recorded"
+    mine = rows[(rows["model"] == entry["model"]) & (rows["device"] == entry["device"]) & (rows["tensor_parallel_size"] == int(entry["tensor_parallel_size"]))]
+    ids = sorted({str(v) for v in mine["profile_id"].dropna()})
+    sources = sorted({str(v) for v in mine["profile_source"].dropna()}) if "profile_source" in mine.columns else []
+    if not ids:
+        return "profile not recorded"
+    kind = "built-in profile" if sources == ["builtin"] else f"{', '.join(sources)} profile"
+    device = str(entry["device"]).lower()
+    constants = {m.group(1) for i in ids if (m := re.match(r"builtin-v\d+:([a-z0-9_]+?)-", i))}
+    carried = sorted(constants - {device})
+    text = f"{kind} {', '.join(ids)}"
+    if carried:
+        text += (f": the {', '.join(c.upper() for c in carried)}'s kernel constants (measured there; the {device.upper()} has none of its own yet), "
+                 f"with the {device.upper()}'s own memory and bandwidth")
+    return text
 
 
 def load(paysoff_csv: Optional[Path], crossovers_csv: Optional[Path], schedules_json: Optional[Path]):
@@ -103,7 +122,7 @@ def _schedule_k(schedule, batch: int) -> int:
 
 def plain_words(text: str) -> str:
     """A recorded derivation as a reader reads it: no dotted Python paths, arrows and powers typeset."""
-    text = CODE_PATH.sub("", text or "")
+    text = units.acceptance_lengths_in_text(names.methods_in_text(names.settings_in_text(CODE_PATH.sub("", text or ""))))
     return re.sub(r"\^([a-z0-9])", lambda m: SUPERSCRIPT.get(m.group(1), "^" + m.group(1)), text.replace(" -> ", " → "))
 
 
@@ -163,7 +182,7 @@ def context(data, published: Optional[pd.DataFrame] = None) -> dict:
         card = (
             f"{units.model_label(entry['model'])} on {entry['tensor_parallel_size']} × {entry['device'].upper()} (TP {entry['tensor_parallel_size']}), "
             f"{proposer_label(entry['proposer'])}" + (f" {entry['draft_model']}" if entry.get("draft_model") else "")
-            + f"; acceptance: {entry['label']}; verify cost {entry['attention']}, band {' / '.join(bounds)}"
+            + f"; acceptance: {entry['label']}; verify cost {names.setting(entry['attention'])}, band {' / '.join(names.setting(b) for b in bounds)}"
         )
         modes = [m for m in ("closed_loop", "poisson") if any(c["mode"] == m for c in entry["comparison"])]
         for mode in modes:
@@ -201,7 +220,11 @@ def context(data, published: Optional[pd.DataFrame] = None) -> dict:
                 "descriptions": {m: describe(entry, m, bounds, _ks(rows, key, m)) for m in modes},
                 "crossovers": crossover_table(crossovers, key, modes, settings),
                 "answer": answer(entry, bounds),
-                "checks": crosscheck.closest(published, entry),
+                "checks": crosscheck.closest(published, entry, schedules.get("vllm", {}).get("version")),
+                "profile": profile_words(rows, entry),
+                "proposer": proposer_label(entry["proposer"]),
+                "verify_label": names.setting(entry["attention"]),
+                "band_labels": [names.setting(b) for b in entry.get("stops_paying_band", {})],
                 "acceptance": {"summary": acceptance_summary(entry), "how": plain_words(entry.get("acceptance_derivation", ""))},
                 "little": little,
                 "poisson_k": sorted({int(r["k"]) for r in little}),
@@ -218,8 +241,10 @@ def context(data, published: Optional[pd.DataFrame] = None) -> dict:
         "default": default["key"],
         "selections": selections,
         "data": {"figures": figures, "config": PLOT_CONFIG, "default": default["key"], "keys": [s["key"] for s in selections]},
-        "verify": {**verify, "why": plain_words(verify.get("why", ""))},
+        "verify": {**verify, "why": plain_words(verify.get("why", "")), "label": names.setting_with_role(verify["attention"])},
         "bounds": bounds,
+        "bound_labels": [names.setting_with_role(b) for b in bounds],
+        "deployments": list(dict.fromkeys(e["deployment_label"] for e in entries)),
         "tie_rule": schedules.get("tie_rule", ""),
         "vllm": schedules.get("vllm", {}),
         "best": best_k_table(entries, bounds),

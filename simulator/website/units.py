@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 ATTENTION_LABELS = {"kv_once": "KV read once", "per_token": "Per-token cost", "interpolated": "Interpolated"}
 MODEL_LABELS = {"meta-llama/Llama-2-7b-hf": "Llama-2-7B"}
@@ -23,6 +24,45 @@ def seconds(value: float) -> str:
 
 def speedup(value: float) -> str:
     return "–" if _missing(value) else f"{value:.2f}×"
+
+
+def speedup_words(value: float) -> str:
+    """A speedup that rounds to 1.00x is break-even, whichever side of 1 it lies: "1.00×, break-even"."""
+    return f"{speedup(value)}, break-even" if breaks_even(value) else speedup(value)
+
+
+def breaks_even(value: float) -> bool:
+    """Whether a speedup prints as 1.00x (the page then says break-even, not "pays" or "loses")."""
+    return not _missing(value) and round(float(value), 2) == 1.0
+
+
+def figure(value: float, significant: int | None = None) -> str:
+    """A measured or simulated figure in full, with thousands separators and never an exponent:
+    14300 -> '14,300', 6582.87 -> '6,582.87'; ``significant`` rounds first (3: 14,318.2 -> '14,300')."""
+    if _missing(value):
+        return "–"
+    value = float(value)
+    if significant:
+        value = float(f"{value:.{significant}g}")
+    return f"{value:,.6f}".rstrip("0").rstrip(".")
+
+
+ACCEPTANCE_LENGTH = re.compile(r"(acceptance length |length )(\d+\.\d{3,})")
+
+
+def acceptance_length(value: float) -> str:
+    """A mean acceptance length to 2 decimals: 2.49585 -> '2.50'."""
+    return "–" if _missing(value) else f"{float(value):.2f}"
+
+
+def acceptance_lengths_in_text(text: str) -> str:
+    """Recorded prose with each acceptance length to 2 decimals ("length 2.49585 at k = 3" -> "length 2.50 at k = 3")."""
+    return ACCEPTANCE_LENGTH.sub(lambda m: m.group(1) + acceptance_length(float(m.group(2))), text)
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """ "1 source", "2 sources"."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
 
 
 def batch(value: float) -> str:
