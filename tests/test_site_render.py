@@ -224,8 +224,11 @@ def test_values_from_the_csv_are_escaped(site_sources_copy, tmp_path):
 
 def test_rendering_is_deterministic(built_site, committed_csvs, tmp_path):
     render_site(SiteSources(sweep_csv=committed_csvs[0], progress_csv=committed_csvs[1], **site_dirs()), tmp_path / "again")
-    for path in built_site.iterdir():
-        assert (tmp_path / "again" / path.name).read_bytes() == path.read_bytes(), path.name
+    again = tmp_path / "again"
+    assert sorted(p.relative_to(again) for p in again.rglob("*")) == sorted(p.relative_to(built_site) for p in built_site.rglob("*"))
+    for path in built_site.rglob("*"):
+        if path.is_file():
+            assert (again / path.relative_to(built_site)).read_bytes() == path.read_bytes(), path.name
 
 
 def test_validation_report_replaces_the_pending_badge(site_sources_copy, tmp_path):
@@ -258,7 +261,7 @@ def test_calibration_tables_are_formatted_and_their_source_stated(built_site):
     assert not re.search(r"<td[^>]*>[0-9.]+ %</td>", calibration), "a breakable space before %"
     footer = (built_site / "modeling.html").read_text().split('<footer class="site-footer">')[1]
     assert "Every number on this site comes from" not in footer
-    assert "calibration reports (docs/calibration-a100.md, docs/calibration-h100.md, docs/calibration-h200.md)" in footer
+    assert "calibration reports (docs/calibration-a100.md, docs/calibration-h100.md, docs/calibration-h200.md)" in re.sub(r"<[^>]+>", "", footer)
 
 
 def test_the_site_does_not_import_the_validation_harness():
@@ -318,8 +321,16 @@ def test_speedup_charts_share_one_log_axis_and_mark_overloaded_runs(built_site, 
 
 
 def test_site_transfer_size_is_within_budget(built_site):
-    """The whole site, every file a reader could fetch: <= 1.5 MB, <= 500 KB gzipped."""
-    files = [p for p in built_site.rglob("*") if p.is_file()]
+    """The whole site, every file a reader could fetch: <= 1.5 MB, <= 500 KB gzipped; the
+    repository files the pages cite (source/, fetched only from their citation) apart: only the
+    cited ones, <= 100 KB gzipped."""
+    from simulator.website.citations import FOLDER
+
+    shipped = [p for p in (built_site / FOLDER).rglob("*") if p.is_file()]
+    cited = {m for page in PAGES for m in re.findall(rf'href="{FOLDER}/([^"]+)"', (built_site / page).read_text())}
+    assert {p.relative_to(built_site / FOLDER).as_posix() for p in shipped} == cited
+    assert sum(len(gzip.compress(p.read_bytes(), compresslevel=9, mtime=0)) for p in shipped) <= 100_000
+    files = [p for p in built_site.rglob("*") if p.is_file() and p not in shipped]
     raw = sum(p.stat().st_size for p in files)
     gzipped = sum(len(gzip.compress(p.read_bytes(), compresslevel=9, mtime=0)) for p in files)
     assert raw <= 1_500_000, f"site is {raw} bytes"
@@ -499,12 +510,18 @@ def test_paysoff_cards_link_their_closest_published_checks_and_warn(recorded_sit
         assert f"published.html#row-{row.id}" in links, row.id
         assert f'id="row-{row.id}"' in page, f"published.html has no anchor for {row.id}"
         assert f"{row.error_pct:+.1f} %" in cards.text["llama3.1-8b-eagle3"]
-    missing = rows[rows["error_pct"].abs() > 15]
-    assert len(missing)
+    # the warning speaks for the rows nearest the card's serving (vLLM, issue 33); the other
+    # engine's misses are listed in the card as further rows
+    from simulator.website.names import source
+
+    missing = rows[(rows["error_pct"].abs() > 15) & (rows["engine"] == "vllm")]
+    assert len(missing) and len(rows[rows["engine"] != "vllm"])
     warning = answers.text["llama3.1-8b-eagle3"]
     assert "closest published checks disagree" in warning
-    for source in missing["source"].unique():
-        assert source in warning
+    for url in missing["source_url"].unique():
+        assert source(url) in warning
+    for row in rows[rows["engine"] != "vllm"].itertuples():
+        assert re.search(rf"{re.escape(row.id)}.{{0,40}}\(further\)", cards.text["llama3.1-8b-eagle3"].replace("- ", "-")), row.id
 
 
 def test_paysoff_acceptance_reads_as_words_not_code(recorded_site, schedules):

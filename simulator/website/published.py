@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from simulator.util.errors import ConfigError
 from simulator.schemas import ACCEPTANCE_CLASSES, PUBLISHED_COLUMNS, PUBLISHED_LATER_COLUMNS, SIMULATED
 from simulator.website.charts import PLOT_CONFIG, REFERENCE_COLOR, _style, export_layout, figure_json
+from simulator.website import names, units
 from simulator.website.published_summary import summary
 
 CSV_NAME = "published.csv"
@@ -33,12 +34,7 @@ LABELS = {
 }
 UNITS = {"tpot_ms": "ms", "tpot_mean_ms": "ms", "itl_mean_ms": "ms", "requests_per_s": "req/s"}  # else tok/s
 CALIBRATION_COLOR = "#888888"  # calibration rows: hollow grey markers, their own legend entries
-CLASS_LABELS = {
-    "same_source": "acceptance from the same source",
-    "same_setting_other_run": "acceptance from another run of the same setting",
-    "other_dataset": "acceptance measured on another or unstated dataset",
-    "assumed": "acceptance assumed",
-}
+CLASS_LABELS = {c: f"acceptance {label}" for c, label in names.ACCEPTANCE_CLASSES.items()}
 CLASS_SHORT = {"same_source": "same source", "same_setting_other_run": "another run", "other_dataset": "another dataset", "assumed": "assumed"}
 
 
@@ -130,7 +126,7 @@ def with_unit(value: float, metric: str, digits: str = "g") -> str:
         return "—"
     if metric == "speedup":
         return f"{value:.2f}×"
-    text = f"{value:.3g}" if digits == "3g" else f"{value:g}"
+    text = units.figure(value, 3 if digits == "3g" else None)
     return f"{text} {UNITS.get(metric, 'tok/s')}"  # output or decode tokens: the setting says which
 
 
@@ -155,7 +151,8 @@ def context(path: Path, setup_line: str) -> dict:
         row["published_text"] = with_unit(row["published"], row["metric"])
         row["simulated_text"] = with_unit(row["simulated"], row["metric"], "3g")
         row["error_text"] = percent(row["error_pct"])
-        row["acceptance_text"] = _text_cell(row["acceptance_used"]) or ("none needed (no speculation)" if row["proposer"] == "none" else "—")
+        row["acceptance_text"] = units.acceptance_lengths_in_text(_text_cell(row["acceptance_used"])) or ("none needed (no speculation)" if row["proposer"] == "none" else "—")
+        row["class_text"] = names.acceptance_class(_text_cell(row["acceptance_class"]))
         for key in ("role", "acceptance_class", "plausible", "error_range_pct", "calibrated_by"):
             row[key] = _text_cell(row[key])
     simulated = [r for r in records if r["status"] == SIMULATED]

@@ -19,9 +19,11 @@ import pandas as pd
 
 from simulator.util.errors import ConfigError
 from simulator.schemas import OVERLOAD_TTFT_GROWTH, VALIDATION_REPORT_SCHEMA
+from simulator.website import citations
 from simulator.website import data_page
 from simulator.website import fonts
 from simulator.website import markdown as site_markdown
+from simulator.website import names
 from simulator.website import paysoff_page
 from simulator.website import provenance as page_provenance
 from simulator.website import published as published_page
@@ -143,6 +145,7 @@ def render_into(sources: SiteSources, directory: Path) -> None:
         "paysoff": paysoff_page.context(paysoff_data, published_frame),
         "published": published_page.context(sources.published_csv, page_provenance.published_line(published_frame)) if sources.published_csv else None,
         "verify": verify,
+        "band_meaning": names.BAND_MEANING,
     }
     context["data_files"] = data_page.entries(
         _data_sizes(recorded, progress, paysoff_data, published_frame),
@@ -167,9 +170,13 @@ def render_into(sources: SiteSources, directory: Path) -> None:
         validation_name=context["validation"]["name"] if context["validation"] else None,
         verify_measured=not verify["pending"],
     )
+    cited: set[str] = set()
     for page in PAGES:
-        html = env.get_template(page).render(page=page, footer=footers[page], **context)
+        html, cites = citations.link(env.get_template(page).render(page=page, footer=footers[page], **context))
+        cited |= cites
         (directory / page).write_text(html, encoding="utf-8")
+    # the cited docs/ and data/ files sit beside docs_dir in the checkout (build.py passes its docs/)
+    citations.ship(cited, sources.docs_dir.parent, directory)
     for name in STATIC_FILES:
         shutil.copyfile(STATIC_DIR / name, directory / name)
     shutil.copyfile(PLOTLY_BASIC_BUNDLE, directory / PLOTLY_JS)
