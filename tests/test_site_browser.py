@@ -1009,3 +1009,63 @@ def test_the_vllm_serve_command_has_a_copy_button(browser, site_server):
     copied = page.evaluate("navigator.clipboard.readText()")
     assert copied.startswith("vllm serve ") and "--speculative-config" in copied and copied == block.locator("code").inner_text().rstrip("\n")
     context.close()
+
+
+# --- issue 33: the site, read on a phone ------------------------------------------------------------
+def test_home_first_screen_on_a_phone_has_a_result_and_the_pays_off_link(page: Page, recorded_site):
+    """Issue 33: the hero had no link to the pays-off page and no result on the first screen."""
+    watch = open_recorded(page, recorded_site, "index.html", 390, 844)
+    result = page.locator("#hero-result")
+    box = result.bounding_box()
+    assert box["y"] + box["height"] <= 844, f"the hero's result ends at {box['y'] + box['height']:.0f} px"
+    assert re.search(r"\d\.\d\d×–\d\.\d\d× median TPOT speedup", result.inner_text())
+    link = result.get_by_role("link", name=re.compile("pay off"))
+    assert link.get_attribute("href") == "paysoff.html" and link.bounding_box()["y"] < 844
+    watch.assert_clean(recorded_site.as_uri())
+
+
+def test_home_chart_y_axis_follows_the_selection(page: Page, built_site, csv):
+    """Issue 33: the y axis was 0.42-12x for every selection; each selection's axis now holds its own
+    points (read from the CSV) without five-fold empty room."""
+    page.set_viewport_size({"width": 1280, "height": 900})
+    page.goto(built_site.as_uri() + "/index.html")
+    page.wait_for_selector("#speedup-chart .main-svg")
+    ranges = []
+    for load in sorted(csv["arrival_rate"].unique())[:2]:
+        page.locator("#load").select_option(f"{load:g}")
+        page.wait_for_timeout(200)
+        y = page.evaluate("document.getElementById('speedup-chart').layout.yaxis.range")
+        acceptance = float(page.locator("#acceptance").input_value())
+        rows = csv[(csv["arrival_rate"] == load) & (csv["acceptance_rate"] == acceptance) & (csv["num_speculative_tokens"] > 0)]["tpot_speedup"]
+        low, high = min(rows.min(), 1.0), max(rows.max(), 1.0)
+        assert 10 ** y[0] < low and 10 ** y[1] > high and 10 ** y[1] < 1.4 * high, (load, [10 ** v for v in y], (low, high))
+        ranges.append(tuple(y))
+    assert ranges[0] != ranges[1]
+
+
+def test_published_scatter_has_the_band_and_room_on_a_phone(page: Page, recorded_site):
+    """Issue 33: the scatter squeezed five decades into 227 px on a phone and drew no ±15 % band."""
+    open_recorded(page, recorded_site, "published.html", 390, 844)
+    page.wait_for_selector("#published-chart .main-svg")
+    plot = page.locator("#published-chart .nsewdrag").first.bounding_box()
+    assert plot["height"] >= 360 and plot["width"] >= 280, plot
+    names = page.evaluate("document.getElementById('published-chart').data.map(t => t.name)")
+    assert "within ±15 % (not a miss)" in names
+    band = page.evaluate("document.getElementById('published-chart').data.find(t => t.fill === 'tonexty')")
+    assert all(abs(y / x - 0.85) < 1e-9 for x, y in zip(band["x"], band["y"]))
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+
+def test_published_misses_are_grouped_by_cause_and_link_their_rows(page: Page, recorded_site):
+    """Issue 33: 84 miss bullets ran about 8,300 px with no link to their row or cause."""
+    open_recorded(page, recorded_site, "published.html", 390, 844)
+    section = page.locator("#misses")
+    assert section.bounding_box()["height"] < 8300 / 2, section.bounding_box()
+    groups = section.locator(".miss-group")
+    assert groups.count() >= 5
+    first = groups.first
+    first.locator("summary").click()
+    link = first.locator(".miss-rows a").first
+    target = link.get_attribute("href")
+    link.click()
+    expect(page.locator(target)).to_be_in_viewport()

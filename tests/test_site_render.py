@@ -290,7 +290,7 @@ def explorer_data(built_site) -> dict:
     return json.loads(re.search(r'<script type="application/json" id="explorer-data">(.*?)</script>', html, re.S).group(1))
 
 
-def test_speedup_charts_share_one_log_axis_and_mark_overloaded_runs(built_site, committed_csvs):
+def test_speedup_charts_fit_a_log_axis_to_each_selection_and_mark_overloaded_runs(built_site, committed_csvs):
     data = explorer_data(built_site)
     csv = pd.read_csv(committed_csvs[0])
     ranges = set()
@@ -313,10 +313,14 @@ def test_speedup_charts_share_one_log_axis_and_mark_overloaded_runs(built_site, 
         notes = " ".join(a["text"] for a in payload["export"]["annotations"])
         assert ("Overloaded at" in notes) == baseline_overloaded
         assert "Llama-2-7B" in notes and "sweep.csv" in notes
-    assert len(ranges) == 1, "every selection must share one y-range"
-    low, high = ranges.pop()
-    speedups = csv[csv["num_speculative_tokens"] > 0]["tpot_speedup"]
-    assert 10**low < speedups.min() and 10**high > speedups.max()
+        # issue 33: one 0.42-12x axis for every selection; each now fits its own points and 1x
+        speedups = rows[rows["num_speculative_tokens"] > 0]["tpot_speedup"]
+        low, high = min(speedups.min(), 1.0), max(speedups.max(), 1.0)
+        y = layout["yaxis"]["range"]
+        assert 10 ** y[0] < low and 10 ** y[1] > high, (key, y, low, high)
+        assert 10 ** y[0] > 0.7 * low and 10 ** y[1] < 1.4 * high, (key, [10 ** v for v in y], (low, high))
+        assert layout["yaxis"]["tickvals"] and all(10 ** y[0] <= v <= 10 ** y[1] for v in layout["yaxis"]["tickvals"])
+    assert len(ranges) > 1, "selections with different speedups must not share one y-range"
     assert data["config"]["modeBarButtons"] == [["toImage"]] and data["config"]["displaylogo"] is False
 
 
@@ -635,3 +639,198 @@ def test_modeling_page_names_the_analytic_profile_and_every_gpus_calibration(bui
         block = html[html.index(f'<div class="calibration" id="calibration-{device}">'):]
         block = block[:block.index("</div>\n  <p class=\"note\">")]
         assert f"Calibration of <code>{device}</code>" in block and "<table" in block, device
+
+
+# --- issue 33: the site -----------------------------------------------------------------------------
+def _visible(html: str) -> str:
+    """A page's reader text: no scripts, no code blocks (commands and config keep their identifiers)."""
+    html = re.sub(r"<(script|pre|code)[^>]*>.*?</\1>", " ", html.split("<main", 1)[1].split("</main>")[0], flags=re.S)
+    return _text(html).replace("&amp;", "&")
+
+
+def _nearest_step_rows(published: pd.DataFrame, entry: dict, version: str) -> pd.DataFrame:
+    """vLLM check rows without speculation on the card's GPU and TP, of a model about its size, at
+    the stated vLLM version nearest the card's (computed here from published.csv, not by the site)."""
+    from packaging.version import Version
+    from simulator.website.crosscheck import model_size
+
+    size = model_size(entry["model"])
+    rows = published[(published["role"] == "check") & (published["status"] == "simulated") & (published["proposer"] == "none")
+                     & (published["engine"] == "vllm") & (published["gpu"] == entry["device"]) & (published["tp"] == entry["tensor_parallel_size"])]
+    rows = rows[rows["model"].map(lambda m: model_size(m) is not None and max(model_size(m), size) / min(model_size(m), size) <= 1.5)]
+    stated = rows[rows["engine_version"].notna()]
+    target = Version(version)
+    distance = stated["engine_version"].map(lambda v: abs((Version(v).major * 1000 + Version(v).minor) - (target.major * 1000 + target.minor)))
+    nearest = set(stated[distance == distance.min()]["engine_version"])
+    return rows[rows["engine_version"].isna() | rows["engine_version"].isin(nearest)]
+
+
+def test_paysoff_70b_answers_carry_the_error_of_the_nearest_vllm_rows_at_their_tp(recorded_site, schedules):
+    """Issue 33: the 70B TP 4 cards quoted four vLLM 0.6.0 rows (17-24 % too fast) and left out the
+    vLLM 0.15.1 TP 4 rows (18-77 % too slow).  The range on each 70B answer is the nearest-version rows'."""
+    published = pd.read_csv(RESULTS_DIR / "published.csv", keep_default_na=False, na_values=[""])
+    answers = blocks((recorded_site / "paysoff.html").read_text(), "data-answer-key").text
+    seventy = [e for e in schedules["schedules"] if "70B" in e["model"]]
+    assert len(seventy) >= 2
+    for entry in seventy:
+        rows = _nearest_step_rows(published, entry, schedules["vllm"]["version"])
+        assert set(rows["engine_version"].dropna()) == {"0.15.1"} and len(rows) >= 10
+        expected = f"the step without speculation {rows['error_pct'].min():+.1f} % to {rows['error_pct'].max():+.1f} % ({len(rows)} rows, vLLM 0.15.1, TP 4"
+        assert expected in answers[entry["acceptance"]], (entry["acceptance"], answers[entry["acceptance"]][-900:])
+
+
+def test_paysoff_names_a_measured_slowdown_the_model_does_not_reproduce(recorded_site, schedules):
+    """Issue 33: the 70B draft-model card's "1 of 5 miss" hid a measured 0.71x at 10 req/s."""
+    published = pd.read_csv(RESULTS_DIR / "published.csv", keep_default_na=False, na_values=[""])
+    html = (recorded_site / "paysoff.html").read_text()
+    answers = blocks(html, "data-answer-key")
+    for entry in schedules["schedules"]:
+        if not any(k for _, _, k in entry["num_speculative_tokens_per_batch_size"]):
+            continue  # a card that does not speculate agrees with a measured slowdown
+        rows = published[(published["role"] == "check") & (published["status"] == "simulated") & (published["metric"] == "speedup")
+                         & (published["proposer"] == entry["proposer"]) & (published["model"] == entry["model"]) & (published["gpu"] == entry["device"])
+                         & (published["published"] < 1) & (published["simulated"] >= 1)]
+        for row in rows.itertuples():
+            assert f"measured {row.published:.2f}× at" in answers.text[entry["acceptance"]], (entry["acceptance"], row.id)
+            assert f"published.html#row-{row.id}" in answers.links[entry["acceptance"]]
+    assert "measured 0.71× at QPS 10" in answers.text["llama3-70b-draft"]
+
+
+def test_a_speedup_that_rounds_to_one_is_called_break_even():
+    """Issue 33: "still pays at 128 in flight (1.00×)" is break-even."""
+    from simulator.website.paysoff_answer import answer
+
+    comparison = [{"mode": "closed_loop", "x": x, "schedule_tpot_speedup": s, "band": {"per_token": b}, "best_fixed_k": 2}
+                  for x, s, b in ((1, 1.8, 1.7), (64, 1.2, 1.05), (128, 1.1, 1.004))]
+    entry = {"attention": "kv_once", "comparison": comparison, "num_speculative_tokens_per_batch_size": [[1, 128, 2]]}
+    result = answer(entry, ["per_token"])
+    assert "only breaks even at 128 in flight (1.00×)" in result["lead"] and "still pays" not in result["lead"]
+    per_token = next(v for v in result["verdicts"] if v["setting"] == "per_token")["text"]
+    assert per_token == "pays at every concurrency simulated, down to break-even at 128 in flight (1.00×)"
+    comparison[-1]["band"]["per_token"] = 1.02
+    assert "still pays at 128 in flight (1.02×)" in answer(entry, ["per_token"])["lead"]
+
+
+def test_paysoff_gpu_line_names_the_profile_its_runs_used(recorded_site, schedules):
+    """Issue 33: the MoE card said "1 × H200 (built-in profile)" over runs whose profile id is the H100's."""
+    runs = pd.read_csv(RESULTS_DIR / "paysoff.csv", keep_default_na=False, na_values=[""])
+    cards = blocks((recorded_site / "paysoff.html").read_text(), "data-paysoff-key").text
+    for entry in schedules["schedules"]:
+        mine = runs[(runs["model"] == entry["model"]) & (runs["device"] == entry["device"]) & (runs["tensor_parallel_size"] == entry["tensor_parallel_size"])]
+        gpu = cards[entry["acceptance"]].split("GPU", 1)[1].split("Proposer", 1)[0]
+        for profile in set(mine["profile_id"]):
+            assert profile in gpu, (entry["acceptance"], gpu)
+            carried = profile.split(":", 1)[1].split("-", 1)[0]
+            assert (f"the {carried.upper()}'s kernel constants" in gpu) == (carried != entry["device"]), (entry["acceptance"], gpu)
+    moe = next(e for e in schedules["schedules"] if e["model"] == "Qwen/Qwen3-30B-A3B")
+    assert "the H100's kernel constants" in cards[moe["acceptance"]]
+
+
+def test_paysoff_how_it_answers_lists_every_deployment_and_no_changelog(recorded_site, schedules):
+    """Issue 33: "How the page answers" omitted Qwen3-30B-A3B, and a changelog paragraph ("What moved
+    … (was 99)") sat on the readers' page."""
+    html = (recorded_site / "paysoff.html").read_text()
+    how = html[html.index('id="how"'):html.index("</section>", html.index('id="how"'))]
+    listed = re.findall(r"<li>(.*?)</li>", how[how.index('id="deployments"'):])
+    assert listed == list(dict.fromkeys(e["deployment_label"] for e in schedules["schedules"]))
+    text = _visible(html)
+    assert "What moved" not in text and not re.search(r"\(was \d", text)
+
+
+IDENTIFIERS = (r"\bkv_once\b", r"\bper_token\b", r"\bsame_source\b", r"\bother_dataset\b", r"\bsame_setting_other_run\b", r"\bmimo_mtp\b",
+               r"\bmethod \w+_\w+", r"\d\.?\d*e[+-]\d\d", r"length \d+\.\d{3,}", r"\b1 sources\b", r"\b1 rows\b")
+
+
+@pytest.mark.parametrize("page", ["index.html", "paysoff.html", "published.html", "modeling.html"])
+def test_pages_say_names_in_words_and_numbers_in_full(recorded_site, page):
+    """Issue 33: kv_once / per_token beside "KV read once", 1.43e+04 tok/s, "mean acceptance length
+    2.49585", same_source / other_dataset and "method mimo_mtp" as reader text, "1 sources"."""
+    text = _visible((recorded_site / page).read_text())
+    for pattern in IDENTIFIERS:
+        found = re.search(rf".{{0,50}}{pattern}.{{0,30}}", text)
+        assert found is None, (page, pattern, found and found.group(0))
+
+
+def test_every_cited_repository_file_is_shipped_and_linked(recorded_site):
+    """Issue 33: docs/*.md and data/*.toml were cited but not on the site.  Every such citation in a
+    page's text is a link to a copy the site ships, byte for byte the checkout's."""
+    from simulator.website.citations import CITED, FOLDER
+
+    for page in PAGES:
+        html = (recorded_site / page).read_text()
+        text = _visible(html)
+        cited = set(CITED.findall(text))
+        for path in cited:
+            assert f'<a href="{FOLDER}/{path}">{path}</a>' in html or f'href="{FOLDER}/{path}"' in html, (page, path)
+            assert (recorded_site / FOLDER / path).read_bytes() == (REPO_ROOT / path).read_bytes(), path
+    assert (recorded_site / FOLDER / "data" / "published.toml").is_file()
+
+
+def test_a_citation_of_a_file_the_checkout_lacks_fails_the_build(site_sources_copy, tmp_path):
+    hero = site_sources_copy.content_dir / "home" / "hero.md"
+    hero.write_text(hero.read_text() + "\nSee docs/no-such-file.md.\n")
+    with pytest.raises(ConfigError, match="docs/no-such-file.md"):
+        render_site(site_sources_copy, tmp_path / "site")
+
+
+def test_home_says_simulated_and_the_band_means_the_same_on_both_pages(recorded_site):
+    """Issue 33: simulated queue figures labelled "Measured:"; "not a confidence interval" on the home
+    page against "the answer's uncertainty" on the pays-off page; the limits said the profiles
+    "predate current vLLM kernels" where the pays-off page says a step is costed as vLLM runs it."""
+    from simulator.website.names import BAND_MEANING
+
+    home, paysoff = _visible((recorded_site / "index.html").read_text()), _visible((recorded_site / "paysoff.html").read_text())
+    assert "Measured:" not in home and "Simulated: the no-speculation baseline" in home
+    assert BAND_MEANING in home and BAND_MEANING in paysoff
+    assert "the answer's uncertainty, not" not in paysoff
+    assert "predate" not in home and "as vLLM runs it" in home
+
+
+def test_home_hero_links_the_pays_off_page_and_states_a_result(recorded_site, committed_csvs):
+    """Issue 33: no link to pays-off in the hero and no result on the first screen.  The result is
+    the default selection's best k (by its lower bound), read from sweep.csv here."""
+    html = (recorded_site / "index.html").read_text()
+    hero = html[html.index('<section class="hero">'):html.index("</section>", html.index('<section class="hero">'))]
+    assert 'href="paysoff.html"' in hero
+    csv = pd.read_csv(committed_csvs[0])
+    loads, acceptances = sorted(csv["arrival_rate"].unique()), sorted(csv["acceptance_rate"].unique())
+    load, acceptance = loads[len(loads) // 2], acceptances[len(acceptances) // 2]
+    rows = csv[(csv["arrival_rate"] == load) & (csv["acceptance_rate"] == acceptance) & (csv["num_speculative_tokens"] > 0)]
+    k = rows.groupby("num_speculative_tokens")["tpot_speedup"].min().idxmax()
+    at_k = rows[rows["num_speculative_tokens"] == k]["tpot_speedup"]
+    assert f"{at_k.min():.2f}×–{at_k.max():.2f}× median TPOT speedup" in _text(hero) and f"k = {k}" in _text(hero)
+
+
+def test_published_page_leads_with_speculative_rows_at_load_and_groups_misses_by_cause(recorded_site):
+    """Issue 33: the misses were 84 bullets with no link to their row or cause, and the page did not
+    lead with the speculative rows at load (what the pays-off answers rest on)."""
+    from simulator.website.misses import speculative_at_load
+
+    checks = _published_checks()
+    records = checks.to_dict("records")
+    spec = [r for r in records if speculative_at_load(r)]
+    misses = {r["id"] for r in records if abs(r["error_pct"]) > 15}
+    html = (recorded_site / "published.html").read_text()
+    text = _text(html.split("<main", 1)[1])
+    lead = f"With speculation, under load (the rows the pays-off answers rest on): {sum(abs(r['error_pct']) > 15 for r in spec)} of {len(spec)} check rows miss"
+    assert lead in text and text.index(lead) < text.index(f"{len(misses)} of {len(checks)} check rows miss by more than 15 %")
+    section = html[html.index('<section id="misses"'):html.index('<section id="table"')]
+    linked = re.findall(r'<a href="#row-([^"]+)">', section)
+    assert sorted(linked) == sorted(misses), "every miss is linked exactly once, under one cause"
+    groups = re.findall(r'<section class="miss-group" id="miss-([\w-]+)"', section)
+    assert len(groups) >= 5
+    first_group = section[section.index(f'id="miss-{groups[0]}"'):]
+    first_ids = re.findall(r'<a href="#row-([^"]+)">', first_group.split('<section class="miss-group"', 2)[1] if first_group.count('<section class="miss-group"') > 1 else first_group)
+    assert any(speculative_at_load(next(r for r in records if r["id"] == i)) for i in first_ids)
+    assert "not explained yet" not in text.lower() or "miss-unexplained" in section
+
+
+def test_published_scatter_draws_the_miss_band(recorded_site):
+    """Issue 33: the scatter had no ±15 % band."""
+    html = (recorded_site / "published.html").read_text()
+    figure = json.loads(re.search(r'<script type="application/json" id="published-figure">(.*?)</script>', html, re.S).group(1))
+    band = [t for t in figure["figure"]["data"] if t.get("fill") == "tonexty"]
+    assert len(band) == 1 and band[0]["name"] == "within ±15 % (not a miss)"
+    upper = figure["figure"]["data"][figure["figure"]["data"].index(band[0]) - 1]
+    assert [round(y / x, 9) for x, y in zip(band[0]["x"], band[0]["y"])] == [0.85, 0.85]
+    assert [round(y / x, 9) for x, y in zip(upper["x"], upper["y"])] == [1.15, 1.15]

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulator.website.data_page import COPY as DATA_COPY
+from simulator.website.misses import COPY as CAUSES_COPY
 
 
 @dataclass(frozen=True)
@@ -19,12 +20,12 @@ class Page:
     charts: bool = False  # loads plotly.js and site.js
 
 
-HOME_COPY = ("hero", "verify-step", "predictions", "results", "chart-note", "model", "propose", "verify", "advance", "validation", "limits")
+HOME_COPY = ("hero", "hero-more", "verify-step", "predictions", "results", "chart-note", "model", "propose", "verify", "advance", "validation", "limits")
 
 SITE_PAGES: tuple[Page, ...] = (
     Page("index.html", "Home", tuple(f"home/{name}" for name in HOME_COPY), charts=True),
     Page("modeling.html", "Modeling notes", ("modeling", "modeling-progress", "modeling-verify", "modeling-calibration"), charts=True),
-    Page("published.html", "Published measurements", ("published", "published-method", "published-misses"), charts=True),
+    Page("published.html", "Published measurements", ("published", "published-method", "published-misses", *CAUSES_COPY), charts=True),
     Page("paysoff.html", "When does it pay off?", ("paysoff/lede", "paysoff/intro", "paysoff/intro-after", "paysoff/closed-loop", "paysoff/littles"), charts=True),
     Page("validation.html", "Validation workflow", ("validation",)),
     Page("data.html", "Data", DATA_COPY),

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from simulator.util.errors import ConfigError
 from simulator.schemas import ACCEPTANCE_CLASSES, PUBLISHED_COLUMNS, PUBLISHED_LATER_COLUMNS, SIMULATED
 from simulator.website.charts import PLOT_CONFIG, REFERENCE_COLOR, _style, export_layout, figure_json
+from simulator.website import misses as miss_causes
 from simulator.website import names, units
 from simulator.website.published_summary import summary
 
@@ -33,6 +34,11 @@ LABELS = {
     "tpot_mean_ms": "mean TPOT (ms)", "itl_mean_ms": "mean ITL (ms)", "requests_per_s": "requests/s",
 }
 UNITS = {"tpot_ms": "ms", "tpot_mean_ms": "ms", "itl_mean_ms": "ms", "requests_per_s": "req/s"}  # else tok/s
+BAND_COLOR = "rgba(31, 95, 168, 0.12)"  # the ±15 % band, light enough for markers to read over it
+# On a phone the legend wraps to many lines under the plot and took the plot down to 227 px for
+# five decades (issue 33): below NARROW_PX the chart is taller and its legend smaller.
+NARROW_PX = 600
+NARROW_LAYOUT = {"height": 720, "legend": {"font": {"size": 11}, "y": -0.16}, "margin": {"l": 56, "r": 12, "t": 12, "b": 40}}
 CALIBRATION_COLOR = "#888888"  # calibration rows: hollow grey markers, their own legend entries
 CLASS_LABELS = {c: f"acceptance {label}" for c, label in names.ACCEPTANCE_CLASSES.items()}
 CLASS_SHORT = {"same_source": "same source", "same_setting_other_run": "another run", "other_dataset": "another dataset", "assumed": "assumed"}
@@ -54,7 +60,8 @@ def load_published(path: Path) -> pd.DataFrame:
 
 def _setting(row: dict) -> str:
     load = next(f"{name} {row[key]:g}" for key, name in (("batch_size", "batch"), ("concurrency", "concurrency"), ("qps", "QPS")) if not _blank(row[key]))
-    proposer = "no speculation" if row["proposer"] == "none" else f"{row['proposer']} k = {int(row['k'])}" if not _blank(row["k"]) else row["proposer"]
+    label = names.proposer(row["proposer"])
+    proposer = "no speculation" if row["proposer"] == "none" else f"{label}, k = {int(row['k'])}" if not _blank(row["k"]) else label
     tp = int(row["tp"])
     gpu = ("GPU not stated" if _blank(row["gpu"]) else row["gpu"].upper()) + ("" if tp == 1 else f" ×{tp}")
     metric = {
@@ -76,6 +83,14 @@ def figure(frame: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     low = min(simulated.published.min(), simulated.simulated.min()) * 0.8
     high = max(simulated.published.max(), simulated.simulated.max()) * 1.25
+    # the ±MISS_PCT band: a row inside it is not a miss (issue 33: the chart had no band); on log
+    # axes it is a strip of constant width along the diagonal
+    over, under = 1 + MISS_PCT / 100, 1 - MISS_PCT / 100
+    fig.add_trace(go.Scatter(x=[low, high], y=[low * over, high * over], mode="lines", line={"width": 0}, showlegend=False, hoverinfo="skip"))
+    fig.add_trace(go.Scatter(
+        x=[low, high], y=[low * under, high * under], mode="lines", line={"width": 0}, fill="tonexty", fillcolor=BAND_COLOR,
+        name=f"within ±{MISS_PCT:g} % (not a miss)", hoverinfo="skip",
+    ))
     fig.add_trace(go.Scatter(x=[low, high], y=[low, high], mode="lines", name="simulated = published", line={"color": REFERENCE_COLOR, "dash": "dash"}, hoverinfo="skip"))
     calibration = simulated.role.map(lambda r: r == "calibration")
     for is_calibration, part in ((False, simulated[~calibration]), (True, simulated[calibration])):
@@ -130,12 +145,7 @@ def with_unit(value: float, metric: str, digits: str = "g") -> str:
     return f"{text} {UNITS.get(metric, 'tok/s')}"  # output or decode tokens: the setting says which
 
 
-def percent(value: float) -> str:
-    """A signed error in percent, never "-0.0 %" (a value that rounds to zero reads "0.0 %")."""
-    if _blank(value):
-        return "—"
-    rounded = round(float(value), 1)
-    return "0.0 %" if rounded == 0 else f"{rounded:+.1f} %"
+percent = units.percent  # a signed error in percent (kept here: the published pages' modules import it from here)
 
 
 def _text_cell(value) -> str:
@@ -157,6 +167,7 @@ def context(path: Path, setup_line: str) -> dict:
             row[key] = _text_cell(row[key])
     simulated = [r for r in records if r["status"] == SIMULATED]
     checks = [r for r in simulated if r["role"] == "check"]
+    misses = sorted((r for r in checks if abs(r["error_pct"]) > MISS_PCT), key=lambda r: (-abs(r["error_pct"]), r["id"]))
     figures = summary(records)
     return {
         "rows": records,
@@ -165,7 +176,9 @@ def context(path: Path, setup_line: str) -> dict:
         "calibration": [r for r in simulated if r["role"] == "calibration"],
         "unlabelled": [r for r in simulated if r["role"] not in ("check", "calibration")],
         "unreproducible": [r for r in records if r["status"] != SIMULATED],
-        "misses": sorted((r for r in checks if abs(r["error_pct"]) > MISS_PCT), key=lambda r: -abs(r["error_pct"])),
+        "misses": misses,
+        "miss_groups": miss_causes.groups(misses),
+        "speculative_at_load": _speculative_at_load(checks),
         "miss_pct": MISS_PCT,
         "targets": TARGETS,
         "targets_met": targets_met(figures),
@@ -174,11 +187,23 @@ def context(path: Path, setup_line: str) -> dict:
         "headline": headline(records),
         "figure": {
             "figure": figure_json(figure(frame)),
+            "narrow": {"below_px": NARROW_PX, "layout": NARROW_LAYOUT},
             "export": export_layout("Published vs simulated, one marker per row (calibration rows hollow grey)", [setup_line]),
             "filename": "published-vs-simulated",
             "config": PLOT_CONFIG,
         },
         "file": CSV_NAME,
+    }
+
+
+def _speculative_at_load(checks: list[dict]) -> dict:
+    """The check rows the pays-off answers rest on (speculation, under load): how many, how many
+    miss, their error range and the rows by |error|, for the page's first lines (issue 33)."""
+    rows = sorted((r for r in checks if miss_causes.speculative_at_load(r)), key=lambda r: (-abs(r["error_pct"]), r["id"]))
+    errors = [float(r["error_pct"]) for r in rows]
+    return {
+        "rows": rows, "count": len(rows), "misses": sum(abs(e) > MISS_PCT for e in errors),
+        "low": percent(min(errors)) if errors else "—", "high": percent(max(errors)) if errors else "—",
     }
 
 

@@ -231,17 +231,18 @@ def _explorer(recorded: Recorded) -> dict:
     figures, summaries, titles, selections = {}, {}, {}, []
     default_load = recorded.loads[len(recorded.loads) // 2]
     default_acceptance = recorded.acceptances[len(recorded.acceptances) // 2]
-    speculative = recorded.frame[recorded.frame["num_speculative_tokens"] > 0]
-    y_range = speedup_range(speculative["tpot_speedup"].tolist())
     setup_line = _setup_line(recorded.setup)
     for load in recorded.loads:
         baseline = recorded.baseline(load)
         for acceptance in recorded.acceptances:
             key = f"{units.number(load)}|{units.number(acceptance)}"
             rows = recorded.selection(load, acceptance)
+            # each selection's own y-range (issue 33: one 0.42-12x axis for every selection flattened
+            # a 1.1-1.8x selection into a band); the log scale and the 1x line stay
+            y_range = speedup_range(rows[rows["num_speculative_tokens"] > 0]["tpot_speedup"].tolist())
             titles[key] = f"Predicted median TPOT speedup at {units.number(load)} req/s, acceptance rate {units.number(acceptance)}"
             notes = [
-                "Each vertical line spans the two attention-cost assumptions (not a confidence interval); dashed line: 1× = no-speculation baseline.",
+                f"Each vertical line spans the two verify-attention cost bounds: {names.BAND_MEANING}. Dashed line: 1× = no-speculation baseline. The y-axis fits this selection.",
                 setup_line,
             ]
             if _overloaded(baseline):
@@ -271,7 +272,22 @@ def _explorer(recorded: Recorded) -> dict:
         "titles": titles,
         "config": PLOT_CONFIG,
     }
-    return {"data": data, "selections": selections, "default_key": f"{data['default']['load']}|{data['default']['acceptance']}"}
+    return {"data": data, "selections": selections, "default_key": f"{data['default']['load']}|{data['default']['acceptance']}",
+            "headline": _headline(recorded, default_load, default_acceptance)}
+
+
+def _headline(recorded: Recorded, load: float, acceptance: float) -> dict:
+    """The home page's first-screen result: the best k at the default selection, with its span
+    over the two verify-cost bounds, read from the recorded rows."""
+    rows = recorded.selection(load, acceptance)
+    speculative = rows[rows["num_speculative_tokens"] > 0]
+    best_k = int(speculative.groupby("num_speculative_tokens")["tpot_speedup"].min().idxmax())
+    at_k = speculative[speculative["num_speculative_tokens"] == best_k]["tpot_speedup"]
+    return {
+        "load": units.number(load), "acceptance": units.number(acceptance), "k": best_k,
+        "low": units.speedup(float(at_k.min())), "high": units.speedup(float(at_k.max())),
+        "model": units.model_label(str(recorded.setup["model"])), "device": str(recorded.setup["device"]).upper(),
+    }
 
 
 def _progress_payload(progress) -> dict:

@@ -65,6 +65,14 @@ def plural(count: int, word: str, many: str | None = None) -> str:
     return f"{count} {word if count == 1 else (many or word + 's')}"
 
 
+def percent(value: float) -> str:
+    """A signed error in percent, never "-0.0 %" (a value that rounds to zero reads "0.0 %")."""
+    if _missing(value) or value == "":
+        return "—"
+    rounded = round(float(value), 1)
+    return "0.0 %" if rounded == 0 else f"{rounded:+.1f} %"
+
+
 def batch(value: float) -> str:
     """A mean number of requests, e.g. '23.4' (the column heading names the unit)."""
     return "–" if _missing(value) else f"{value:.1f}"
