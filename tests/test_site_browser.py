@@ -275,8 +275,8 @@ def test_mode_bar_offers_only_a_png_that_carries_title_and_caveats(page: Page, b
     assert "Share" not in html and "cloud" not in html.lower() and "Edit in Chart Studio" not in html
     layout = page.evaluate("() => siteCharts.exportLayout(JSON.parse(document.getElementById('explorer-data').textContent).figures['6|0.9'])")
     assert layout["title"]["text"] == "Predicted median TPOT speedup at 6 req/s, acceptance rate 0.9"
-    notes = [a["text"] for a in layout["annotations"]]
-    assert notes[0].startswith("Overloaded at 6 req/s") and any("not a confidence interval" in n for n in notes)
+    notes = [a["text"].replace("<br>", " ") for a in layout["annotations"]]
+    assert notes[0].startswith("Overloaded at 6 req/s") and any("not a statistical confidence interval" in n for n in notes)
     page.hover("#speedup-chart")
     with page.expect_download() as download:
         buttons.first.click()
@@ -530,7 +530,7 @@ def test_png_download_holds_title_selection_and_every_caveat(page: Page, site_se
     assert_export_fits(geometry, "6 req/s, α 0.9")
     captions = [a["text"].replace("<br>", " ") for a in payload["export"]["annotations"]]
     assert len(captions) == len(geometry["annotations"]) == 3
-    assert captions[0].startswith("Overloaded at 6 req/s") and any("not a confidence interval" in c for c in captions)
+    assert captions[0].startswith("Overloaded at 6 req/s") and any("not a statistical confidence interval" in c for c in captions)
     assert any("sweep.csv" in c for c in captions)
     page.hover("#speedup-chart")
     with page.expect_download() as download:
@@ -676,13 +676,18 @@ def _table(page: Page, table_id: str) -> list[list[str]]:
     return [[c.strip() for c in rows.nth(i).locator("th, td").all_inner_texts()] for i in range(rows.count())]
 
 
+def _row_ids(page: Page, table_id: str) -> list[str]:
+    """The rows' ids, from their anchors (the first cell names the source in words, issue 33)."""
+    return [i.removeprefix("row-") for i in page.locator(f"#{table_id} tbody tr").evaluate_all("rs => rs.map(r => r.id)")]
+
+
 def test_published_cells_have_units_and_no_raw_nan_or_negative_zero(page: Page, published_site):
     page.goto(published_site.as_uri() + "/published.html")
     checks, calibration = _table(page, "published-table"), _table(page, "calibration-table")
     cells = [cell for row in checks + calibration for cell in row]
     assert not [c for c in cells if "nan" in c.lower().split()], "a raw nan in a cell"
     assert not [c for c in cells if "-0.0" in c or "−0.0" in c], "an error of -0.0 %"
-    by_id = {row[0].replace("\u200b", ""): row for row in checks + calibration}
+    by_id = dict(zip(_row_ids(page, "published-table") + _row_ids(page, "calibration-table"), checks + calibration))
     nospec = by_id["vllm-example-nospec-with-a-long-identifier"]
     assert nospec[5].startswith("none needed")  # acceptance used: said, not "nan" or blank
     assert by_id["vllm-example-eagle-rounds-to-zero-error-row"][3] == "0.0 %"
@@ -696,15 +701,18 @@ def test_published_cells_have_units_and_no_raw_nan_or_negative_zero(page: Page, 
 def test_published_check_and_calibration_rows_are_apart_in_table_chart_and_headline(page: Page, published_site):
     page.goto(published_site.as_uri() + "/published.html")
     page.wait_for_selector("#published-chart .main-svg")
-    ids = lambda table: [r[0].replace("\u200b", "") for r in _table(page, table)]  # noqa: E731
+    ids = lambda table: _row_ids(page, table)  # noqa: E731
     assert ids("calibration-table") == ["specdecode-bench-llama8b-sharegpt-eagle-bs128"]
     assert "specdecode-bench-llama8b-sharegpt-eagle-bs128" not in ids("published-table") and len(ids("published-table")) == 3
     traces = page.evaluate("() => document.getElementById('published-chart').data.map(t => [t.name, (t.customdata || []).map(c => c[0])])")
     calibration = {i for name, points in traces if name.startswith("calibration") for i in points}
     checks = {i for name, points in traces if not name.startswith("calibration") for i in points}
     assert calibration == {"specdecode-bench-llama8b-sharegpt-eagle-bs128"} and len(checks) == 3 and not calibration & checks
-    by_class = {r[0].split(":")[0]: r[1] for r in _table(page, "by-class")}
-    assert by_class == {"same_source": "2", "same_setting_other_run": "0", "other_dataset": "0", "assumed": "1"}
+    from simulator.website.published import CLASS_LABELS
+
+    by_class = {r[0]: r[1] for r in _table(page, "by-class")}
+    assert by_class == {CLASS_LABELS[c]: n for c, n in {"same_source": "2", "same_setting_other_run": "0", "other_dataset": "0", "assumed": "1"}.items()}
+    assert _table(page, "published-table")[0][0] == "example.org"  # the source in words, not the row's slug
     summary = page.locator("#summary").inner_text()
     assert "Check rows (3;" in summary and "1 of 1" in summary  # the calibration row's speedup miss is not counted
     page.goto(published_site.as_uri() + "/index.html")

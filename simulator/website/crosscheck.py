@@ -182,6 +182,7 @@ def _series(rows: pd.DataFrame, kind: str) -> list[dict]:
             "low": percent(errors.min()),
             "high": percent(errors.max()),
             "href": f"{PAGE}#{row_anchor(group['id'].iloc[0])}",
+            "slowdowns": contradictions(group) if kind == "speculative" else [],
         })
     return out
 
@@ -220,6 +221,7 @@ def _row(row: dict, kind: str) -> dict:
     return {
         "kind": kind,
         "id": row["id"],
+        "source": names.source(row["source_url"]),
         "href": f"{PAGE}#{row_anchor(row['id'])}",
         "model": str(row["model"]).split("/")[-1],
         "engine": names.engine(row["engine"]) + (f" {row['engine_version']}" if isinstance(row.get("engine_version"), str) and row["engine_version"] else ""),
@@ -235,9 +237,22 @@ def _row(row: dict, kind: str) -> dict:
     }
 
 
-def _speculates(entry: dict) -> bool:
-    """Whether the card's schedule runs a k > 0 anywhere (only then does a measured slowdown contradict it)."""
-    return any(k for _, _, k in entry.get("num_speculative_tokens_per_batch_size") or [])
+def _speculates_at(entry: dict, in_flight: Optional[float]) -> bool:
+    """Whether the card's schedule runs a k > 0 at ``in_flight`` requests (None, a request rate the
+    schedule cannot be read at: anywhere); only there does a measured slowdown contradict the card."""
+    schedule = entry.get("num_speculative_tokens_per_batch_size") or []
+    if in_flight is None:
+        return any(k for _, _, k in schedule)
+    return any(k for start, end, k in schedule if start <= in_flight <= end)
+
+
+def _in_flight(row: dict) -> Optional[float]:
+    """A closed-loop row's requests in flight (its batch size or concurrency); None under a request rate."""
+    for key in ("batch_size", "concurrency"):
+        value = row.get(key)
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+            return float(value)
+    return None
 
 
 def contradictions(rows: pd.DataFrame) -> list[dict]:
@@ -247,14 +262,17 @@ def contradictions(rows: pd.DataFrame) -> list[dict]:
     return [{
         "id": r["id"], "href": f"{PAGE}#{row_anchor(r['id'])}", "source": names.source(r["source_url"]), "load": _load(r),
         "k": "" if pd.isna(r["k"]) else f"{int(r['k'])}", "published": units.speedup(float(r["published"])), "simulated": units.speedup(float(r["simulated"])),
-        "engine": names.engine(r["engine"]),
+        "engine": names.engine(r["engine"]), "in_flight": _in_flight(r),
     } for r in _by_load(speedups).to_dict("records")]
 
 
-def error_range(rows: pd.DataFrame) -> Optional[dict]:
-    """The signed errors of a set of rows as a range, with what they share, for the answer's line."""
+def error_range(rows: pd.DataFrame, model: Optional[str] = None) -> Optional[dict]:
+    """The signed errors of a set of rows as a range, with what they share, for the answer's line;
+    with ``model`` (the card's), the models the rows are of where none is the card's own."""
     if rows.empty:
         return None
+    models = sorted({str(m).split("/")[-1] for m in rows["model"]})
+    other = model is not None and model not in set(rows["model"])
     errors = rows["error_pct"].astype(float)
     versions = sorted({str(v) for v in rows["engine_version"] if isinstance(v, str) and v}, key=Version)
     engines = sorted({names.engine(e) for e in rows["engine"]})
@@ -265,6 +283,7 @@ def error_range(rows: pd.DataFrame) -> Optional[dict]:
         "serving": serving, "tp": ", ".join(f"TP {tp}" for tp in sorted(set(rows["tp"]))),
         "misses": int((errors.abs() > MISS_PCT).sum()),
         "direction": direction(str(rows["metric"].iloc[0]), errors.tolist()) if rows["metric"].nunique() == 1 else "",
+        "other_models": (", ".join(models[:3]) + (", …" if len(models) > 3 else "")) if other else "",
     }
 
 
@@ -293,17 +312,17 @@ def closest(published: Optional[pd.DataFrame], entry: dict, version: Optional[st
     step = _summary(plain)
     if step is not None:
         step["same_model"] = bool((plain["model"] == entry["model"]).all())
-        step["range"] = error_range(plain)
+        step["range"] = error_range(plain, entry["model"])
     return {
         "speculative": series,
         "speculative_models": sorted({str(m).split("/")[-1] for m in speculative["model"]}),
-        "speculative_range": error_range(speculative),
+        "speculative_range": error_range(speculative, entry["model"]),
         "speculative_further": further(spec_candidates, speculative),
         "step": step,
         "step_further": further(plain_candidates, plain),
         "rows": rows,
         # any candidate, the further ones too: a measured slowdown is never hidden by the serving match
-        "contradictions": contradictions(spec_candidates) if _speculates(entry) else [],
+        "contradictions": [x for x in contradictions(spec_candidates) if _speculates_at(entry, x["in_flight"])],
         "disagreeing": [s for s in series if s["misses"]],
         "step_disagrees": step is not None and step["misses"] > 0,
         "misses": sum(r["misses"] for r in rows if not r.get("further")),

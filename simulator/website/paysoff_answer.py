@@ -82,7 +82,7 @@ def error_words(entry: dict) -> str:
     from simulator.sweep import error_bar
 
     bars = [c["error_bar"] for c in entry["comparison"] if c["mode"] == "closed_loop" and c.get("error_bar")]
-    return f"Error on speedup: {error_bar.summary(bars)} (published.html)." if bars else ""
+    return f"Error on speedup the schedule was chosen with: {error_bar.summary(bars)}." if bars else ""
 
 
 def switched_off_words(entry: dict) -> str:

@@ -86,7 +86,7 @@ def figure(frame: pd.DataFrame) -> go.Figure:
     # the ±MISS_PCT band: a row inside it is not a miss (issue 33: the chart had no band); on log
     # axes it is a strip of constant width along the diagonal
     over, under = 1 + MISS_PCT / 100, 1 - MISS_PCT / 100
-    fig.add_trace(go.Scatter(x=[low, high], y=[low * over, high * over], mode="lines", line={"width": 0}, showlegend=False, hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=[low, high], y=[low * over, high * over], mode="lines", line={"width": 0}, name=f"+{MISS_PCT:g} % edge", showlegend=False, hoverinfo="skip"))
     fig.add_trace(go.Scatter(
         x=[low, high], y=[low * under, high * under], mode="lines", line={"width": 0}, fill="tonexty", fillcolor=BAND_COLOR,
         name=f"within ±{MISS_PCT:g} % (not a miss)", hoverinfo="skip",
@@ -163,6 +163,7 @@ def context(path: Path, setup_line: str) -> dict:
         row["error_text"] = percent(row["error_pct"])
         row["acceptance_text"] = units.acceptance_lengths_in_text(_text_cell(row["acceptance_used"])) or ("none needed (no speculation)" if row["proposer"] == "none" else "—")
         row["class_text"] = names.acceptance_class(_text_cell(row["acceptance_class"]))
+        row["source_label"] = names.source(row["source_url"])
         for key in ("role", "acceptance_class", "plausible", "error_range_pct", "calibrated_by"):
             row[key] = _text_cell(row[key])
     simulated = [r for r in records if r["status"] == SIMULATED]
@@ -179,6 +180,7 @@ def context(path: Path, setup_line: str) -> dict:
         "misses": misses,
         "miss_groups": miss_causes.groups(misses),
         "speculative_at_load": _speculative_at_load(checks),
+        "trend_misses": _trend_misses(figures["trends"]["misses"], {r["id"]: r for r in records}),
         "miss_pct": MISS_PCT,
         "targets": TARGETS,
         "targets_met": targets_met(figures),
@@ -194,6 +196,16 @@ def context(path: Path, setup_line: str) -> dict:
         },
         "file": CSV_NAME,
     }
+
+
+def _trend_misses(pairs: list[str], by_id: dict) -> list[dict]:
+    """The series steps the simulation does not reproduce, as two linked rows each (the summary
+    names them "a -> b" by row id, which is no reader text)."""
+    out = []
+    for pair in pairs:
+        first, second = (by_id[i.strip()] for i in pair.split("->"))
+        out.append({"from": first["id"], "from_setting": first["setting"], "to": second["id"], "to_setting": second["setting"]})
+    return out
 
 
 def _speculative_at_load(checks: list[dict]) -> dict:
