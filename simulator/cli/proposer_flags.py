@@ -99,9 +99,12 @@ def max_acceptance_length(kind: ProposerKind, k: int, options: tuple) -> int:
 
 
 def draft_model_help() -> str:
+    from simulator.cli.catalog_help import drafter_names
+
     return (
-        "the draft network --proposer runs (" + ", ".join(proposers.draft_model_names()) + "): a draft model such as JackFram/llama-68m, an "
-        "EAGLE head such as yuhuili/EAGLE-LLaMA3.1-Instruct-8B, a DFlash drafter such as z-lab/Qwen3-8B-DFlash-b16; MTP needs none"
+        "the draft network --proposer runs (" + ", ".join(proposers.draft_model_names()) + "): a local config.json, a draft model (any "
+        "target of the catalog, e.g. JackFram/llama-68m), or one of the catalog's EAGLE heads and DFlash drafters: "
+        + ", ".join(drafter_names()) + "; MTP needs none"
     )
 
 

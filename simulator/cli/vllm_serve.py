@@ -206,16 +206,28 @@ def check_concurrency(concurrency: Sequence[int], limits: Limits, flag: str) -> 
 def served_model_name(model: str, given: Optional[str] = None) -> str:
     """The model a printed ``vllm serve`` line names: ``given`` (``--served-model-name``), else for a
     local ``config.json`` its ``_name_or_path`` (the Hugging Face name it was saved from), else
-    ``model`` itself."""
+    the Hugging Face repository of ``model`` (Vidur's few names that are not one are mapped)."""
     if given:
         return given
     from simulator.util.inputs import read_json
     from simulator.models.files import config_file, looks_like_path
+    from simulator.vidur.models import repository
 
     path = config_file(model)
     if path is None:
-        return model
+        return repository(model)
     name = read_json(path, "config.json").get("_name_or_path")
     if isinstance(name, str) and name.strip() and not looks_like_path(name.strip()):
         return name.strip()
     return model
+
+
+def served_name_hint(served: str) -> str:
+    """Why a printed ``vllm serve`` line names a local path, and the fix ("" when it names a
+    repository): a local config.json without ``_name_or_path`` leaves only its path to print."""
+    from simulator.models.files import looks_like_path
+
+    if not looks_like_path(served):
+        return ""
+    return (f"note: the vllm serve line names the local path {served}: its config.json has no _name_or_path; pass "
+            "--served-model-name NAME (the repository or folder vLLM loads) to name it")

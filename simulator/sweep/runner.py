@@ -157,11 +157,18 @@ def warm_predictors(configs: Sequence[RunConfig], progress: Optional[bool] = Non
         return
     with closing(bar(len(todo), f"{label}: preparing predictors", unit="model", enabled=progress)) as shown:
         for config in todo.values():
-            spec = config.speculation
-            drafting = f" with {spec.draft_model} at TP {config.draft_tensor_parallel_size}" if spec.uses_draft_network else ""
-            say(f"preparing {config.model} on {config.device} at TP {config.tensor_parallel_size}{drafting}", progress)
+            say(preparing_message(config), progress)
             warm_predictor(config)
             shown.update()
+
+
+def preparing_message(config: RunConfig) -> str:
+    """What is being prepared, in words: the target, and the drafter by its name (MTP layers are
+    the target's own, so the kind names them)."""
+    spec = config.speculation
+    drafter = spec.draft_model or spec.kind.label
+    drafting = f" with {drafter} at TP {config.draft_tensor_parallel_size}" if spec.uses_draft_network else ""
+    return f"preparing {config.model} on {config.device} at TP {config.tensor_parallel_size}{drafting}"
 
 
 def warm_predictor(config: RunConfig) -> None:
@@ -214,6 +221,7 @@ def record(result) -> dict:
     row.update(queue_growth(result.requests))
     row["mean_decode_batch"] = mean_decode_batch(result.requests, summary["makespan_s"])
     row["mean_scheduled_k"] = summary.get("mean_scheduled_k")  # a k schedule's average pick (not in SWEEP_COLUMNS)
+    row["tpot_p50_low_s"], row["tpot_p50_high_s"] = summary["tpot_p50_low_s"], summary["tpot_p50_high_s"]  # its sampling interval (pays-off ties)
     for key in PROVENANCE_COLUMNS:
         row[key] = provenance[key]
     return row

@@ -115,9 +115,11 @@ def check_creatable_dir(directory, subject: str) -> None:
     check_writable_dir(ancestor, f"{subject}: folder")
 
 
-def check_writable_file(path, what: str) -> None:
+def check_writable_file(path, what: str, folder_must_exist: bool = False) -> None:
     """Raise ConfigError unless ``path`` can be written as a file: not a directory or another
-    non-file, and its folder writable or creatable (probed, see above)."""
+    non-file, and its folder writable or creatable (probed, see above).  A file a user names on
+    the command line (``--json``, ``--csv``) takes ``folder_must_exist``: a mistyped folder is
+    refused, not silently created."""
     from simulator.util.errors import ConfigError
 
     path = Path(path)
@@ -125,4 +127,6 @@ def check_writable_file(path, what: str) -> None:
         raise ConfigError(f"{what} {path} is a directory, expected a file")
     if path.exists() and not path.is_file():
         raise ConfigError(f"{what} {path} is not a regular file")
+    if folder_must_exist and not path.parent.is_dir():
+        raise ConfigError(f"{what} {path}: folder {path.parent} does not exist; create it first or name a file in an existing folder")
     check_creatable_dir(path.parent, f"{what} {path}")

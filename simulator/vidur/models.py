@@ -10,6 +10,8 @@ else defines model classes.
 
 from __future__ import annotations
 
+from types import MappingProxyType
+
 import re
 import sys
 from dataclasses import dataclass, make_dataclass
@@ -135,6 +137,19 @@ def register(spec: ModelSpec, max_model_len: Optional[int] = None, home: str = _
     setattr(module, class_name, cls)
     _REGISTERED[name] = cls
     return cls
+
+
+# Vidur's own model names that are not Hugging Face repositories, and the repository each one's
+# config is (Vidur 0.0.26 names Meta's Llama 3 base models without the "Meta-" prefix the Hub uses).
+REPOSITORIES = MappingProxyType({
+    "meta-llama/Llama-3-8B": "meta-llama/Meta-Llama-3-8B",
+    "meta-llama/Llama-3-70B": "meta-llama/Meta-Llama-3-70B",
+})
+
+
+def repository(name: str) -> str:
+    """The Hugging Face repository ``vllm serve`` loads for a model Vidur knows as ``name``."""
+    return REPOSITORIES.get(name, name)
 
 
 def named_configs() -> dict[str, type]:
