@@ -395,7 +395,7 @@ def test_the_printed_vllm_serve_line_names_the_model_as_vllm_loads_it(name_or_pa
     argv = ["--model", model, "--device", "h100", "-k", "2", "--acceptance", "0.7"] + (["--served-model-name", served] if served else [])
     line = cli.serve_command(cli.inputs_from_args(_parse(*argv)))
     assert line.startswith(f"vllm serve {model if expected == 'LOCAL' else expected} --max-num-seqs 1024 --max-num-batched-tokens 8192 --speculative-config ")
-    assert json.loads(line.split("--speculative-config '", 1)[1].rstrip("'")) == {"method": "ngram", "prompt_lookup_max": 4, "num_speculative_tokens": 2}
+    assert json.loads(line.split("--speculative-config '", 1)[1].rstrip("'")) == {"method": "ngram", "prompt_lookup_max": 5, "num_speculative_tokens": 2}
 
 
 def _fake_result(config):

@@ -131,6 +131,7 @@ def _config(*argv):
         ('{"method":"suffix","num_speculative_tokens":12,"suffix_decoding_max_tree_depth":16}', ["--proposer", "suffix", "-k", "12", "--suffix-max-tree-depth", "16"]),
         ('{"method":"mimo_mtp","num_speculative_tokens":1}', ["--proposer", "mtp", "-k", "1"]),
         (f'{{"method":"mtp","model":"{MIMO}","num_speculative_tokens":1}}', ["--proposer", "mtp", "-k", "1"]),  # vLLM fills the target in
+        ('{"method":"ngram","num_speculative_tokens":4}', ["--proposer", "ngram", "-k", "4"]),  # vLLM's unset lookup is the flags' default (issue 33)
         ('{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":3,"num_speculative_tokens_per_batch_size":[[1,16,4],[17,256,2]]}',
          ["--proposer", "ngram", "-k", "4", "--prompt-lookup-max", "3", "--k-schedule", "[[1,16,4],[17,256,2]]"]),
     ],
@@ -141,7 +142,7 @@ def test_a_speculative_config_runs_what_the_same_flags_run(speculative_config, f
 
 
 def test_vllms_prompt_lookup_defaults_apply_to_an_ngram_config():
-    """vLLM runs 5..5 when a config names neither bound (the simulator's own flags default to 4, the docs' example)."""
+    """vLLM runs 5..5 when a config names neither bound (the simulator's own flags default to the same)."""
     spec = _config("--speculative-config", '{"method":"ngram_gpu","num_speculative_tokens":3}', "--acceptance", "0.7").speculation
     assert spec.option_values["prompt_lookup_max"] == 5 and spec.kind.window(_settings(spec)) == (5, 5)
     spec = _config("--speculative-config", '{"method":"ngram_gpu","num_speculative_tokens":3,"prompt_lookup_min":2}', "--acceptance", "0.7").speculation
@@ -162,7 +163,8 @@ NGRAM4 = '{"method":"ngram","num_speculative_tokens":4}'
     [
         (["--speculative-config", NGRAM4, "-k", "2"], ["--speculative-config and -k both set num_speculative_tokens: give it once"]),
         (["--speculative-config", NGRAM4, "--proposer", "suffix"], ["--speculative-config and --proposer both set method"]),
-        (["--speculative-config", NGRAM4, "--prompt-lookup-max", "3"], ["--speculative-config and --prompt-lookup-max both set prompt_lookup_max"]),
+        (["--speculative-config", '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4}', "--prompt-lookup-max", "3"],
+         ["--speculative-config and --prompt-lookup-max both set prompt_lookup_max"]),
         (["--speculative-config", '{"method":"ngram","num_speculative_tokens":4,"foo":1}'], ["--speculative-config: unknown key 'foo'; the keys it reads are"]),
         (["--speculative-config", '{"method":"ngram","num_speculative_tokens":4,"enforce_eager":true}'], ["enforce_eager is a vLLM key the simulator does not model; drop it"]),
         (["--speculative-config", f'{{"method":"eagle3","model":"{EAGLE3}","num_speculative_tokens":3,"prompt_lookup_max":3}}', "--model", LLAMA31],

@@ -11,20 +11,22 @@ from simulator.util.errors import ConfigError
 from simulator.speculative.proposers.base import Option, ProposerKind, SpeculationSettings, StepWork
 from simulator.speculative.step import StepPlan
 
-# prompt_lookup_max in the recommended config, always written: older vLLM required one of
-# prompt_lookup_min / max (both default to 5 when neither is given); the value of vLLM's docs' example.
+# vLLM's n-gram lookup when a --speculative-config leaves a bound out (SpeculativeConfig.__post_init__,
+# the same in v0.10.1, v0.14.0 and v0.24.0): neither -> both 5; one -> the other copies it
+VLLM_UNSET_LOOKUP = 5
+# prompt_lookup_max in the recommended config, always written (older vLLM required one of
+# prompt_lookup_min / max).  Its default is vLLM's own when none is given, so ``-k 4 --proposer
+# ngram`` and ``--speculative-config '{"method": "ngram", "num_speculative_tokens": 4}'`` are one
+# deployment and print one config.
 PROMPT_LOOKUP_MAX = Option(
-    "prompt_lookup_max", int, 4, "the longest n-gram the lookup matches (vLLM's prompt_lookup_max)", vllm_key="prompt_lookup_max", minimum=1,
-    always_in_config=True,
-    source="vLLM's docs' n-gram example: {\"method\": \"ngram\", \"num_speculative_tokens\": 4, \"prompt_lookup_max\": 4}",
+    "prompt_lookup_max", int, VLLM_UNSET_LOOKUP, "the longest n-gram the lookup matches (vLLM's prompt_lookup_max)", vllm_key="prompt_lookup_max",
+    minimum=1, always_in_config=True,
+    source="vLLM's SpeculativeConfig: prompt_lookup_min and prompt_lookup_max both 5 when a config gives neither",
 )
 PROMPT_LOOKUP_MIN = Option(
     "prompt_lookup_min", int, None, "the shortest n-gram the lookup matches (vLLM's prompt_lookup_min; unset: prompt_lookup_max, as vLLM copies it)",
     vllm_key="prompt_lookup_min", minimum=1,
 )
-# vLLM's n-gram lookup when a --speculative-config leaves a bound out (SpeculativeConfig.__post_init__,
-# the same in v0.10.1, v0.14.0 and v0.24.0): neither -> both 5; one -> the other copies it
-VLLM_UNSET_LOOKUP = 5
 
 
 def lookup_window(settings: SpeculationSettings) -> tuple[int, int]:
@@ -37,10 +39,11 @@ def lookup_window(settings: SpeculationSettings) -> tuple[int, int]:
 
 
 def lookup_options_from_config(config: dict) -> dict:
-    """The lookup bounds as vLLM reads a --speculative-config (:data:`VLLM_UNSET_LOOKUP`)."""
+    """The lookup bounds as vLLM reads a --speculative-config (:data:`VLLM_UNSET_LOOKUP`; neither
+    bound given is the option's default, so the run is the one the flags without them give)."""
     low, high = config.get("prompt_lookup_min"), config.get("prompt_lookup_max")
     if low is None and high is None:
-        return {"prompt_lookup_max": VLLM_UNSET_LOOKUP}
+        return {}
     return {"prompt_lookup_max": high if high is not None else low, **({"prompt_lookup_min": low} if low is not None else {})}
 
 
