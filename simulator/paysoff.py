@@ -25,12 +25,15 @@ from typing import Optional
 from simulator.cli import command
 
 from simulator.cli import vllm_serve
+from simulator.cli.paysoff_text import format_answer
+from simulator.cli.catalog_help import device_help, model_help
 from simulator.cli.argtypes import DeprecatedAlias, Synonyms, comma_floats
 from simulator.runs.config import KV_CACHE_DTYPES, QUANTIZATIONS, RunConfig
 from simulator.util.errors import ConfigError
 from simulator.cli.proposer_flags import add_proposer_flags, check_acceptance_input, draft_model_help, options_from_args, proposer_kind, require_draft_model
 
 PROG = "python -m simulator.paysoff"
+DEFAULT_MODEL, DEFAULT_DEVICE = RunConfig.model, RunConfig.device  # python -m simulator's defaults
 DEFAULT_CONCURRENCY = "1-128"
 DEFAULT_K = "1-5"
 # the simulated k of a refusal is a --k-range value here; -k is the k an acceptance length was measured at
@@ -55,9 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
         "130 interrupted (finished runs are kept in the result cache: rerun to resume).",
     )
     s = p.add_argument_group("the system (as you run vLLM)")
-    s.add_argument("--model", default="meta-llama/Llama-2-7b-hf", help="target model (a catalog name or a local config.json)")
+    s.add_argument("--model", default=DEFAULT_MODEL, help=model_help())
     s.add_argument("--served-model-name", metavar="NAME", help="the model the printed vllm serve line names (default: a local config.json's _name_or_path, else --model)")
-    s.add_argument("--device", default="a100", help="GPU: a100, a100_40gb, h100 or h200 (any case)")
+    s.add_argument("--device", default=DEFAULT_DEVICE, help=device_help())
     s.add_argument("--engine-profile", metavar="FILE", help="a profile fitted to your own server (python -m simulator.validation fit): its vLLM version, CPU time "
                    "per step and kernel scales replace the built-in profile's, and its held-out error is the answer's error bar; --model, --device "
                    "and --tensor-parallel-size must be the deployment it measured")
@@ -105,9 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--concurrency", "--max-concurrency", dest="concurrency", default=DEFAULT_CONCURRENCY, action=Synonyms,
                    help="closed loop: requests in flight, a list '1,4,16' or a range 'A-B' (powers of two from A, and B)")
     w.add_argument("--request-rate", default=None, help="open loop too: Poisson request rates (req/s), a list '2,4,8' (inf is the closed loop: --concurrency)")
-    w.add_argument("--prompt-tokens", "--random-input-len", dest="prompt_tokens", type=int, default=512, action=Synonyms, help="mean prompt length")
-    w.add_argument("--output-tokens", "--random-output-len", dest="output_tokens", type=int, default=256, action=Synonyms, help="mean output length")
-    w.add_argument("--random-range-ratio", "--length-spread", dest="length_spread", type=float, default=0.5, action=Synonyms,
+    w.add_argument("--prompt-tokens", "--random-input-len", dest="prompt_tokens", type=int, default=command.DEFAULT_WORKLOAD.prompt_tokens, action=Synonyms, help="mean prompt length (python -m simulator's default too)")
+    w.add_argument("--output-tokens", "--random-output-len", dest="output_tokens", type=int, default=command.DEFAULT_WORKLOAD.output_tokens, action=Synonyms, help="mean output length (python -m simulator's default too)")
+    w.add_argument("--random-range-ratio", "--length-spread", dest="length_spread", type=float, default=command.DEFAULT_WORKLOAD.range_ratio, action=Synonyms,
                    help="closed-loop lengths uniform in [(1-r) mean, (1+r) mean]")
     w.add_argument("--trace", default=None, help="draw prompt/output lengths from a Vidur length trace CSV instead")
     w.add_argument("--requests-per-slot", type=int, default=2, help="closed-loop requests per run = max(--min-requests, this x concurrency)")
@@ -289,8 +292,8 @@ def spec_from_args(args):
     ks = _ints(args.k_range, "--k-range", doubling=False)
     concurrency = _ints(args.concurrency, "--concurrency", doubling=True) if args.concurrency.strip() else ()
     rates = comma_floats(args.request_rate, "--request-rate", "request rates (req/s)") if args.request_rate is not None else ()
-    if any(math.isinf(r) for r in rates):
-        raise ConfigError(f"--request-rate {args.request_rate}: inf sends every request at once, which is the closed loop here; give it as --concurrency N")
+    # inf sends every request at once under --max-concurrency: the closed loop the --concurrency grid already runs
+    rates = tuple(r for r in rates if not math.isinf(r))
     bad_rates = [r for r in rates if not (math.isfinite(r) and r > 0)]
     if bad_rates:
         raise ConfigError(f"--request-rate {args.request_rate}: {bad_rates} are not positive request rates")
@@ -341,227 +344,6 @@ def check_runs(spec) -> None:
     warm_predictor(config)
 
 
-def _band(entry: Optional[dict], primary: float, lows: list[float]) -> str:
-    lo, hi = min(lows + [primary]), max(lows + [primary])
-    return f"{primary:5.2f}× [{lo:.2f}–{hi:.2f}]"
-
-
-OVERLOAD_NOTE = (
-    "overloaded: the no-speculation run's queue grew through the run (the median TTFT of its last tenth of requests above "
-    "{growth:g}x its first tenth's; simulator/sweep/metrics.py): arrivals outpace service, so the speedups there compare runs "
-    "that never reached a steady state, and waiting, not TPOT, is what requests feel"
-)
-
-
-def _ms(seconds: float) -> str:
-    return f"{seconds * 1e3:,.1f} ms" if math.isfinite(seconds) else "n/a"
-
-
-def _from(x: Optional[int], spec) -> str:
-    """'from N in flight', saying so when N is the smallest concurrency simulated (it may stop earlier)."""
-    if not x:
-        return "pays throughout"
-    smallest = min(spec.concurrency)
-    if x == smallest and smallest > 1:
-        return f"from {x} in flight, the smallest concurrency simulated (below {x} was not simulated)"
-    return f"from {x} in flight"
-
-
-def format_answer(spec, output, limits: Optional[vllm_serve.Limits] = None, speculative_input=None) -> str:
-    """The table and the recommendation, as printed.  ``limits``: where the scheduler limits came
-    from (the command's flags); ``speculative_input``: the user's --speculative-config, read."""
-    from simulator.schemas import OVERLOAD_TTFT_GROWTH
-    from simulator.website import units
-
-    doc = output.schedules
-    entry = doc["schedules"][0]
-    profile = spec.profiles[0]
-    primary, bounds = spec.attention, [m for m in spec.attention_modes if m != spec.attention]
-    tp = f"{profile.tensor_parallel_size} × " if profile.tensor_parallel_size > 1 else "1 × "
-    version = limits.version if limits else None
-    lines = verdict_lines(spec, entry, version) + [
-        "",
-        f"Deployment: {profile.model} on {tp}{profile.device.upper()} (tensor parallel {profile.tensor_parallel_size}), proposer {profile.proposer}"
-        + (f" ({profile.draft_model})" if profile.draft_model else "")
-        + (f", proposal probability {profile.proposal_probability:g}" if profile.proposal_probability != 1 else ""),
-        f"Scheduler: {limits.describe()}" if limits else f"Scheduler: max_num_seqs {spec.batch_size_cap}, max_num_batched_tokens {spec.chunk_size}",
-    ]
-    if version:
-        lines.append(f"vLLM {version} (--vllm-version), engine profile {spec.engine} (simulator/profiles/engines.toml)")
-        if spec.step_scales is not None:
-            scales = spec.step_scales
-            lines.append(
-                f"step costs fitted to your server (--engine-profile): CPU {spec.engine_overhead_ms:.2f} ms per step, GEMM x{scales.gemm:.3g}, "
-                f"attention x{scales.attention:.3g}, all-reduce x{scales.all_reduce:.3g}, drafter x{scales.drafter:.3g}"
-            )
-    if speculative_input is not None:
-        k = speculative_input.k
-        where = f"its speedups are the k = {k} column" if k in spec.speculative_tokens else f"k = {k} is outside --k-range: add it to compare"
-        lines.append(f"Your --speculative-config runs k = {k} ({where})")
-    lines += [
-        f"Acceptance: {profile.derivation}.",
-        "  Mean acceptance length this gives (what vLLM would log): " + ", ".join(f"k={k}: {v:.2f}" for k, v in entry["acceptance_length_at_k"].items()),
-        f"Verify cost: {units.attention_label(primary)} ({primary}) — {doc['verify_cost']['why']}.",
-        f"Workload: {'lengths from ' + spec.trace if spec.trace else f'prompts ~{spec.prompt_tokens}, outputs ~{spec.output_tokens} tokens (±{spec.length_spread:.0%})'}; "
-        "speedup = median TPOT without speculation (the row's base TPOT) / with it, same workload.",
-        "",
-    ]
-    rows = output.rows
-    fixed = [r for r in rows if r["acceptance"] and not r["k_schedule"]]
-    baselines = {(r["mode"], r["concurrency"] if r["mode"] == "closed_loop" else r["arrival_rate"]): r for r in rows if not r["acceptance"]}
-    ks = spec.speculative_tokens
-    marked = False
-    for mode, xs, unit in (("closed_loop", spec.concurrency, "in flight"), ("poisson", spec.arrival_rates, "req/s")):
-        if not xs:
-            continue
-        title = "Closed loop" if mode == "closed_loop" else "Open loop (Poisson)"
-        lines.append(f"{title}: median TPOT speedup, {primary} [band: {' / '.join(bounds)}], against the row's no-speculation run (base)")
-        ks_here = ks if mode == "closed_loop" else spec.poisson_k
-        header = f"{unit:>10} | {'base TPOT':>10} | {'base TTFT':>11} | " + " | ".join(f"{'k = ' + str(k):^21}" for k in ks_here) + " | best k | schedule"
-        lines += [header, "-" * len(header)]
-        by = {(r["mode"], r["attention"], r["num_speculative_tokens"], r["concurrency"] if mode == "closed_loop" else r["arrival_rate"]): r for r in fixed}
-        comparison = {c["x"]: c for c in entry["comparison"] if c["mode"] == mode}
-        for x in xs:
-            base = baselines[(mode, x)]
-            cells = []
-            for k in ks_here:
-                main = by[(mode, primary, k, x)]["tpot_speedup"]
-                cells.append(f"{_band(None, main, [by[(mode, b, k, x)]['tpot_speedup'] for b in bounds]):^21}")
-            c = comparison.get(x)
-            best = (str(c["best_fixed_k"]) if c["best_fixed_k"] else "off") if c else "–"
-            sched = f"{c['schedule_tpot_speedup']:.2f}× [{c['band_low']:.2f}–{c['band_high']:.2f}]" if c else "–"
-            overloaded = bool(base.get("overloaded"))
-            marked |= overloaded
-            lines.append(
-                f"{units.number(x):>10} | {_ms(base['tpot_p50_s']):>10} | {_ms(base['ttft_p50_s']):>11} | " + " | ".join(cells)
-                + f" | {best:^6} | {sched}" + ("  overloaded" if overloaded else "")
-            )
-        lines.append("")
-    if marked:
-        lines += [OVERLOAD_NOTE.format(growth=OVERLOAD_TTFT_GROWTH) + ".", ""]
-    crossings = [c for c in output.crossovers if c["attention"] == primary and c["mode"] == "closed_loop"]
-    if crossings:
-        lines.append("Where each fixed k stops paying (closed loop, speedup crosses 1×; " + primary + "): "
-                     + "; ".join(f"k={c['num_speculative_tokens']}: {c['crossover']}" for c in crossings))
-    off = entry["stops_paying_from"]
-    band = ", ".join(f"{b}: {_from(v, spec)}" for b, v in entry["stops_paying_band"].items())
-    lines.append(
-        f"The recommended schedule stops speculating: {_from(off, spec) if off else 'never: it pays at every concurrency simulated'} ({primary}); band: {band}."
-    )
-    lines.append(f"Ties: {doc['tie_rule']}.")
-    lines.append("")
-    lines += _recommendation(spec, entry, doc, profile, version)
-    return "\n".join(lines)
-
-
-def verdict_lines(spec, entry: dict, version: Optional[str]) -> list[str]:
-    """The answer first: does it pay, with what, how much, and how far the check rows of the same
-    regime say to trust it; then why speculation is off where the error bar switched it off."""
-    from simulator.website.paysoff_answer import schedule_words
-
-    dynamic = version is None or vllm_serve.at_least(version, vllm_serve.DYNAMIC_SD_VERSION)
-    closed = sorted((c for c in entry["comparison"] if c["mode"] == "closed_loop"), key=lambda c: c["x"])
-    if dynamic:
-        from simulator.speculative.k_schedule import k_for_batch
-
-        schedule = entry["num_speculative_tokens_per_batch_size"]
-        speculating = [c for c in closed if k_for_batch(tuple(map(tuple, schedule)), int(c["x"])) > 0]
-        what = schedule_words(schedule)
-        figures = [(c["schedule_tpot_speedup"], c["guarded_band_low"]) for c in speculating]
-    else:
-        fallback = entry["fixed_k_fallback"]
-        k = fallback["num_speculative_tokens"]
-        speculating = closed if k else []
-        what = f"the fixed k = {k}" if k else "speculation off"
-        figures = []
-    from simulator.sweep import error_bar
-
-    bars = [c["error_bar"] for c in closed if c.get("error_bar")]
-    # what the bar is made of, in the sentences that use it
-    source = "the fitted profile's held-out error" if spec.fit_error_pct is not None else "the check rows' largest error"
-    if spec.fit_error_pct is not None:  # a fitted profile: its own held-out error is the bar
-        error = f"error ±{spec.fit_error_pct:.1f}% ({source})"
-    else:
-        error = f"error {error_bar.summary(bars)}" if bars else "no check rows of this regime: the error is not known"
-    if speculating and figures:
-        lo = min(f[0] for f in figures)
-        hi = max(f[0] for f in figures)
-        guarded = min(f[1] for f in figures)
-        head = f"Yes: {what}; {lo:.2f}–{hi:.2f}× median TPOT speedup simulated, at least {guarded:.2f}× with the largest error; {error}."
-    elif speculating:
-        fallback = entry["fixed_k_fallback"]
-        head = f"Yes: {what}, {fallback['geomean_tpot_speedup']:.2f}× on average over the concurrencies simulated; {error}."
-    elif closed and not dynamic and any(c.get("guarded_best_k") for c in closed):
-        safe = [c for c in closed if c.get("guarded_best_k")]
-        head = (f"No fixed k stays at or above 1× at every concurrency from {closed[0]['x']:g} to {closed[-1]['x']:g} in flight once "
-                f"{source} is taken off its band, so vLLM {version} (no k schedule) should run without speculation; if your load stays "
-                f"where a k pays ({', '.join('k = %d at %g' % (c['guarded_best_k'], c['x']) for c in safe)} in flight), that k pays there; {error}.")
-    else:
-        head = f"No: do not speculate at {closed[0]['x']:g}–{closed[-1]['x']:g} in flight ({what}); {error}." if closed else "No: nothing simulated."
-    lines = [head]
-    switched = [c for c in closed if c.get("guarded_best_k") == 0 and c["best_fixed_k"] > 0]
-    if switched:
-        parts = [f"{c['x']:g} in flight (k = {c['best_fixed_k']}: {c['best_fixed_tpot_speedup']:.2f}× simulated)" for c in switched]
-        why = (f"their band divided by (1 + {source}) falls below 1×" if any(c.get("error_bar") for c in switched)
-               else "their band (the verify-cost bounds) reaches below 1×")
-        lines.append("Off where it may lose: " + ", ".join(parts) + f" pay in simulation, but {why} (rule: simulator/sweep/error_bar.py).")
-    idle = [c for c in closed if dynamic and c.get("guarded_best_k") == 0 and c["schedule_tpot_speedup"] < 1 and any(k for _, _, k in entry["num_speculative_tokens_per_batch_size"])]
-    if idle:
-        lo, hi = min(c["schedule_tpot_speedup"] for c in idle), max(c["schedule_tpot_speedup"] for c in idle)
-        lines.append(
-            f"Where the schedule runs k = 0 ({', '.join(format(c['x'], 'g') for c in idle)} in flight) it is {lo:.2f}–{hi:.2f}× against a server "
-            "without speculation (vLLM >= 0.24 still drafts there: Model Runner V2 the full k, the V1 runner a drafter's first pass, "
-            "and on the V1 runner a schedule runs piecewise CUDA graphs); if most of your load is there, serve without --speculative-config."
-        )
-    return lines
-
-
-def _recommendation(spec, entry: dict, doc: dict, profile, version: Optional[str]) -> list[str]:
-    """The schedule for a vLLM that takes one, the best fixed k for one that does not; the version
-    the user named decides which comes first."""
-    fallback = entry["fixed_k_fallback"]
-    dynamic = version is None or vllm_serve.at_least(version, vllm_serve.DYNAMIC_SD_VERSION)
-    schedule_lines: list[str] = []
-    top = entry.get("simulated_up_to")
-    if entry["speculative_config"] and top and top < spec.batch_size_cap:
-        schedule_lines.append(
-            f"Note: the schedule's last row runs to --max-num-seqs {spec.batch_size_cap}, but only up to {top} in flight was simulated; "
-            f"above that it keeps the last measured k. Add larger values to --concurrency to check them."
-        )
-    if entry["speculative_config"]:
-        schedule_lines += [
-            ("Recommended" if dynamic else f"On vLLM {vllm_serve.DYNAMIC_SD_VERSION} or later, the recommended") + " num_speculative_tokens_per_batch_size "
-            "(rows [first batch size, last batch size, k]): " + json.dumps(entry["num_speculative_tokens_per_batch_size"], separators=(",", ":")),
-            "--speculative-config '" + entry["speculative_config_json"] + "'",
-            entry["serve_command"],
-            f"Needs {doc['vllm']['text']} ({', '.join(doc['vllm']['sources'])})",
-        ]
-    else:
-        schedule_lines += [f"Recommendation: {entry['note']}.", entry["serve_command"]]
-    k = fallback["num_speculative_tokens"]
-    if k:
-        losing = fallback["below_1x_at"]
-        fixed_lines = [
-            ("Recommended for vLLM " + version + " (no num_speculative_tokens_per_batch_size before " + vllm_serve.DYNAMIC_SD_VERSION + ")" if not dynamic
-             else f"On vLLM before {vllm_serve.DYNAMIC_SD_VERSION} (no k schedule)")
-            + f": the best fixed k = {k}, {fallback['geomean_tpot_speedup']:.2f}× geometric-mean TPOT speedup over the concurrencies simulated"
-            + (f"; below 1× at {', '.join(units_number(x) for x in losing)} in flight" if losing else "; at least 1× at every one"),
-            "--speculative-config '" + fallback["speculative_config_json"] + "'",
-            fallback["serve_command"],
-        ]
-    else:
-        fixed_lines = [f"{'For vLLM ' + version if not dynamic else 'On vLLM before ' + vllm_serve.DYNAMIC_SD_VERSION}: no fixed k pays on average over the "
-                       "concurrencies simulated: run without --speculative-config", fallback["serve_command"]]
-    method = [f"Method {profile.kind.vllm_method} ({profile.kind.label}): {profile.kind.vllm_version}."]
-    return (schedule_lines + [""] + fixed_lines if dynamic else fixed_lines + [""] + schedule_lines) + method
-
-
-def units_number(x) -> str:
-    from simulator.website import units
-
-    return units.number(x)
-
-
 def answer_document(spec, output, argv, limits: Optional[vllm_serve.Limits] = None) -> dict:
     entry = output.schedules["schedules"][0]
     return {
@@ -609,7 +391,7 @@ def _main(args, argv) -> int:
     spec = spec_from_args(args)
     for flag, path in (("--json", args.json), ("--csv", args.csv)):
         if path is not None:
-            check_writable_file(path, flag)
+            check_writable_file(path, flag, folder_must_exist=True)
     check_runs(spec)
     output = run_paysoff(spec, LocalExecutor(args.jobs, args.progress), checks=speedup_checks.read())
     print(format_answer(spec, output, args.limits, args._speculative_input))

@@ -11,7 +11,8 @@ from repo import DATA_DIR
 from simulator.published import speedup_checks
 from simulator.specs import published_measurements
 from simulator.sweep.crossover import best_fixed_k, guarded_best_k, recommended_schedule
-from simulator.sweep.error_bar import LOAD_FEW, LOAD_MANY, LOAD_ONE, ErrorBar, Regime, SpeedupCheck, error_bar, load_range, safe_best
+from simulator.sweep.error_bar import LOAD_FEW, LOAD_MANY, LOAD_ONE, ErrorBar, Regime, SpeedupCheck, error_bar, load_range, safe
+from simulator.sweep.crossover import pick
 
 
 def _regime(load=LOAD_MANY, proposer_class="draft network", engine="vllm", version="vllm >= 0.11", tp="TP 1"):
@@ -62,17 +63,22 @@ def test_guarded_band_divides_by_one_plus_the_error():
     assert low == pytest.approx(1.5 / 1.25) and high == pytest.approx(2.0 / 0.8)
 
 
+def _safe_best(options, bar):
+    """The guarded choice as the sweep makes it: the safe k (error_bar.safe), then crossover.pick."""
+    return pick([(0, 1.0, 0.0)] + [(k, s, 0.0) for k, s, low in options if safe(bar, low)])
+
+
 def test_safe_best_skips_a_k_whose_guarded_low_is_below_one():
     bar = ErrorBar(0.0, 50.0, 5, 2, ("load",), ())  # simulated speedups up to 50% too high
     # k = 3 is fastest (1.6x) but its band's low 1.4 / 1.5 = 0.93 < 1; k = 1 has low 1.5 / 1.5 = 1.0: safe
-    assert safe_best([(1, 1.55, 1.5), (3, 1.6, 1.4)], bar, 0.005) == (1, 1.55)
-    assert safe_best([(1, 1.2, 1.1), (3, 1.3, 1.2)], bar, 0.005) == (0, 1.0)
-    assert safe_best([(1, 1.2, 1.1), (3, 1.3, 1.2)], None, 0.005) == (3, 1.3)  # no bar: the simulated band alone
+    assert _safe_best([(1, 1.55, 1.5), (3, 1.6, 1.4)], bar) == (1, 1.55)
+    assert _safe_best([(1, 1.2, 1.1), (3, 1.3, 1.2)], bar) == (0, 1.0)
+    assert _safe_best([(1, 1.2, 1.1), (3, 1.3, 1.2)], None) == (3, 1.3)  # no bar: the simulated band alone
     # no speculation is an option at 1x: a k within the tie of it, or below it, does not win
-    assert safe_best([(2, 1.003, 1.003)], None, 0.005) == (0, 1.0)
-    assert safe_best([(2, 0.95, 0.95)], ErrorBar(-20.0, -10.0, 5, 2, ("load",), ()), 0.005) == (0, 1.0)
+    assert _safe_best([(2, 1.003, 1.003)], None) == (0, 1.0)
+    assert _safe_best([(2, 0.95, 0.95)], ErrorBar(-20.0, -10.0, 5, 2, ("load",), ())) == (0, 1.0)
     # a NaN speedup never wins
-    assert safe_best([(2, float("nan"), 1.5)], None, 0.005) == (0, 1.0)
+    assert _safe_best([(2, float("nan"), 1.5)], None) == (0, 1.0)
 
 
 def test_a_bar_needs_two_sources_and_sane_errors():

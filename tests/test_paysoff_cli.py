@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import shlex
 import subprocess
 import sys
 
@@ -15,6 +17,26 @@ from simulator.paysoff import main
 from simulator.speculative.acceptance_convert import acceptance_length
 
 SMALL = ["--concurrency", "1,8", "--k-range", "1-2", "--prompt-tokens", "128", "--output-tokens", "32", "--min-requests", "4", "--jobs", "1", "--no-progress"]
+
+
+def printed_commands(text: str, prefix: str) -> list[list[str]]:
+    """Every command of the answer starting with ``prefix``, read as a shell reads the printed lines
+    (a backslash continues a line; a single-quoted JSON value may span lines)."""
+    lines, found = text.splitlines(), []
+    for i, line in enumerate(lines):
+        if not line.strip().startswith(prefix) and f"; do {prefix}" not in line:
+            continue
+        block = line
+        while (block.endswith("\\") or block.count("'") % 2) and i + 1 < len(lines):
+            i += 1
+            block = block[:-1] + " " + lines[i].strip() if block.endswith("\\") else block + "\n" + lines[i]
+        found.append(shlex.split(block.strip()))
+    return found
+
+
+def flat(text: str) -> str:
+    """The answer's prose with its wrapping undone (lines are wrapped at 100 columns)."""
+    return " ".join(text.split())
 
 
 def _run(argv, capsys):
@@ -98,13 +120,18 @@ def test_one_deployment_answer_from_vllm_s_acceptance_length(capsys, tmp_path):
     assert "k = 1" in out and "k = 2" in out and "best k" in out
     assert "stops paying" in out
     assert "only up to 8 in flight was simulated" in out  # the schedule's rows above the grid are not simulated, and it says so
-    configs = [json.loads(part.split("'", 1)[0]) for part in out.split("--speculative-config '")[1:]]
+    assert "only from 1 in flight was simulated" not in out  # the grid starts at 1: the first row is simulated
+    serves = printed_commands(out, "vllm serve")
+    # the first command printed is the recommendation, as the JSON answer records it, and it pastes as one command
+    assert serves[0] == shlex.split(answer["recommended"]["serve_command"])
+    configs = [json.loads(argv[argv.index("--speculative-config") + 1]) for argv in serves if "--speculative-config" in argv]
     scheduled = [c for c in configs if "num_speculative_tokens_per_batch_size" in c]
     assert scheduled and all(c["num_speculative_tokens_per_batch_size"] == answer["num_speculative_tokens_per_batch_size"] for c in scheduled)
-    # the default --vllm-version (0.30.0, the newest modelled) takes a k schedule: it comes first, the best fixed k after it
-    assert "num_speculative_tokens_per_batch_size" in configs[0]
-    assert "vllm serve meta-llama/Llama-2-7b-hf --max-num-seqs 256 --max-num-batched-tokens 2048 --speculative-config" in out
+    assert ["vllm", "serve", "meta-llama/Llama-2-7b-hf", "--max-num-seqs", "256", "--max-num-batched-tokens", "2048"] == serves[0][:7]
     assert "0.24.0" in out and "https://github.com/vllm-project/vllm/pull/32374" in out
+    # the vllm bench serve loop that measures the same grid, and every line fits 100 columns
+    assert any(line.strip().startswith("for c in 1 8; do vllm bench serve --model meta-llama/Llama-2-7b-hf") for line in out.splitlines())
+    assert max(len(line) for line in out.splitlines()) <= 100
     runs = pd.read_csv(csv_path)
     assert set(runs["concurrency"].dropna()) == {1, 8} and set(runs["arrival_rate"].dropna()) == {4.0}
     assert set(runs[runs["num_speculative_tokens"] > 0]["attention"]) >= {"kv_once", "per_token"}
@@ -169,12 +196,42 @@ def test_the_vllm_version_picks_the_engine_of_every_run():
     assert {job.config.engine for job in fixed_k_jobs(spec)} == {"vllm-0.14.0"}
 
 
+def test_request_rate_inf_under_a_concurrency_is_the_closed_loop_as_python_m_simulator_takes_it():
+    """vllm bench serve's --request-rate inf --max-concurrency 32 is the closed loop at 32 (issue 33: it was refused here)."""
+    from simulator import paysoff
+    from simulator.cli import simulate
+
+    def spec(*argv):
+        return paysoff.spec_from_args(paysoff.build_parser().parse_args(["--acceptance", "0.7", *argv]))
+
+    assert spec("--request-rate", "inf", "--max-concurrency", "32") == spec("--concurrency", "32")
+    assert spec("--request-rate", "inf,4", "--max-concurrency", "32").arrival_rates == (4.0,)
+    config, _ = simulate.config_from_args(simulate.build_parser().parse_args(["--request-rate", "inf", "--max-concurrency", "32"]))
+    assert config.workload.concurrency == 32
+
+
+def test_the_two_commands_draw_one_default_workload():
+    """python -m simulator and paysoff share their default lengths and spread (issue 33: 1024/256 fixed against
+    512/256 +-50% gave one deployment two TPOTs)."""
+    from simulator import paysoff
+    from simulator.cli import simulate
+    from simulator.cli.command import DEFAULT_WORKLOAD
+
+    one = paysoff.spec_from_args(paysoff.build_parser().parse_args(["--acceptance", "0.7"]))
+    assert (one.prompt_tokens, one.output_tokens, one.length_spread) == (DEFAULT_WORKLOAD.prompt_tokens, DEFAULT_WORKLOAD.output_tokens, DEFAULT_WORKLOAD.range_ratio)
+    args = simulate.build_parser().parse_args(["--max-concurrency", "8", "--num-prompts", "64"])
+    config, _ = simulate.config_from_args(args)
+    prompts, outputs = config.workload.prompt_tokens, config.workload.output_tokens
+    low, high = DEFAULT_WORKLOAD.prompt_tokens * (1 - DEFAULT_WORKLOAD.range_ratio), DEFAULT_WORKLOAD.prompt_tokens * (1 + DEFAULT_WORKLOAD.range_ratio)
+    assert min(prompts) >= low - 1 and max(prompts) <= high + 1 and len(set(prompts)) > 1
+    assert abs(sum(outputs) / len(outputs) - DEFAULT_WORKLOAD.output_tokens) < 0.15 * DEFAULT_WORKLOAD.output_tokens
+
+
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
         (["--acceptance", "1.5"], "--acceptance 1.5: must be a probability"),
         (["--acceptance", "0.7", "--concurrency", "", "--request-rate", "2,4"], "--concurrency '': the grid has no concurrency.*the --request-rate table is printed beside it"),
-        (["--acceptance", "0.7", "--request-rate", "inf"], "--request-rate inf: inf sends every request at once, which is the closed loop here"),
         (["--acceptance", "0.7", "--proposal-probability", "1.5"], "--proposal-probability 1.5: must be in \\[0, 1\\]"),
         (["--acceptance", "0.7", "--tensor-parallel-size", "3"], "--tensor-parallel-size 3: meta-llama/Llama-2-7b-hf cannot be tensor-parallel over 3 GPUs"),
         (["--acceptance", "0.7", "--dataset-name", "sonnet"], "--dataset-name sonnet: the pays-off grid draws vllm bench serve's random dataset"),
@@ -212,7 +269,8 @@ SPEEDUPS = {(8, 1): 1.3, (8, 2): 1.8, (32, 1): 1.1, (32, 2): 0.9}
 OFF_AT_8 = {(8, 1): 0.97, (8, 2): 0.95, (32, 1): 0.9, (32, 2): 0.8}
 
 
-def _fake_runs(speedups):
+def _fake_runs(speedups, idle=1.0):
+    """``idle``: the speedup of a speculative server's k = 0 steps (below 1: it still drafts)."""
     from simulator.runs.config import ClosedLoopWorkload
     from simulator.runs.results import RunResult, summarize
     from simulator.speculative.k_schedule import k_for_batch
@@ -222,7 +280,7 @@ def _fake_runs(speedups):
         closed = isinstance(w, ClosedLoopWorkload)
         x = w.concurrency if closed else w.arrival_rate
         k = (k_for_batch(spec.k_schedule, x) if spec.k_schedule else spec.num_speculative_tokens) if spec.enabled else 0
-        speed = 1.0 if k == 0 else speedups[(x, k)] if closed else 1.5
+        speed = (idle if spec.enabled else 1.0) if k == 0 else speedups[(x, k)] if closed else 1.5
         n = w.num_requests
         ttft = [0.01 * (i + 1) if x == 16 and not closed else 0.02 for i in range(n)]
         tpot = (0.010 + 0.0005 * x) / speed
@@ -260,7 +318,7 @@ def test_the_table_prints_each_rows_baseline_and_marks_an_overloaded_one():
 def test_a_grid_from_8_never_claims_from_1_in_flight():
     text, output = _answer(OFF_AT_8)
     assert "from 1 in flight" not in text
-    assert "stops speculating: from 8 in flight, the smallest concurrency simulated (below 8 was not simulated)" in text
+    assert "stops speculating: from 8 in flight, the smallest concurrency simulated (below 8 was not simulated)" in flat(text)
     assert output.schedules["schedules"][0]["stops_paying_from"] == 8
 
 
@@ -273,19 +331,24 @@ def test_the_best_fixed_k_for_an_older_vllm_leads_and_the_schedule_follows():
     assert fallback["below_1x_at"] == [] and json.loads(fallback["speculative_config_json"])["num_speculative_tokens"] == 1
     assert fallback["best_on_average"] == {"num_speculative_tokens": 2, "geomean_tpot_speedup": pytest.approx(math.sqrt(1.8 * 0.9), abs=1e-4), "below_1x_at": [32]}
     assert "num_speculative_tokens_per_batch_size" not in fallback["speculative_config_json"]
-    recommendation = text.split("Ties:", 1)[1]
-    assert recommendation.index("Recommended for vLLM 0.10.1") < recommendation.index("On vLLM 0.24.0 or later, the recommended num_speculative_tokens_per_batch_size")
-    assert "the best fixed k = 1, 1.20× geometric-mean TPOT speedup" in text and "at least 1× at every one" in text
-    newer, _ = _answer(SPEEDUPS, "--vllm-version", "0.24.0")
-    recommendation = newer.split("Ties:", 1)[1]
-    assert recommendation.index("Recommended num_speculative_tokens_per_batch_size") < recommendation.index("On vLLM before 0.24.0 (no k schedule)")
-    assert "https://github.com/vllm-project/vllm/blob/v0.24.0/vllm/config/speculative.py" in text and "vllm-metal" not in text
+    # vLLM 0.10.1 takes no schedule: the answer leads with the fixed k, and the schedule is the alternative
+    assert output.schedules["schedules"][0]["recommended"]["kind"] == "fixed_k"
+    assert text.startswith("Yes: the fixed k = 1 at every load")
+    details = flat(text.split("Ties:", 1)[1])
+    assert details.index("For vLLM 0.10.1 (no num_speculative_tokens_per_batch_size before 0.24.0)") < details.index("On vLLM 0.24.0 or later, the k schedule")
+    assert "the best fixed k = 1, 1.20× geometric-mean TPOT speedup" in flat(text) and "at least 1× at every one" in flat(text)
+    newer, newer_output = _answer(SPEEDUPS, "--vllm-version", "0.24.0")
+    assert newer_output.schedules["schedules"][0]["recommended"]["kind"] == "schedule" and newer.startswith("Yes: k = 2 up to 31 in flight, 1 from 32")
+    details = flat(newer.split("Ties:", 1)[1])
+    assert details.index("The k schedule (rows") < details.index("On vLLM before 0.24.0 (no k schedule)")
+    assert "https://github.com/vllm-project/vllm/blob/v0.24.0/vllm/config/speculative.py" in flat(text) and "vllm-metal" not in text
 
 
 def test_no_fixed_k_that_never_pays_is_recommended():
     text, output = _answer(OFF_AT_8)
     assert output.schedules["schedules"][0]["fixed_k_fallback"]["num_speculative_tokens"] == 0
-    assert "no fixed k pays on average over the concurrencies simulated: run without --speculative-config" in text
+    assert "no fixed k pays on average over the concurrencies simulated: run without --speculative-config" in flat(text)
+    assert text.startswith("No: serve without speculation at 8–32 in flight")
 
 
 @pytest.mark.simulation
@@ -338,7 +401,7 @@ def test_the_answer_says_no_where_the_error_bar_reaches_below_one():
     assert by_x[32]["guarded_best_k"] == 0 and by_x[32]["error_bar"]["high_pct"] == 40.0
     assert by_x[8]["guarded_band_low"] == pytest.approx(1.8 / 1.4, abs=1e-3)
     text = paysoff.format_answer(spec, output, args.limits, args._speculative_input)
-    first, second = text.splitlines()[:2]
+    first, second = (flat(paragraph) for paragraph in re.split(r"\n(?=\S)", text)[:2])
     assert first.startswith("Yes: k = 2 up to 31 in flight, off from 32") and "error -5% to +40% from up to 3 check rows" in first
     assert second.startswith("Off where it may lose: 32 in flight (k = 1: 1.10× simulated)")
     # the vllm serve line carries the schedule that was simulated, and the simulated runs ran that table
@@ -346,3 +409,36 @@ def test_the_answer_says_no_where_the_error_bar_reaches_below_one():
     assert {r["k_schedule"] for r in output.rows if r["k_schedule"]} == {"[[1,31,2],[32,64,0]]"}
     # the fixed k for a vLLM without a schedule: none stays at or above 1x at 32 in flight
     assert entry["fixed_k_fallback"]["num_speculative_tokens"] == 0
+
+
+def test_the_recommendation_is_never_worse_than_its_fallback():
+    """Issue 33: a schedule whose k = 0 rows still draft (0.8x here) loses to serving without speculation where the
+    error bar switched it off; the answer is then no speculation, says why, and prints that serve line first."""
+    from simulator import paysoff
+    from simulator.sweep.error_bar import Regime, SpeedupCheck
+    from simulator.sweep.executors import LocalExecutor
+    from simulator.sweep.paysoff_runner import run_paysoff
+
+    checks = []
+    for load in (1, 32):
+        regime = Regime.of(proposer="ngram", engine="vllm", version="0.30.0", tensor_parallel_size=1, in_flight=load)
+        checks += [SpeedupCheck(f"s{i}-{load}", f"s{i}", regime, error) for i, error in enumerate((40.0, 10.0, -5.0))]
+    args = paysoff.build_parser().parse_args(["--acceptance", "0.7", "--concurrency", "8,32", "--k-range", "1-2", "--max-num-seqs", "64"])
+    spec = paysoff.spec_from_args(args)
+    results = {}
+    for idle in (1.0, 0.8):
+        output = run_paysoff(spec, LocalExecutor(jobs=1, progress=False), run=_fake_runs(SPEEDUPS, idle=idle), checks=checks)
+        results[idle] = output, paysoff.format_answer(spec, output, args.limits, args._speculative_input)
+    # a free k = 0: the schedule is at least no speculation everywhere and better at 8, so it is the answer
+    assert results[1.0][0].schedules["schedules"][0]["recommended"]["kind"] == "schedule"
+    output, text = results[0.8]
+    entry = output.schedules["schedules"][0]
+    recommended = entry["recommended"]
+    assert recommended["kind"] == "none" and recommended["schedule_loses_at"] == [32]
+    by_x = {c["x"]: c for c in entry["comparison"] if c["mode"] == "closed_loop"}
+    assert by_x[32]["schedule_tpot_speedup"] == pytest.approx(0.8) and by_x[32]["fallback_tpot_speedup"] == 1.0
+    assert text.startswith("No: serve without speculation at 8–32 in flight")
+    assert "Not the k schedule: the schedule loses to no speculation at 32 in flight (0.80× against 1.00×)" in flat(text)
+    assert printed_commands(text, "vllm serve")[0] == shlex.split(recommended["serve_command"]) and "--speculative-config" not in recommended["serve_command"]
+    # every figure the answer prints fits 100 columns
+    assert max(len(line) for line in text.splitlines()) <= 100

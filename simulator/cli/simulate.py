@@ -41,6 +41,7 @@ from simulator.runs.config import (
 from simulator.util.errors import ConfigError
 from simulator.speculative.proposers.base import SpeculationSettings
 from simulator.cli.proposer_flags import add_proposer_flags, check_acceptance_input, draft_model_help, max_acceptance_length, options_from_args, proposer_kind, require_draft_model
+from simulator.cli.catalog_help import device_help, model_help
 from simulator.util.textio import atomic_write_text, check_writable_file
 
 PROG = "python -m simulator"
@@ -78,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
         "130 interrupted (nothing written). Results are cached by content (VIDUR_SPECDEC_NO_RUN_CACHE=1 re-simulates).",
     )
     p.add_argument("--version", action="store_true", help="print the package version, the vidur version and the model hash, then exit")
-    w = p.add_argument_group("workload (vllm bench serve's names; default: Poisson arrivals, fixed lengths)")
+    w = p.add_argument_group(f"workload (vllm bench serve's names; default: Poisson arrivals, {command.DEFAULT_WORKLOAD.describe()}, as paysoff draws)")
     w.add_argument("--num-prompts", "--requests", dest="num_prompts", metavar="N", type=positive_int, action=DeprecatedAlias, default=wl("num_requests"), help="requests to simulate")
     w.add_argument(
         "--dataset-name",
@@ -86,15 +87,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="vllm bench serve's dataset: random (the default) draws lengths from --random-input-len, --random-output-len and "
         "--random-range-ratio; for other datasets give their lengths as a Vidur trace (--trace)",
     )
-    w.add_argument("--prompt-tokens", "--random-input-len", dest="prompt_tokens", metavar="TOKENS", type=positive_int, action=Synonyms, default=wl("prompt_tokens"), help="prompt length, tokens")
-    w.add_argument("--output-tokens", "--random-output-len", dest="output_tokens", metavar="TOKENS", type=positive_int, action=Synonyms, default=wl("output_tokens"), help="output length, tokens")
+    w.add_argument("--prompt-tokens", "--random-input-len", dest="prompt_tokens", metavar="TOKENS", type=positive_int, action=Synonyms, default=command.DEFAULT_WORKLOAD.prompt_tokens, help="prompt length, tokens")
+    w.add_argument("--output-tokens", "--random-output-len", dest="output_tokens", metavar="TOKENS", type=positive_int, action=Synonyms, default=command.DEFAULT_WORKLOAD.output_tokens, help="output length, tokens")
     w.add_argument(
         "--random-range-ratio",
         metavar="R",
         type=finite,
-        default=0.0,
-        help="draw each length uniformly in [L(1-r), L(1+r)] (seeded by --workload-seed), as vllm bench serve does; "
-        "0 = fixed lengths, which a closed loop runs in lockstep waves. With Poisson arrivals, r > 0 draws uncapped exponential gaps",
+        default=None,
+        help=f"draw each length uniformly in [L(1-r), L(1+r)] (seeded by --workload-seed), as vllm bench serve does (default: "
+        f"{command.DEFAULT_WORKLOAD.range_ratio:g}, as paysoff draws; 0 with --trace); 0 = fixed lengths, which a closed loop runs in "
+        "lockstep waves. With Poisson arrivals, r > 0 draws uncapped exponential gaps",
     )
     w.add_argument(
         "--request-rate",
@@ -173,9 +175,9 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--attention", choices=ATTENTION_MODES, default=sp("attention"), help="verify-attention cost: kv_once, per_token or interpolated")
     s.add_argument("--interpolation", type=finite, default=sp("interpolation"), help="lambda for --attention interpolated")
     m = p.add_argument_group("system (the server: vllm serve's flags, and the GPU it runs on)")
-    m.add_argument("--model", default=rc("model"), help="Hugging Face model name, or a local config.json (or its folder)")
+    m.add_argument("--model", default=rc("model"), help=model_help())
     m.add_argument("--served-model-name", metavar="NAME", help="the model the printed vllm serve line names (default: a local config.json's _name_or_path, else --model)")
-    m.add_argument("--device", default=rc("device"), help="GPU, case-insensitive: a100, a100_40gb, h100, h200, b200, ...")
+    m.add_argument("--device", default=rc("device"), help=device_help())
     m.add_argument(
         "--vllm-version",
         metavar="X.Y.Z",
@@ -231,6 +233,8 @@ def workload_from_args(args, limits: Optional[vllm_serve.Limits] = None):
     """The workload the flags describe, as vllm bench serve sends it: Poisson at --request-rate, every
     request at once (--request-rate inf), or a closed loop of --max-concurrency requests."""
     rate, concurrency, ratio = args.request_rate, args.max_concurrency, args.random_range_ratio
+    if ratio is None:  # the shared default; a trace gives its own lengths
+        ratio = 0.0 if args.trace else command.DEFAULT_WORKLOAD.range_ratio
     if args.dataset_name is not None and args.dataset_name not in DATASETS:
         raise ConfigError(
             f"--dataset-name {args.dataset_name}: the simulator draws vllm bench serve's random dataset (--dataset-name random); "
@@ -387,6 +391,7 @@ class Inputs:
     vllm_version: str
     served_model_name: str
     fitted: Optional[object] = None  # the --engine-profile (simulator.profiles.fitted.FittedProfile)
+    bench_serve: Optional[str] = None  # the vllm bench serve line of the same workload (None for a trace)
 
 
 def inputs_from_args(args) -> Inputs:
@@ -406,7 +411,24 @@ def inputs_from_args(args) -> Inputs:
     version = vllm_serve.parse_version(args.vllm_version or vllm_serve.default_version())
     limits = vllm_serve.limits(args.device, version, args.max_num_seqs, args.max_num_batched_tokens)
     config, note = _config(args, limits, version, fitted)
-    return Inputs(config, note, limits, version, vllm_serve.served_model_name(args.model, args.served_model_name), fitted)
+    served = vllm_serve.served_model_name(args.model, args.served_model_name)
+    return Inputs(config, note, limits, version, served, fitted, bench_line(args, config, served))
+
+
+def bench_line(args, config: RunConfig, served: str) -> Optional[str]:
+    """The ``vllm bench serve`` line that sends the simulated workload to a real server (None when
+    a trace gave the lengths: vLLM's random dataset cannot draw them)."""
+    from simulator.cli.vllm_bench import bench_serve_command
+
+    if args.trace:
+        return None
+    workload = config.workload
+    ratio = args.random_range_ratio if args.random_range_ratio is not None else command.DEFAULT_WORKLOAD.range_ratio
+    closed = isinstance(workload, ClosedLoopWorkload)
+    rate = math.inf if closed else (args.request_rate if args.request_rate is not None else _default(PoissonWorkload, "arrival_rate"))
+    return bench_serve_command(served, prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, range_ratio=ratio,
+                               num_prompts=args.num_prompts, seed=args.workload_seed, request_rate=rate,
+                               max_concurrency=workload.concurrency if closed and args.max_concurrency is not None else None)
 
 
 def config_from_args(args) -> tuple[RunConfig, Optional[str]]:
@@ -596,6 +618,11 @@ def format_summary(result, acceptance_note: Optional[str] = None, inputs: Option
         serve = serve_command(inputs)
         if serve:
             lines.append(f"as vllm serve: {serve}")
+            hint = vllm_serve.served_name_hint(inputs.served_model_name)
+            if hint:
+                lines.append(hint)
+        if inputs.bench_serve:
+            lines.append(f"the same workload as vllm bench serve: {inputs.bench_serve}")
             if spec.k_schedule and not vllm_serve.at_least(inputs.vllm_version, vllm_serve.DYNAMIC_SD_VERSION):
                 lines.append(
                     f"note: num_speculative_tokens_per_batch_size needs vLLM {vllm_serve.DYNAMIC_SD_VERSION} or later; this run "
@@ -654,7 +681,7 @@ def _main(args) -> int:
     config = inputs.config
     for option, path in (("--json", args.json), ("--requests-csv", args.requests_csv)):
         if path is not None:
-            check_writable_file(path, option)
+            check_writable_file(path, option, folder_must_exist=True)
     result, cached = simulate_cached(config)
     if cached:
         print("note: from the result cache (the same run, simulated before); VIDUR_SPECDEC_NO_RUN_CACHE=1 simulates it again", file=sys.stderr)

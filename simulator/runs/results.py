@@ -84,6 +84,9 @@ class RunSummary(Mapping):
     peak_kv_fraction: float = math.nan
     forward_passes: int = 0
     mean_scheduled_k: float = math.nan  # the fixed k, or a k schedule's average pick over planned steps
+    # the median TPOT's 95% sampling interval over the requests (distribution-free: :func:`median_interval`)
+    tpot_p50_low_s: float = math.nan
+    tpot_p50_high_s: float = math.nan
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -171,6 +174,24 @@ def _statistics(values: np.ndarray) -> dict:
     return {"mean": float(values.mean()), **{f"p{p}": float(np.percentile(values, p)) for p in PERCENTILES}}
 
 
+MEDIAN_CONFIDENCE_Z = 1.96  # a 95% interval
+
+
+def median_interval(values: np.ndarray, z: float = MEDIAN_CONFIDENCE_Z) -> tuple[float, float]:
+    """The median's distribution-free 95% interval: the order statistics at ranks n/2 -+ z sqrt(n)/2
+    (the binomial method; no assumption on the latency's distribution).  A run of a few requests
+    has a wide one: its median could move that far with another draw of acceptance and lengths, so
+    two runs whose medians differ by less are not told apart (the pays-off sweep's ties)."""
+    values = np.sort(values[~np.isnan(values)])
+    n = len(values)
+    if not n:
+        return math.nan, math.nan
+    half = z * math.sqrt(n) / 2
+    low = max(0, math.floor(n / 2 - half) - 1)  # 0-based ranks
+    high = min(n - 1, math.ceil(n / 2 + half))
+    return float(values[low]), float(values[high])
+
+
 def summarize(requests: pd.DataFrame, makespan_s: float, extra: dict, itl_s: Optional[np.ndarray] = None) -> RunSummary:
     """Mean and p50/p90/p99 of each latency metric plus run-level counters.
 
@@ -188,6 +209,7 @@ def summarize(requests: pd.DataFrame, makespan_s: float, extra: dict, itl_s: Opt
     for metric in LATENCY_METRICS:
         for name, value in _statistics(samples[metric]).items():
             values[f"{metric}_{name}_s"] = value
+    values["tpot_p50_low_s"], values["tpot_p50_high_s"] = median_interval(samples["tpot"])
     proposed = int(requests["proposed_tokens"].sum())
     accepted = int(requests["accepted_tokens"].sum())
     steps = int(requests["verify_steps"].sum())

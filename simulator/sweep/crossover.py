@@ -8,7 +8,14 @@ arrival rate (Poisson); its speedup is the baseline's median TPOT over its own a
   its direction; the first fall below 1 is the headline.  With no crossing the answer is
   "none in range", and whether speculation paid everywhere or nowhere.
 * Best k at an x: the k with the highest speedup, k = 0 (no speculation) when none beats 1.
-  Ties within ``TIE`` go to the smaller k: it risks less when acceptance is lower than assumed.
+  Ties go to the smaller k: it risks less when acceptance is lower than assumed.  Two speedups
+  tie when they differ by less than ``TIE`` or than their runs' sampling noise (:func:`noise`:
+  the 95% interval of each run's median TPOT, over its requests): a run of a few requests cannot
+  tell 1.51x from 1.61x, and another seed would flip the pick.
+* The ceiling: in a closed loop a verify step costs at least a plain decode step and advances a
+  request by the acceptance length L(k) at most on average, so no speedup exceeds L(k) (α = 0.7
+  allows 3.33x however large k is).  A simulated figure above it is sampling luck; the choice
+  reads it at the ceiling (:func:`value`), and the row keeps its ``speedup_ceiling``.
 * Best fixed k (for a vLLM without a k schedule): the k whose closed-loop speedup has the highest
   geometric mean over the simulated concurrencies (each counted once), ties within ``TIE`` to
   the smaller k, none (k = 0) when no k's mean beats 1; the concurrencies where it is below 1
@@ -32,14 +39,55 @@ from collections import defaultdict
 from typing import Callable, Iterable, Optional, Sequence
 
 from simulator.speculative.k_schedule import Schedule, from_best_k
-from simulator.sweep.error_bar import ErrorBar, guarded_low, safe_best
+from simulator.sweep.error_bar import ErrorBar, guarded_low, safe
 
-TIE = 0.005  # speedups within 0.5% count as equal
+TIE = 0.005  # speedups within 0.5% count as equal, whatever their noise
 NONE_IN_RANGE = "none in range"
 
 
 def x_of(row: dict) -> float:
     return row["concurrency"] if row["mode"] == "closed_loop" else row["arrival_rate"]
+
+
+def noise(row: dict) -> float:
+    """The sampling noise of a run's median TPOT, as a log half-width: half of ln(high / low) of
+    its 95% interval (:func:`simulator.runs.results.median_interval`); 0 where it is unknown."""
+    low, high = row.get("tpot_p50_low_s"), row.get("tpot_p50_high_s")
+    if low is None or high is None or _nan(low) or _nan(high) or low <= 0 or high <= 0:
+        return 0.0
+    return math.log(high / low) / 2
+
+
+def value(row: dict) -> float:
+    """The speedup a choice reads: the simulated one, at most the closed loop's ceiling."""
+    s, ceiling = row["tpot_speedup"], row.get("speedup_ceiling")
+    if row["mode"] == "closed_loop" and ceiling is not None and not _nan(ceiling) and not _nan(s):
+        return min(s, ceiling)
+    return s
+
+
+def tied(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Two (speedup, noise) figures differ by less than TIE or than their combined noise."""
+    gap = abs(math.log(a[0]) - math.log(b[0]))
+    return gap <= max(-math.log(1 - TIE), math.hypot(a[1], b[1]))
+
+
+def pick(options: Sequence[tuple[int, float, float]]) -> tuple[int, float]:
+    """(k, speedup) among ``options`` (k, speedup, noise): the highest speedup, or the smallest k
+    tied with it."""
+    options = sorted(o for o in options if not _nan(o[1]) and o[1] > 0)
+    top = max(options, key=lambda o: o[1])
+    k, s, _ = next(o for o in options if tied((o[1], o[2]), (top[1], top[2])))
+    return k, s
+
+
+def _nan(v) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _baseline_noise(rows: Iterable[dict]) -> dict[tuple, float]:
+    """(mode, x) -> the no-speculation run's noise: no speculation is an option with its own."""
+    return {(r["mode"], x_of(r)): noise(r) for r in rows if r["num_speculative_tokens"] == 0 and not r["k_schedule"] and not r["acceptance"]}
 
 
 def crossings(xs: Sequence[float], speedups: Sequence[float], log_x: bool) -> list[tuple[float, str]]:
@@ -97,19 +145,18 @@ def crossover_rows(rows: Iterable[dict]) -> list[dict]:
     return out
 
 
-def best_k(rows: Iterable[dict]) -> dict[tuple, tuple[int, float]]:
-    """(mode, acceptance, attention, x) -> (best k, its speedup) over fixed-k runs and k = 0."""
+def best_k(rows: Sequence[dict]) -> dict[tuple, tuple[int, float]]:
+    """(mode, acceptance, attention, x) -> (best k, its speedup) over fixed-k runs and k = 0
+    (:func:`pick`: ties within the sampling noise to the smaller k; figures at most the ceiling)."""
+    base = _baseline_noise(rows)
     fixed = [r for r in rows if not r["k_schedule"] and r["acceptance"]]
     out = {}
     for key, group in _groups(fixed, ("mode", "acceptance", "attention")).items():
-        by_x: dict[float, list[tuple[int, float]]] = defaultdict(list)
+        by_x: dict[float, list[tuple[int, float, float]]] = defaultdict(list)
         for r in group:
-            by_x[x_of(r)].append((r["num_speculative_tokens"], r["tpot_speedup"]))
+            by_x[x_of(r)].append((r["num_speculative_tokens"], value(r), noise(r)))
         for x, options in sorted(by_x.items()):
-            options = [(0, 1.0)] + sorted(o for o in options if not math.isnan(o[1]))
-            top = max(s for _, s in options)
-            k, s = next((k, s) for k, s in options if s >= top * (1 - TIE))
-            out[key + (x,)] = (k, s)
+            out[key + (x,)] = pick([(0, 1.0, base.get((key[0], x), 0.0))] + options)
     return out
 
 
@@ -120,21 +167,28 @@ def best_fixed_k(rows: Sequence[dict], acceptance: str, attention: str,
     ``bars`` only a k whose band, widened by the error bar at each load, stays at or above 1× at
     every concurrency simulated is a candidate."""
     lows = band_lows(rows) if bars is not None else {}
-    by_k: dict[int, list[tuple[float, float]]] = defaultdict(list)
+    by_k: dict[int, list[tuple[float, float, float]]] = defaultdict(list)
     unsafe: set[int] = set()
     for r in rows:
         if r["mode"] == "closed_loop" and r["acceptance"] == acceptance and r["attention"] == attention and not r["k_schedule"] and r["num_speculative_tokens"] > 0:
             k, x = r["num_speculative_tokens"], x_of(r)
-            by_k[k].append((x, r["tpot_speedup"]))
+            by_k[k].append((x, value(r), noise(r)))
             if bars is not None and guarded_low(bars("closed_loop", acceptance, x), lows.get(("closed_loop", acceptance, k, x), -math.inf)) < 1:
                 unsafe.add(k)
-    means = {k: math.exp(sum(math.log(s) for _, s in points) / len(points)) for k, points in sorted(by_k.items())
-             if points and all(s > 0 for _, s in points) and k not in unsafe}
-    if not means or max(means.values()) <= 1:
+    base = _baseline_noise(rows)
+    options = [(0, 1.0, _mean_noise([base.get(("closed_loop", x), 0.0) for x, _, _ in next(iter(by_k.values()), [])]))]
+    for k, points in sorted(by_k.items()):
+        if points and all(s > 0 for _, s, _ in points) and k not in unsafe:
+            options.append((k, math.exp(sum(math.log(s) for _, s, _ in points) / len(points)), _mean_noise([n for _, _, n in points])))
+    k, mean = pick(options)
+    if k == 0:
         return 0, 1.0, []
-    top = max(means.values())
-    k = next(k for k, m in sorted(means.items()) if m >= top * (1 - TIE))
-    return k, means[k], sorted(x for x, s in by_k[k] if s < 1)
+    return k, mean, sorted(x for x, s, _ in by_k[k] if s < 1)
+
+
+def _mean_noise(noises: Sequence[float]) -> float:
+    """The noise of a mean of logs over independent runs: sqrt(sum of squares) / count."""
+    return math.sqrt(sum(n * n for n in noises)) / len(noises) if noises else 0.0
 
 
 def band_lows(rows: Iterable[dict]) -> dict[tuple, float]:
@@ -146,23 +200,27 @@ def band_lows(rows: Iterable[dict]) -> dict[tuple, float]:
             continue
         key = (r["mode"], r["acceptance"], r["num_speculative_tokens"], x_of(r))
         # a setting that gave no speedup (NaN) leaves the band unknown: the k counts as unsafe there
-        value = -math.inf if math.isnan(r["tpot_speedup"]) else r["tpot_speedup"]
-        lows[key] = min(lows.get(key, math.inf), value)
+        speedup = -math.inf if math.isnan(r["tpot_speedup"]) else r["tpot_speedup"]
+        lows[key] = min(lows.get(key, math.inf), speedup)
     return lows
 
 
 def guarded_best_k(rows: Sequence[dict], attention: str, bars: Callable[[str, str, float], Optional[ErrorBar]]) -> dict[tuple, tuple[int, float]]:
     """(mode, acceptance, attention, x) -> (k, its speedup) like :func:`best_k`, but only among the
     k whose band, widened by the check rows' error bar at that load (``bars(mode, acceptance, x)``),
-    stays at or above 1× (:func:`simulator.sweep.error_bar.safe_best`); k = 0 where none does."""
+    stays at or above 1× (:func:`simulator.sweep.error_bar.safe`); k = 0 where none does."""
     lows = band_lows(rows)
+    base = _baseline_noise(rows)
     options: dict[tuple, list[tuple[int, float, float]]] = defaultdict(list)
     for r in rows:
         if r["k_schedule"] or not r["acceptance"] or r["attention"] != attention or r["num_speculative_tokens"] == 0:
             continue
-        x = x_of(r)
-        options[(r["mode"], r["acceptance"], attention, x)].append((r["num_speculative_tokens"], r["tpot_speedup"], lows.get((r["mode"], r["acceptance"], r["num_speculative_tokens"], x), -math.inf)))
-    return {key: safe_best(found, bars(key[0], key[1], key[3]), TIE) for key, found in sorted(options.items(), key=lambda item: tuple(str(v) for v in item[0]))}
+        x, k = x_of(r), r["num_speculative_tokens"]
+        if safe(bars(r["mode"], r["acceptance"], x), lows.get((r["mode"], r["acceptance"], k, x), -math.inf)):
+            options[(r["mode"], r["acceptance"], attention, x)].append((k, value(r), noise(r)))
+        else:
+            options.setdefault((r["mode"], r["acceptance"], attention, x), [])
+    return {key: pick([(0, 1.0, base.get((key[0], key[3]), 0.0))] + found) for key, found in sorted(options.items(), key=lambda item: tuple(str(v) for v in item[0]))}
 
 
 def recommended_schedule(best: dict[tuple, tuple[int, float]], acceptance: str, attention: str, up_to: int) -> Schedule:

@@ -162,13 +162,10 @@ def guarded_low(bar: Optional[ErrorBar], low: float) -> float:
     return bar.guarded(low, low)[0] if bar is not None else low
 
 
-def safe_best(options: Iterable[tuple[int, float, float]], bar: Optional[ErrorBar], tie: float) -> tuple[int, float]:
-    """(k, its simulated speedup) among no speculation (k = 0 at 1×, always safe) and ``options``
-    (k, speedup, band low) whose guarded low is at least 1×: the highest speedup wins, within
-    ``tie`` the smaller k, as :func:`simulator.sweep.crossover.best_k` ties them."""
-    safe = [(0, 1.0)] + sorted((k, s) for k, s, low in options if not _nan(s) and guarded_low(bar, low) >= 1)
-    top = max(s for _, s in safe)
-    return next((k, s) for k, s in safe if s >= top * (1 - tie))
+def safe(bar: Optional[ErrorBar], low: float) -> bool:
+    """The rule: a k may run where its band's guarded low is at least 1x (no speculation, at 1x,
+    always may); the choice among the safe ones is :func:`simulator.sweep.crossover.pick`'s."""
+    return not _nan(low) and guarded_low(bar, low) >= 1
 
 
 def _nan(value) -> bool:

@@ -23,6 +23,7 @@ runs use fixed lengths (or the trace) and Vidur's arrival generator.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
@@ -32,7 +33,7 @@ from simulator.runs.config import ClosedLoopWorkload, PoissonWorkload, RunConfig
 from simulator.runs.results import speedup
 from simulator.schemas import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
 from simulator.speculative.k_schedule import Schedule, max_k, to_vllm
-from simulator.sweep.crossover import TIE, best_fixed_k, best_k, crossover_rows, guarded_best_k, recommended_schedule, x_of
+from simulator.sweep.crossover import TIE, best_fixed_k, best_k, crossover_rows, guarded_best_k, noise, recommended_schedule, x_of
 from simulator.sweep.error_bar import ErrorBar, Regime, SpeedupCheck, error_bar
 from simulator.cli.vllm_serve import DYNAMIC_SD_VERSION
 from simulator.specs.paysoff_sweep import AcceptanceProfile, PaysoffSpec, kind_settings, profile_length, verify_settings
@@ -225,6 +226,7 @@ def _row(job: Job, record: dict) -> dict:
         "attention": s.attention if s.enabled else "",
         "interpolation": s.interpolation if s.enabled and s.attention == "interpolated" else None,
         "seed": c.seed,
+        "speedup_ceiling": speedup_ceiling(job),
     }
     if isinstance(w, PoissonWorkload):
         row.update(prompt_tokens=w.prompt_tokens, output_tokens=w.output_tokens, workload_seed=w.seed)
@@ -234,6 +236,18 @@ def _row(job: Job, record: dict) -> dict:
         if key not in row and key in record:
             row[key] = record[key]
     return row
+
+
+def speedup_ceiling(job: Job) -> float:
+    """The most a closed loop's TPOT can gain: the acceptance length at the run's largest k (a
+    verify step costs at least a plain one and advances a request by that much on average; 1
+    without speculation).  Open loops have none: a faster server also runs smaller batches."""
+    if job.mode != "closed_loop":
+        return float("nan")
+    if job.profile is None:
+        return 1.0
+    k = max_k(job.config.speculation.k_schedule) if job.config.speculation.k_schedule else job.config.speculation.num_speculative_tokens
+    return round(profile_length(job.profile, k), 6)
 
 
 def _system_key(row: dict) -> tuple:
@@ -246,7 +260,18 @@ def _with_speedups(rows: list[dict], baselines: Sequence[dict]) -> list[dict]:
         base = by_key[_system_key(r)]
         r["tpot_speedup"] = speedup(base, r, "tpot_p50_s")
         r["throughput_speedup"] = speedup(base, r, "throughput_tok_s")
+        r["tpot_speedup_low"], r["tpot_speedup_high"] = speedup_interval(base, r)
     return rows
+
+
+def speedup_interval(base: dict, row: dict) -> tuple[float, float]:
+    """The TPOT speedup's 95% sampling interval: both medians' intervals (each run's requests)
+    combined as independent log errors; the baseline against itself is exactly 1."""
+    if row is base:
+        return 1.0, 1.0
+    h = math.hypot(noise(base), noise(row))
+    s = row["tpot_speedup"]
+    return s * math.exp(-h), s * math.exp(h)
 
 
 def _order(row: dict) -> tuple:
@@ -373,6 +398,43 @@ def fixed_k_fallback(spec: PaysoffSpec, profile: AcceptanceProfile, rows: Sequen
     }
 
 
+def recommendation(spec: PaysoffSpec, schedule: Schedule, config: Optional[dict], compared: Sequence[dict], fallback: dict,
+                   profile: AcceptanceProfile) -> dict:
+    """What to deploy, never worse than the fallback: the schedule where the release takes one and
+    it is at least the fallback (the best fixed k, or no speculation) at every concurrency
+    simulated and better at one, each within the runs' sampling noise; the fallback otherwise.  A
+    schedule can lose to it: its k = 0 rows still run the drafter (vLLM >= 0.24), so switching a
+    load off inside a speculative server costs what switching the server off does not."""
+    from simulator.cli.vllm_serve import at_least
+    from simulator.profiles.engines import get_engine
+    from simulator.sweep.crossover import tied
+
+    k = fallback["num_speculative_tokens"]
+    fallback_kind = "fixed_k" if k else "none"
+    chosen = {"kind": fallback_kind, "num_speculative_tokens": k, "speculative_config_json": fallback["speculative_config_json"],
+              "serve_command": fallback["serve_command"]}
+    closed = [c for c in compared if c["mode"] == "closed_loop"]
+    if not at_least(get_engine(spec.engine).version, DYNAMIC_SD_VERSION):
+        return chosen | {"why": f"vLLM {get_engine(spec.engine).version} takes no k schedule (num_speculative_tokens_per_batch_size needs {DYNAMIC_SD_VERSION})"}
+    if config is None or not closed:
+        return chosen | {"why": "the schedule runs k = 0 at every concurrency simulated"}
+    fallback_words = f"the fixed k = {k}" if k else "no speculation"
+    worse = [c for c in closed if c["schedule_tpot_speedup"] < c["fallback_tpot_speedup"]
+             and not tied((c["schedule_tpot_speedup"], c["schedule_noise"]), (c["fallback_tpot_speedup"], c["fallback_noise"]))]
+    better = [c for c in closed if c["schedule_tpot_speedup"] > c["fallback_tpot_speedup"]
+              and not tied((c["schedule_tpot_speedup"], c["schedule_noise"]), (c["fallback_tpot_speedup"], c["fallback_noise"]))]
+    if worse:
+        where = ", ".join(f"{c['x']:g} in flight ({c['schedule_tpot_speedup']:.2f}× against {c['fallback_tpot_speedup']:.2f}×)" for c in worse)
+        return chosen | {"why": f"the schedule loses to {fallback_words} at {where}: a schedule's k = 0 rows still run the drafter, "
+                                f"so {fallback_words} is recommended", "schedule_loses_at": [c["x"] for c in worse]}
+    if not better:
+        return chosen | {"why": f"the schedule is within the sampling noise of {fallback_words} at every concurrency simulated: the simpler one is recommended"}
+    return {"kind": "schedule", "num_speculative_tokens": max_k(schedule), "speculative_config_json": json.dumps(config, separators=(",", ":")),
+            "serve_command": serve_command(spec, profile, config),
+            "why": f"the schedule is at least {fallback_words} at every concurrency simulated and better at "
+                   + ", ".join(f"{c['x']:g}" for c in better) + " in flight"}
+
+
 def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequence[dict], guarded: Optional[dict] = None, bars=None) -> dict:
     """``data/results/recommended_schedules.json``: per deployment, the schedule in vLLM's format, the exact
     ``--speculative-config`` and ``vllm serve`` command, and the schedule simulated at every
@@ -382,6 +444,7 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
     if (attention, interpolation) != (spec.attention, spec.interpolation):  # a spec built with another setting says so
         why = f"set for this run (attention = '{spec.attention}')"
     bounds = [m for m in spec.attention_modes if m != spec.attention]
+    baseline_noise = {(r["mode"], x_of(r)): round(noise(r), 5) for r in rows if not r["acceptance"]}
     entries = []
     for profile in spec.profiles:
         schedule = schedules[profile.name]
@@ -396,6 +459,7 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
                 "mode": mode,
                 "x": x,
                 "schedule_tpot_speedup": round(row["tpot_speedup"], 4) if row else 1.0,
+                "schedule_noise": round(noise(row), 5) if row else baseline_noise.get((mode, x), 0.0),
                 "schedule_mean_k": round(row["mean_scheduled_k"], 3) if row else 0.0,
                 "best_fixed_k": k,
                 "best_fixed_tpot_speedup": round(s, 4),
@@ -412,6 +476,13 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
             if guarded is not None and (mode, name, att, x) in guarded:
                 entry["guarded_best_k"] = guarded[(mode, name, att, x)][0]
             compared.append(entry)
+        fallback = fixed_k_fallback(spec, profile, rows, bars)
+        fixed = {x_of(r): r for r in rows if r["acceptance"] == profile.name and r["mode"] == "closed_loop" and not r["k_schedule"]
+                 and r["attention"] == spec.attention and r["num_speculative_tokens"] == fallback["num_speculative_tokens"]}
+        for c in compared:
+            r = fixed.get(c["x"]) if c["mode"] == "closed_loop" else None
+            c["fallback_tpot_speedup"] = round(r["tpot_speedup"], 4) if r else 1.0
+            c["fallback_noise"] = round(noise(r), 5) if r else baseline_noise.get((c["mode"], c["x"]), 0.0)
         off = {m: stops_paying(best, profile, m, spec.batch_size_cap) for m in spec.attention_modes}
         if guarded is not None:
             off[spec.attention] = stops_paying(guarded, profile, spec.attention, spec.batch_size_cap)
@@ -443,7 +514,8 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
                 "stops_paying_from": off[spec.attention],
                 "stops_paying_band": {b: off[b] for b in bounds},
                 "comparison": compared,
-                "fixed_k_fallback": fixed_k_fallback(spec, profile, rows, bars),
+                "fixed_k_fallback": fallback,
+                "recommended": recommendation(spec, schedule, config, compared, fallback, profile),
             }
         )
     return {
