@@ -9,7 +9,9 @@ or not at all, also on Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
+import time
 from pathlib import Path
 
 from simulator.util.errors import ConfigError
@@ -81,6 +83,7 @@ def _speedup_checks_path(args) -> Path:
 
 
 def main(argv=None) -> int:
+    started = time.monotonic()
     args = parse_args(argv)
     from simulator.util.progress import quiet_vidur
 
@@ -131,8 +134,31 @@ def main(argv=None) -> int:
     except ConfigError as exc:
         print(f"build.py: error: {exc}", file=sys.stderr)
         return 2
-    print(f"site written to {args.out}", file=sys.stderr)
+    print("\n".join(summary_lines(args, time.monotonic() - started)))
     return 0
+
+
+def _rows(path: Path) -> int:
+    """Data rows of a recorded CSV (0 when absent)."""
+    if not path.is_file():
+        return 0
+    with path.open(encoding="utf-8", newline="") as handle:
+        return max(0, sum(1 for _ in csv.reader(handle)) - 1)
+
+
+def summary_lines(args, seconds: float) -> list[str]:
+    """What a build ends with: what it recorded, the check rows' headline, its time, where to open
+    the site.  (The time is printed, never written into a file: the outputs stay byte-identical.)"""
+    from simulator.website.published import headline, load_published
+
+    minutes, rest = divmod(round(seconds), 60)
+    lines = [f"build.py: built in {minutes} min {rest:02d} s" if minutes else f"build.py: built in {rest} s"]
+    recorded = [(args.csv, "seed-sweep runs"), (args.paysoff_csv, "pays-off runs"), (args.published_csv, "published rows")]
+    lines.append("  recorded: " + ", ".join(f"{_rows(path)} {what} ({path.name})" for path, what in recorded if path.is_file()))
+    if args.published_csv.is_file():
+        lines += ["  " + line for line in headline(load_published(args.published_csv).to_dict("records"))]
+    lines.append(f"  open {args.out / 'index.html'} (a static site: any browser, no server needed)")
+    return lines
 
 
 if __name__ == "__main__":

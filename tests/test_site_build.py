@@ -79,8 +79,13 @@ def test_build_records_csvs_and_site_and_rebuilds_byte_identically(workspace, ca
     assert workspace["sweep.csv"].read_bytes() == first["sweep"]
     assert workspace["progress.csv"].read_bytes() == first["progress"]
     site = tree_digest(workspace["site"])
+    capsys.readouterr()
     assert build_cli.main(cli(workspace, "--skip-sweep")) == 0
     assert tree_digest(workspace["site"]) == site
+    # it ends with a summary: its time, what it recorded, where to open the site (issue 33)
+    summary = capsys.readouterr().out.splitlines()
+    assert summary[0].startswith("build.py: built in ") and summary[-1].startswith(f"  open {workspace['site'] / 'index.html'}")
+    assert any(line.startswith("  recorded: 6 seed-sweep runs (") for line in summary), summary
 
 
 @pytest.mark.parametrize(
