@@ -17,7 +17,10 @@ from simulator.cli import vllm_serve
 from simulator.cli.terminal import WIDTH, shell_lines, wrap
 from simulator.cli.vllm_bench import closed_loop_grid, open_loop_grid
 
-MAX_TABLE_KS = 5  # k columns per table: more are printed as further tables, so each fits WIDTH
+# the table's columns: load, base TPOT and TTFT, one per k, best k, the recommendation's figure
+FIXED_COLUMNS = 9 + 3 + 9 + 1 + 10 + 3 + 3 + 4 + 3 + 13
+K_COLUMN = 7  # "2.48×^" and a space
+MAX_TABLE_KS = max(1, (WIDTH - FIXED_COLUMNS) // K_COLUMN)  # more k are printed as further tables
 
 OVERLOAD_NOTE = (
     "overloaded: the no-speculation run's queue grew through the run (the median TTFT of its last tenth of requests above "
@@ -233,7 +236,7 @@ def table_lines(spec, entry: dict, rows) -> list[str]:
             ks = ks_all[start:start + MAX_TABLE_KS]
             lines += wrap(f"{title}: median TPOT speedup ({units.attention_label(primary)}) against the row's base (no speculation)"
                           + (f", k = {ks[0]}–{ks[-1]} of {ks_all[0]}–{ks_all[-1]}" if len(ks_all) > MAX_TABLE_KS else ""))
-            header = f"{unit:>9} | {'base TPOT':>9} | {'base TTFT':>9} | " + " | ".join(f"{'k = ' + str(k):^7}" for k in ks) + " | best k | recommended"
+            header = f"{unit:>9} | {'base TPOT':>9} {'base TTFT':>10} | " + " ".join(f"{'k=' + str(k):>6}" for k in ks) + " | best | recommended"
             lines += [header, "-" * len(header)]
             for x in xs:
                 base = baselines[(mode, x)]
@@ -250,12 +253,19 @@ def table_lines(spec, entry: dict, rows) -> list[str]:
                             widest = max(widest, abs(other["tpot_speedup"] / s - 1))
                 c = comparison.get(x)
                 best = (str(c["best_fixed_k"]) if c["best_fixed_k"] else "off") if c else "–"
-                figure = _recommended_figure(rec, c)
                 overloaded = bool(base.get("overloaded"))
                 marked |= overloaded
-                lines.append(f"{units.number(x):>9} | {_ms(base['tpot_p50_s']):>9} | {_ms(base['ttft_p50_s']):>9} | " + " | ".join(cells)
-                             + f" | {best:^6} | {figure}" + (" overloaded" if overloaded else ""))
+                ttft = _ms(base["ttft_p50_s"]) + ("!" if overloaded else " ")
+                lines.append(f"{units.number(x):>9} | {_ms(base['tpot_p50_s']):>9} {ttft:>10} | " + " ".join(cells)
+                             + f"| {best:^4} | {_recommended_figure(rec, c)}")
             lines.append("")
+    sampled = [r for r in fixed if r["attention"] == primary and r.get("tpot_speedup_high") is not None and r["tpot_speedup"] > 0
+               and not math.isnan(r["tpot_speedup_high"])]
+    if sampled:
+        spread = sorted(r["tpot_speedup_high"] / r["tpot_speedup"] - 1 for r in sampled)
+        lines += wrap(f"Sampling: each speedup is good to ±{spread[len(spread) // 2]:.0%} (median; up to ±{spread[-1]:.0%}), the 95% interval of "
+                      "its runs' median TPOTs over their requests; two figures closer than that are a tie, and the smaller k wins it "
+                      "(more requests per run narrow it: --requests-per-slot, --min-requests).")
     if bounds:
         lines += wrap(f"Band: the other verify-cost bound ({', '.join(units.attention_label(b) for b in bounds)}) moves these speedups by up to {widest:.0%} "
                       "(every run under each bound is in --csv).")
@@ -263,18 +273,18 @@ def table_lines(spec, entry: dict, rows) -> list[str]:
         lines += wrap("^ above the acceptance length at that k, the most a closed loop can gain (a verify step costs at least a plain step): "
                       "sampling luck of a few requests; the choice reads it at that ceiling.")
     if marked:
-        lines += wrap(OVERLOAD_NOTE.format(growth=OVERLOAD_TTFT_GROWTH) + ".")
+        lines += wrap("! " + OVERLOAD_NOTE.format(growth=OVERLOAD_TTFT_GROWTH) + ".")
     return lines
 
 
 def _recommended_figure(rec: dict, c: Optional[dict]) -> str:
-    """The recommended deployment's speedup at one load, with the schedule's band."""
+    """The recommended deployment's speedup at one load, with its band's low end for a schedule."""
     if c is None:
         return "–"
     if rec["kind"] == "schedule":
-        return f"{c['schedule_tpot_speedup']:.2f}× [{c['band_low']:.2f}–{c['band_high']:.2f}]"
+        return f"{c['schedule_tpot_speedup']:.2f}× ≥{c['band_low']:.2f}"
     if rec["kind"] == "fixed_k":
-        return f"{c['fallback_tpot_speedup']:.2f}× (k = {rec['num_speculative_tokens']})"
+        return f"{c['fallback_tpot_speedup']:.2f}× (k={rec['num_speculative_tokens']})"
     return "1.00× (off)"
 
 

@@ -531,7 +531,8 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
             "trace": spec.trace,
         },
         "verify_cost": {"attention": spec.attention, "interpolation": spec.interpolation if spec.attention == "interpolated" else None, "why": why, "bounds": bounds},
-        "tie_rule": f"speedups within {TIE:.1%} count as equal and the smaller k wins: it risks less when acceptance is lower than assumed",
+        "tie_rule": f"speedups within {TIE:.1%}, or within their runs' sampling noise (the 95% interval of each median TPOT), count as equal "
+                    "and the smaller k wins: it risks less when acceptance is lower than assumed",
         "tie_tolerance": TIE,
         "error_bar_rule": ERROR_BAR_RULE,
         "vllm": VLLM_DYNAMIC_SD,
