@@ -12,7 +12,7 @@ ITL is per step and TPOT per token.  A request has no single ITL value under thi
 definition, so ITL has no per-request error: its row compares the two pooled distributions.
 
 Throughput counts what the client received: completed requests and the tokens they streamed
-(never the tokens asked for), over the replay sessions' active time (:mod:`sessions`).
+(never the tokens asked for), over the measured window (:func:`sessions.measured_window_s`).
 
 Units, one policy as vLLM's: per-request values (``replay.jsonl``, ``simulated.csv``,
 ``comparison.csv``) are seconds, named ``*_s``; summaries (``report.json``, ``report.md``,
@@ -31,24 +31,30 @@ import pandas as pd
 
 from simulator.util.errors import ConfigError
 from simulator.validation.replay_files import received_tokens
-from simulator.validation.sessions import total_active_s
+from simulator.validation.sessions import measured_window_s, total_active_s
 from simulator.validation.workload import Workload
 
 METRICS = ("ttft", "tpot", "itl", "e2el")
 PER_REQUEST = ("ttft", "tpot", "e2el")  # metrics with one value per request (ITL's samples are gaps)
 LABELS = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
 DEFAULT_PERCENTILES = (99.0,)
+# what the measured throughput divides by, in words for report.json and report.md
+WINDOW_WORDS = (
+    "the measured window: from the workload's first arrival to the last completed request's finish, each request placed at its "
+    "arrival time, so a resend or resume session overlays the first run's timeline instead of adding its own span"
+)
 
 
 def parse_percentiles(text: str) -> tuple[float, ...]:
-    """``--metric-percentiles``: comma-separated numbers in (0, 100), as vllm bench serve."""
+    """``--metric-percentiles``: comma-separated numbers in [0, 100], as vllm bench serve takes
+    them (``np.percentile``: 0 is the minimum, 100 the maximum)."""
     try:
         values = tuple(float(part) for part in str(text).split(","))
     except ValueError:
         raise ConfigError(f"--metric-percentiles {text!r}: expected comma-separated numbers such as 50,90,99") from None
-    bad = [v for v in values if not 0 < v < 100]
+    bad = [v for v in values if not 0 <= v <= 100]
     if bad:
-        raise ConfigError(f"--metric-percentiles {text!r}: {bad[0]:g} is not a percentile strictly between 0 and 100")
+        raise ConfigError(f"--metric-percentiles {text!r}: {bad[0]:g} is not a percentile from 0 to 100")
     return tuple(sorted(set(values)))
 
 
@@ -248,13 +254,16 @@ def error_summary(frame: pd.DataFrame, measured_gaps: dict, simulated_gaps: dict
 
 def measured_throughput(workload: Workload, records: dict, sessions: list) -> dict:
     """Throughput of the replay: requests whose last record is a success and the tokens they
-    received, over every session's active time (:func:`sessions.describe`: a session killed
-    or interrupted counts with the time its records cover, a stall tail is left out)."""
+    received, over the measured window (:func:`sessions.measured_window_s`: the completed
+    requests on the workload's timeline, however many sessions ran them).  The sessions'
+    own times (:func:`sessions.describe`) are listed beside it, not divided by."""
     done = [r for r in records.values() if r.get("status") == "ok"]
     prompts = {r.request_id: r.prompt_tokens for r in workload.requests}
     output = sum(received_tokens(r) for r in done)
-    result = throughput(total_active_s(sessions), len(done), int(output), int(output + sum(prompts[r["request_id"]] for r in done)))
+    result = throughput(measured_window_s(workload, records), len(done), int(output), int(output + sum(prompts[r["request_id"]] for r in done)))
+    result["duration_from"] = WINDOW_WORDS
     result["failed"] = len(workload) - len(done)
+    result["sessions_active_s"] = total_active_s(sessions)
     result["wall_s"] = float(sum(s["wall_s"] for s in sessions if s["wall_s"] is not None)) if sessions else None
     result["stall_tail_s"] = float(sum(s["stall_tail_s"] for s in sessions)) if sessions else None
     result["sessions"] = len(sessions)

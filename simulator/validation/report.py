@@ -21,6 +21,7 @@ from simulator.validation.compare import (
     LABELS,
     METRICS,
     PER_REQUEST,
+    WINDOW_WORDS,
     acceptance_summary,
     check_same_workload,
     error_summary,
@@ -139,8 +140,13 @@ def render_markdown(report: dict) -> str:
         for key, label, unit in (("request_throughput", "request throughput", "req/s"), ("output_throughput", "output token throughput", "tok/s"), ("total_token_throughput", "total token throughput", "tok/s")):
             lines.append(f"| {label} ({unit}) | {_number(throughput['measured'][key], 2)} | {_number(throughput['simulated'][key], 2)} | {_percent(throughput['error_pct'][key])} |")
         measured = throughput["measured"]
-        stall = f", less {measured['stall_tail_s']:.2f} s spent waiting only on stalled streams" if measured.get("stall_tail_s") else ""
-        lines += ["", f"Measured over {measured['completed']} completed requests, the tokens they received and the {measured.get('sessions', 0)} replay session(s)' active time ({_number(measured['duration_s'], 2)} s{stall}); simulated from the first arrival to the last finish."]
+        stall = f"; {measured['stall_tail_s']:.2f} s the client spent waiting only on stalled streams are outside it" if measured.get("stall_tail_s") else ""
+        lines += [
+            "",
+            f"Measured over {measured['completed']} completed requests and the tokens they received, in {_number(measured['duration_s'], 2)} s: "
+            f"{measured.get('duration_from') or WINDOW_WORDS} ({measured.get('sessions', 0)} replay session(s), {_number(measured.get('sessions_active_s'), 2)} s active in all{stall}); "
+            "simulated from the first arrival to the last finish.",
+        ]
         sessions = report.get("replay_sessions") or []
         if len(sessions) > 1 or any(s.get("state") != "closed" for s in sessions):
             lines += ["", "| session | how it ended | records | active (s) | duration from |", "|---:|---|---:|---:|---|"]

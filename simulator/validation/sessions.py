@@ -1,8 +1,8 @@
-"""What each replay session of a replay directory was, how it ended and how long it was active.
+"""What each replay session of a replay directory was, how it ended and how long it was active,
+and the one window the measured throughput divides by.
 
 A replay directory can hold several sessions: a first run, a resume after Ctrl-C or ``kill -9``,
-a ``--retry-failed`` rerun.  Throughput divides the completed requests by the time the server
-was measured, so every session counts, however it ended:
+a ``--retry-failed`` rerun.  Each session is listed with its own duration, however it ended:
 
 * a session that closed measured its own ``wall_s`` (first send due to last finish);
 * one interrupted by Ctrl-C saved its ``wall_s`` up to the interruption;
@@ -13,9 +13,15 @@ was measured, so every session counts, however it ended:
 Time lost to stalls is not activity: after the last request that did not time out has
 finished (and the last request was sent), a session that still waits only on streams that
 went silent is idle, waiting out ``--timeout``.  That tail is reported as ``stall_tail_s``
-and left out of ``active_s``, the duration throughput divides by, so a stalled stream does not
-silently lower the measured rate.  (vllm bench serve has no stall timeout; its duration runs to
-the last request's end.)
+and left out of the session's ``active_s``.  (vllm bench serve has no stall timeout; its
+duration runs to the last request's end.)
+
+Throughput does not add the sessions' durations up: a resend session sends its few requests at
+their original arrival times, so it spans about as long as the first run while the server
+spends little of it on them, and the sum doubled the duration (+93% throughput error after a
+``--retry-failed``).  It divides by :func:`measured_window_s` instead: every completed request
+placed on the workload's own timeline, at its arrival time, from the workload's first arrival
+to the last completed request's finish, which is the window the simulated run spans too.
 """
 
 from __future__ import annotations
@@ -92,7 +98,33 @@ def _row(number: int, entry: Optional[dict], records: list[dict]) -> dict:
 
 
 def total_active_s(rows: list[dict]) -> Optional[float]:
-    """What throughput divides by: every session's active time, summed (None when no session's
-    time is known)."""
+    """Every session's active time, summed (None when no session's time is known): how long the
+    client ran, listed in the report beside the measured window, never divided by."""
     known = [r["active_s"] for r in rows if r["active_s"] is not None]
     return float(sum(known)) if known else None
+
+
+def finish_on_timeline(record: dict, arrival_s: float) -> Optional[float]:
+    """When a request finished on the workload's timeline: its arrival time plus how long after
+    its scheduled send it finished (its session's clock starts at the first arrival it sends,
+    and ``scheduled_s`` is the arrival's offset from there; records without it: the send)."""
+    finished = end_s(record)
+    scheduled = record.get("scheduled_s") if record.get("scheduled_s") is not None else record.get("send_s")
+    if finished is None or scheduled is None:
+        return None
+    return float(arrival_s) + finished - float(scheduled)
+
+
+def measured_window_s(workload, records: dict) -> Optional[float]:
+    """What the measured throughput divides by: from the workload's first arrival to the last
+    finish of a request whose last record is a success, each placed on the workload's timeline
+    (:func:`finish_on_timeline`), so a resend or a resume overlays the first run's timeline
+    instead of adding its own span.  For a single session that completed every request this is
+    vllm bench serve's duration (its start to the last request's end); the simulated run spans
+    the same window, the first arrival to the last finish.  None when nothing completed."""
+    arrivals = {r.request_id: r.arrival_s for r in workload.requests}
+    finishes = [finish_on_timeline(r, arrivals[rid]) for rid, r in records.items() if r.get("status") == "ok"]
+    finishes = [f for f in finishes if f is not None]
+    if not finishes:
+        return None
+    return max(finishes) - min(arrivals.values())
