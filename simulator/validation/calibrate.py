@@ -47,6 +47,9 @@ class Acceptance:
     acceptance_per_position: tuple  # conditional, what the simulator takes
     acceptance_per_position_unconditional: tuple
     method: str
+    # drafts, draft tokens and accepted tokens as the calibrated k counts them (the summary
+    # rates are these ratios): the counters' own, unless --force gave another k than theirs
+    counts_at_k: Optional[dict] = None
 
 
 def conditional_from_unconditional(unconditional: Sequence[float]) -> tuple[float, ...]:
@@ -110,24 +113,42 @@ def _v1(counts: Snapshot, expected_k: Optional[int], source: str, force: bool = 
         raise ConfigError(f"{source}: V1 spec-decode counters are incomplete, missing {', '.join(missing)}")
     if counts.drafts <= 0 or counts.draft_tokens <= 0:
         raise ConfigError(f"{source}: no draft tokens were counted between the scrapes, so acceptance cannot be measured")
-    k = max(counts.accepted_per_pos) + 1
-    if expected_k is not None and expected_k != k:
-        problem = f"{source}: the server counts acceptance for {k} draft positions but k = {expected_k} was given"
+    counted = max(counts.accepted_per_pos) + 1
+    k = counted
+    if expected_k is not None and expected_k != counted:
+        problem = f"{source}: the server counts acceptance for {counted} draft positions but k = {expected_k} was given"
         if not force:
             raise ConfigError(f"{problem}; pass the server's k (or leave --num-speculative-tokens out to read it from the counters), or --force to calibrate with k = {expected_k}")
         # the given k wins: positions the server did not count are taken as never accepted
-        warnings.append(f"{problem} (calibrated with k = {expected_k} anyway: --force; " + ("positions beyond the counters' count as never accepted)" if expected_k > k else f"positions {expected_k}..{k - 1} of the counters are left out)"))
+        warnings.append(f"{problem} (calibrated with k = {expected_k} anyway: --force; " + ("positions beyond the counters' count as never accepted)" if expected_k > counted else f"positions {expected_k}..{counted - 1} of the counters are left out)") + "; the acceptance rate and length are the given k's")
         k = expected_k
     unconditional = tuple(counts.accepted_per_pos.get(i, 0.0) / counts.drafts for i in range(k))
+    at_k = _v1_counts_at_k(counts, counted, k)
     return Acceptance(
         engine="v1",
         num_speculative_tokens=k,
-        acceptance_rate=counts.accepted_tokens / counts.draft_tokens,
-        mean_acceptance_length=1 + counts.accepted_tokens / counts.drafts,
+        acceptance_rate=at_k["accepted_tokens"] / at_k["draft_tokens"],
+        mean_acceptance_length=1 + at_k["accepted_tokens"] / at_k["drafts"],
         acceptance_per_position=conditional_from_unconditional(unconditional),
         acceptance_per_position_unconditional=unconditional,
         method="V1 counters: per-position accepted / drafts, made conditional",
+        counts_at_k=at_k,
     )
+
+
+def _v1_counts_at_k(counts: Snapshot, counted: int, k: int) -> dict:
+    """Drafts, draft tokens and accepted tokens as a server drafting ``k`` tokens would have
+    counted them, the server's counters being for ``counted`` positions: its own counts when
+    the two agree; under --force, draft tokens scaled to k per draft and accepted tokens those
+    of the first k positions, so the summary rates describe the run that is simulated (the
+    server's would put a -23% acceptance "error" in the report that is not the simulator's)."""
+    if k == counted:
+        return {"drafts": counts.drafts, "draft_tokens": counts.draft_tokens, "accepted_tokens": counts.accepted_tokens}
+    return {
+        "drafts": counts.drafts,
+        "draft_tokens": counts.draft_tokens * k / counted,
+        "accepted_tokens": sum(counts.accepted_per_pos.get(i, 0.0) for i in range(k)),
+    }
 
 
 def _v0(counts: Snapshot, expected_k: Optional[int], source: str) -> Acceptance:
@@ -150,6 +171,7 @@ def _v0(counts: Snapshot, expected_k: Optional[int], source: str) -> Acceptance:
         acceptance_per_position=(alpha,) * k,
         acceptance_per_position_unconditional=tuple(alpha ** (i + 1) for i in range(k)),
         method="V0 emitted tokens: i.i.d. rate matching emitted tokens per verify step",
+        counts_at_k={"drafts": steps, "draft_tokens": counts.draft_tokens, "accepted_tokens": mean_accepted * steps},
     )
 
 
@@ -188,8 +210,10 @@ def _unnoticed_restart(step: Snapshot, records: list) -> Optional[str]:
     the session's own records: a server that restarted from zero counters without exporting
     process_start_time_seconds leaves deltas that are too small (often zero)."""
     received = received_tokens(records)
-    # 2% slack: a counter may be updated a moment after its tokens were streamed
-    if step.generation_tokens is not None and step.generation_tokens < 0.98 * received:
+    # exact: every token the client received was generated, and counted, before it was streamed
+    # (vLLM counts a step's tokens as it hands them to the output queues); the closing scrape is
+    # taken after the last stream ended
+    if step.generation_tokens is not None and step.generation_tokens < received:
         return (
             f"its counters rose by {step.generation_tokens:g} generated tokens while its {len(records)} records received {received}: "
             "the server restarted (counters from zero) between the scrapes, unnoticed by process_start_time_seconds"
@@ -201,22 +225,40 @@ def _unnoticed_restart(step: Snapshot, records: list) -> Optional[str]:
     return None
 
 
+# Failures the server generated nothing for: it answered with an HTTP error before streaming
+# (vLLM streams with status 200 once generation starts), or the request never reached it.
+GENERATED_NOTHING = ("http_error",) + NOT_SENT
+
+
+def most_generated(record: dict) -> int:
+    """The most tokens the server can have generated for one record's request: a completed one
+    exactly what it asked for (or received, were that more); one the server refused or never
+    saw, none; any other failure up to what it asked for (a stream the client gave up on may
+    run to the end)."""
+    if record.get("status") == "ok":
+        return max(int(record["expected_output_tokens"]), received_tokens([record]))
+    if record.get("status") in GENERATED_NOTHING:
+        return 0
+    return int(record["expected_output_tokens"])
+
+
 def unexplained_traffic(step: Snapshot, records: list, entry: Optional[dict]) -> Optional[tuple[str, float]]:
     """(why, excess tokens) when a session's counters rose by more than its own requests explain.
 
-    The session's requests can have made the server generate at most the output tokens they
-    asked for (a request whose stream the client gave up on may still have run to the end):
-    the tokens of the requests the session planned (its replay-summary entry; else those of
-    its records), less those that never reached the server.  Counters beyond that come from
-    somewhere else: another client of the same server, or traffic between a session cut off
-    and the scrape that closes it.  A session none of whose requests succeeded, yet whose
-    counters moved, holds drafts no complete request accounts for, and is flagged as well.
+    The bound is exact where the records tell: each record counts :func:`most_generated`
+    (an HTTP error counts none, so the output its requests asked for is not slack another
+    client's traffic can hide in), and the requests the session planned (its replay-summary
+    entry) that left no record, cut off in flight, count what they asked for.  Counters
+    beyond that come from somewhere else: another client of the same server, or traffic between
+    a session cut off and the scrape that closes it.  A session none of whose requests
+    succeeded, yet whose counters moved, holds drafts no complete request accounts for, and is
+    flagged as well.
     """
     if step.generation_tokens is None or (entry is None and not records):  # nothing to judge by (an older caller)
         return None
     planned = entry.get("planned_output_tokens") if entry else None
-    unsent = sum(r["expected_output_tokens"] for r in records if r.get("status") in NOT_SENT)
-    bound = (planned if planned is not None else sum(r["expected_output_tokens"] for r in records)) - unsent
+    unrecorded = max(0, planned - sum(r["expected_output_tokens"] for r in records)) if planned is not None else 0
+    bound = sum(most_generated(r) for r in records) + unrecorded
     received = received_tokens(records)
     if step.generation_tokens > bound:
         excess = step.generation_tokens - bound
@@ -238,10 +280,11 @@ def unexplained_traffic(step: Snapshot, records: list, entry: Optional[dict]) ->
 def collect_counters(replay_dir: Path, history=(), summary: Optional[dict] = None, force: bool = False) -> Counters:
     """Counter deltas summed over the valid replay sessions, and what was left out and why.
 
-    A session killed or interrupted before its closing scrape is closed by the next session's
-    opening scrape.  One whose closing scrape failed (the server died or became unreachable) is
-    closed that way only when ``process_start_time_seconds`` shows the same server process:
-    a server that died comes back as a new one.  A session whose two scrapes come from
+    A session killed or interrupted before its closing scrape, or whose closing scrape failed
+    (the server died or became unreachable), is closed by the next session's opening scrape
+    only when ``process_start_time_seconds`` shows the same server process: a server that
+    died comes back as a new one, and without the start time nothing shows that it did not
+    (its counters from zero, raised again by another client, can pass every other check).  A session whose two scrapes come from
     different server processes (told apart by ``process_start_time_seconds``, or by a counter
     going down when the server does not export it) is left out: its counters cannot be split
     at the restart.  Without the start time, a restart from zero counters can leave every
@@ -292,8 +335,10 @@ def collect_counters(replay_dir: Path, history=(), summary: Optional[dict] = Non
             if unnoticed:
                 drop(session, unnoticed)
                 continue
-            if closed_by_next and state == "closing_scrape_failed":
-                drop(session, f"{STATES[state]}, and the server exports no process_start_time_seconds to show that session {order[position + 1]}'s opening scrape comes from the same process")
+            if closed_by_next:
+                # no counter can show that the scrape closing it comes from the same process: a
+                # restart in between, and any traffic after it, would be counted as this session's
+                drop(session, f"{STATES[state]}, and the server exports no process_start_time_seconds to show that session {order[position + 1]}'s opening scrape, which would close it, comes from the same process")
                 continue
         if closed_by_next:
             how = {"closing_scrape_failed": "its closing scrape failed (the server became unreachable; the same process answered again, by process_start_time_seconds)", "interrupted": "interrupted (Ctrl-C)", "killed": "the replay process was killed"}.get(state, "no closing scrape (interrupted)")

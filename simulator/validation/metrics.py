@@ -109,6 +109,18 @@ def spec_counter_problem(snapshot: Snapshot, source: str) -> Optional[str]:
     return f"{source} exports no spec-decode counters ({COUNTERS['drafts']} for vLLM V1, {COUNTERS['emitted_tokens']} for V0)"
 
 
+def draft_positions(snapshot: Snapshot) -> Optional[int]:
+    """The k a server speculates with, as its ``/metrics`` shows it: the draft positions V1's
+    per-position counter counts (vLLM exports one per position from the start), 0 when it
+    exports no spec-decode metrics at all (speculation off), None when it cannot tell (V0's
+    counters, which count no positions)."""
+    if snapshot.accepted_per_pos:
+        return max(snapshot.accepted_per_pos) + 1
+    if snapshot.engine is None and snapshot.draft_tokens is None and not snapshot.v0_gauges:
+        return 0
+    return None
+
+
 def check_vllm_metrics(text: str, url: str) -> Snapshot:
     """What a replay requires of ``/metrics`` before it sends anything: Prometheus text that
     holds vLLM's counters.  A proxy's HTML page or another program's metrics fail here."""
