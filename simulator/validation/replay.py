@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 from urllib.parse import urlsplit
 
 import httpx
@@ -25,10 +25,11 @@ from httpx_sse import SSEError, aconnect_sse
 from tqdm import tqdm
 
 from simulator.util.errors import ConfigError
+from simulator.util.inputs import read_text
 from simulator.validation.compare import measured_metrics
 from simulator.util.textio import atomic_write_text
 from simulator.validation.files import DurableAppender, atomic_write_json, check_output_dir
-from simulator.validation.metrics import check_vllm_metrics, scrape, spec_counter_problem
+from simulator.validation.metrics import check_vllm_metrics, draft_positions, parse_metrics, scrape, spec_counter_problem
 from simulator.validation.replay_files import (
     NOT_SENT,
     RESULTS_FILE,
@@ -54,7 +55,9 @@ class ReplayOptions:
     model: Optional[str] = None  # None: the first model the server lists; else checked against /v1/models
     concurrency: int = 256  # requests in flight at most (--max-concurrency); later ones wait (and say so)
     timeout_s: float = 300.0  # longest silence on a connection before the request is a timeout (not a total time)
-    temperature: float = 0.0
+    temperature: Optional[float] = 0.0  # None: not sent, the server's default (vllm bench serve without --temperature)
+    sampling: tuple = ()  # (name, value) pairs sent with every request: top_p, top_k, min_p (bench's sampling flags)
+    headers: tuple = ()  # (name, value) pairs sent with every request (bench's --header); only the names are saved
     retry_failed: bool = False  # also resend requests whose record is a failure
     request_token_ids: bool = True  # ask for token ids per chunk (vLLM >= 0.10.2: return_token_ids)
     progress: bool = False
@@ -67,8 +70,10 @@ class ReplayOptions:
             raise ConfigError(f"--timeout {self.timeout_s!r}: must be > 0 seconds of silence")
         if not self.base_url.startswith(("http://", "https://")):
             raise ConfigError(f"--base-url {self.base_url!r}: must start with http:// or https://, e.g. http://127.0.0.1:8000")
-        if not (math.isfinite(self.temperature) and self.temperature >= 0):
+        if self.temperature is not None and not (math.isfinite(self.temperature) and self.temperature >= 0):
             raise ConfigError(f"--temperature {self.temperature!r}: must be a number >= 0 (0: greedy, as the simulated run)")
+        for name, value in self.sampling:
+            _check_sampling(name, value)
         try:
             parts = urlsplit(self.base_url)
             _ = parts.port  # parses the port, raising ValueError on a bad one
@@ -83,6 +88,11 @@ class ReplayOptions:
         if not (self.endpoint.startswith("/") and self.endpoint.rstrip("/").endswith("/completions") and not self.endpoint.rstrip("/").endswith("/chat/completions")):
             raise ConfigError(f"--endpoint {self.endpoint!r}: must be an OpenAI completions path such as /v1/completions (the harness sends token-id prompts, which the chat API does not take)")
 
+    def saved(self, url: str) -> dict:
+        """The options as a session's entry in replay-summary.json keeps them: header values
+        are left out (they may carry credentials), their names kept."""
+        return asdict(self) | {"base_url": url, "headers": [name for name, _ in self.headers]}
+
     @property
     def root_url(self) -> str:
         """The server root: a trailing slash or ``/v1`` is dropped."""
@@ -90,18 +100,37 @@ class ReplayOptions:
         return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
+# bench's sampling flags: the request field, and what a value must be (vLLM's SamplingParams rules)
+SAMPLING = {
+    "top_p": ("--top-p", lambda v: isinstance(v, (int, float)) and 0 < v <= 1, "a number in (0, 1]"),
+    "top_k": ("--top-k", lambda v: isinstance(v, int) and (v == -1 or v >= 0), "an integer >= 0, or -1 (off)"),
+    "min_p": ("--min-p", lambda v: isinstance(v, (int, float)) and 0 <= v <= 1, "a number in [0, 1]"),
+}
+
+
+def _check_sampling(name: str, value) -> None:
+    if name not in SAMPLING:
+        raise ConfigError(f"sampling parameter {name!r}: expected one of {', '.join(SAMPLING)}")
+    flag, ok, what = SAMPLING[name]
+    if isinstance(value, bool) or not ok(value) or (isinstance(value, float) and not math.isfinite(value)):
+        raise ConfigError(f"{flag} {value!r}: must be {what}")
+
+
 def request_body(request: Request, model: str, options: ReplayOptions) -> dict:
-    """Exact output length: ``max_tokens`` = ``min_tokens`` = the workload's, EOS ignored."""
+    """Exact output length: ``max_tokens`` = ``min_tokens`` = the workload's, EOS ignored.
+    Sampling fields are sent only when given, as vllm bench serve sends them."""
     body = {
         "model": model,
         "prompt": list(request.prompt_token_ids),
         "max_tokens": request.output_tokens,
         "min_tokens": request.output_tokens,
         "ignore_eos": True,
-        "temperature": options.temperature,
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if options.temperature is not None:
+        body["temperature"] = options.temperature
+    body.update(dict(options.sampling))
     if options.request_token_ids:
         body["return_token_ids"] = True
     return body
@@ -119,26 +148,53 @@ def pending_requests(workload: Workload, records: dict, retry_failed: bool) -> l
     return [r for r in workload.requests if not done(records.get(r.request_id))]
 
 
-def replay(workload: Workload, out_dir: Path, options: ReplayOptions) -> dict:
+def replay(workload: Workload, out_dir: Path, options: ReplayOptions, fresh: bool = False, prepare: Optional[Callable[[], None]] = None) -> dict:
     """Replay what is still pending; returns this session's summary (also saved to disk).
 
     Raises ConfigError before writing anything if the output directory is unusable, the
-    server cannot be reached, or the directory holds results for another workload or model.
+    server cannot be reached, or the directory holds results for another workload or model,
+    or from a server that has since changed its k.  ``fresh``: ignore what ``out_dir`` holds
+    and replay every request (``prepare`` must clear it).  ``prepare`` runs once every check
+    has passed, right before the first file is written (bench sets its previous run aside and
+    writes the workload there, so a refused run leaves nothing behind).
     """
     out_dir = check_output_dir(out_dir, "replay directory", files=(RESULTS_FILE, SUMMARY_FILE), dirs=(SCRAPES_DIR,))
-    existing = read_results(out_dir, workload.workload_hash)
-    read_summary(out_dir)  # a damaged summary stops the replay before it sends anything
+    existing = None if fresh else read_results(out_dir, workload.workload_hash)
+    if not fresh:
+        read_summary(out_dir)  # a damaged summary stops the replay before it sends anything
     records = existing.records if existing else {}
     pending = pending_requests(workload, records, options.retry_failed)
     progress: dict = {}
     try:
-        return run_async(_session(workload, out_dir, options, existing, pending, progress))
+        return run_async(_session(workload, out_dir, options, existing, pending, progress, prepare))
     except KeyboardInterrupt:
         # Python 3.11+ cancels the session, which saves itself; before 3.11 Ctrl-C stops the
         # event loop under it, so its entry is closed here
         if "t0" in progress and not progress.get("saved"):
             _save_entry(out_dir, workload, progress["entry"] | {"state": "interrupted", "wall_s": time.perf_counter() - progress["t0"]})
         raise
+
+
+def warm_up(request: Request, count: int, model: str, options: ReplayOptions) -> dict:
+    """vllm bench serve's ``--num-warmups``: ``count`` copies of ``request`` (its first), sent at
+    once with at most ``--max-concurrency`` in flight, before the measured run.  Nothing of them
+    is kept; the replay's opening ``/metrics`` scrape, taken after they finished, keeps their
+    tokens and drafts out of the calibration.  Returns their statuses, counted."""
+    return run_async(_warm_up(request, count, model, options))
+
+
+async def _warm_up(request: Request, count: int, model: str, options: ReplayOptions) -> dict:
+    gate = asyncio.Semaphore(options.concurrency)
+    body = request_body(request, model, options)
+    async with _client(options) as client:
+
+        async def one() -> dict:
+            async with gate:
+                start = time.perf_counter()
+                return await _stream_one(client, request, body, time.perf_counter, 0.0, start, options.endpoint)
+
+        records = await asyncio.gather(*(one() for _ in range(count)))
+    return _tally(records)["statuses"]
 
 
 def run_async(coroutine):
@@ -152,11 +208,17 @@ def run_async(coroutine):
         return pool.submit(asyncio.run, coroutine).result()
 
 
-async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, existing, pending: list[Request], progress: Optional[dict] = None) -> dict:
-    url = options.root_url
+def _client(options: ReplayOptions) -> httpx.AsyncClient:
+    """The one HTTP client of a session (and of its warm-up): the server root, the stall
+    timeout, a connection per request in flight, and the ``--header`` pairs."""
     timeout = httpx.Timeout(options.timeout_s, connect=min(10.0, options.timeout_s))
     limits = httpx.Limits(max_connections=options.concurrency, max_keepalive_connections=options.concurrency)
-    async with httpx.AsyncClient(base_url=url, timeout=timeout, limits=limits) as client:
+    return httpx.AsyncClient(base_url=options.root_url, timeout=timeout, limits=limits, headers=dict(options.headers))
+
+
+async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, existing, pending: list[Request], progress: Optional[dict] = None, prepare: Optional[Callable[[], None]] = None) -> dict:
+    url = options.root_url
+    async with _client(options) as client:
         before = await scrape(client, url)  # fails fast, before anything is written
         opening = check_vllm_metrics(before, f"{url}/metrics")  # an HTML page or another program's metrics: stop now, not at calibrate
         limits = await _served_models(client, url)
@@ -170,10 +232,14 @@ async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, ex
                 f"{results_path(out_dir)}: results were measured on model {model!r}, not {now}; to measure another model, pass a new --out"
             )
         check_context(pending, limits[model], model, url)
+        if existing is not None:
+            check_same_speculation(out_dir, opening, url)
         no_counters = spec_counter_problem(opening, f"{url}/metrics")
         warnings = [no_counters + "; if the server speculates, calibrate cannot measure acceptance"] if no_counters else []
         if not pending:
             return {"session": None, "sent": 0, "note": "every request already has a record; nothing to send", "warnings": warnings}
+        if prepare is not None:
+            prepare()
         session = max(list_scrapes(out_dir), default=-1) + 1
         out_dir.mkdir(parents=True, exist_ok=True)
         appender = DurableAppender(results_path(out_dir))
@@ -185,7 +251,7 @@ async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, ex
             "session": session,
             "state": "running",
             "model": model,
-            "options": asdict(options) | {"base_url": url},
+            "options": options.saved(url),
             "planned": len(pending),
             "planned_output_tokens": sum(r.output_tokens for r in pending),
             "warnings": warnings,
@@ -241,13 +307,23 @@ async def _served_models(client: httpx.AsyncClient, url: str) -> dict:
         raise ConfigError(f"cannot list models at {url}/v1/models ({type(err).__name__}: {err}); is {url} a vLLM server's root? --base-url takes the root, e.g. http://127.0.0.1:8000") from None
     if not models:
         raise ConfigError(f"{url}/v1/models lists no model")
+    return model_limits(models)
+
+
+def model_limits(models: dict) -> dict:
+    """Served name -> its ``max_model_len`` as ``/v1/models`` lists it, None where it lists no
+    positive integer (a server that does not say)."""
     return {name: (limit if isinstance(limit, int) and not isinstance(limit, bool) and limit > 0 else None) for name, limit in models.items()}
 
 
-def check_context(requests: list[Request], max_model_len: Optional[int], model: str, url: str) -> None:
+GENERATE_FIX = "generate a workload within it (shorter --prompt-tokens/--output-tokens, or --max-total-tokens {limit} with --trace)"
+
+
+def check_context(requests: list[Request], max_model_len: Optional[int], model: str, url: str, fix: str = GENERATE_FIX) -> None:
     """Refuse, before anything is sent, requests the server would answer with HTTP 400: prompt +
     output beyond its ``max_model_len``.  Resending cannot help them, so they are an input
-    error (exit 2), not failures to retry."""
+    error (exit 2), not failures to retry.  ``fix`` names the flags that shorten the workload
+    (``{limit}`` is the server's limit): generate's here, bench's there."""
     if max_model_len is None:
         return
     beyond = [r for r in requests if r.prompt_tokens + r.output_tokens > max_model_len]
@@ -258,8 +334,32 @@ def check_context(requests: list[Request], max_model_len: Optional[int], model: 
     raise ConfigError(
         f"request {first.request_id} needs {first.prompt_tokens + first.output_tokens} tokens (prompt {first.prompt_tokens} + output {first.output_tokens}), "
         f"beyond {model!r}'s max_model_len of {max_model_len} at {url}/v1/models; {len(beyond)} of {len(requests)} requests to send do "
-        f"(the longest {longest.prompt_tokens + longest.output_tokens}): generate a workload within it (shorter --prompt-tokens/--output-tokens, "
-        f"or --max-total-tokens {max_model_len} with --trace), or serve the model with a longer --max-model-len"
+        f"(the longest {longest.prompt_tokens + longest.output_tokens}): {fix.format(limit=max_model_len)}, or serve the model with a longer --max-model-len"
+    )
+
+
+def check_same_speculation(out_dir: Path, opening, url: str) -> None:
+    """Refuse to resume a replay directory on a server that now speculates with another k:
+    the records and scrapes there were measured at the old k, and mixing them with new ones (or
+    reporting them as this server's) would give the old k's numbers for the new server.  k is
+    read from the draft positions vLLM V1 counts (its per-position counter, exported for every
+    position from the start); where either scrape cannot tell (V0 counters), nothing is refused."""
+    sessions = list_scrapes(out_dir)
+    if not sessions:
+        return
+    last = sessions[max(sessions)]
+    path = last.get("after") or last.get("before")
+    then = draft_positions(parse_metrics(read_text(path, "scrape file"), str(path)))
+    now = draft_positions(opening)
+    if then is None or now is None or then == now:
+        return
+
+    def words(k: int) -> str:
+        return f"k = {k}" if k else "speculation off"
+
+    raise ConfigError(
+        f"{out_dir}: its records were measured on a server with {words(then)} (by {path.name}), but {url} now runs with {words(now)} "
+        f"(by its /metrics): the server restarted with another k, and resuming would report the old k's numbers for it; to measure it, pass a new --out"
     )
 
 
@@ -371,6 +471,7 @@ async def _stream_one(client: httpx.AsyncClient, request: Request, body: dict, c
         "e2e_s": None,
         "tpot_s": None,
         "done_s": None,
+        "finish_reason": None,  # the last one the stream gave ("length": max_tokens reached)
         "client_handling_s": 0.0,
     }
     handling = 0.0
@@ -429,8 +530,11 @@ def _take_chunk(record: dict, data: str, since_send: float) -> Optional[tuple[st
         return "stream_error", f"server error in stream: {json.dumps(payload['error'])[:200]}"
     choices = payload.get("choices")
     if choices:
-        ids = choices[0].get("token_ids") if isinstance(choices[0], dict) else None
+        choice = choices[0] if isinstance(choices[0], dict) else {}
+        ids = choice.get("token_ids")
         record["chunks"].append([round(since_send, 6), len(ids) if isinstance(ids, list) else None])
+        if choice.get("finish_reason") is not None:
+            record["finish_reason"] = str(choice["finish_reason"])
     usage = payload.get("usage")
     if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
         record["completion_tokens"] = usage["completion_tokens"]
@@ -466,10 +570,29 @@ def _derive_latencies(record: dict) -> None:
     record["ttft_s"] = chunks[0][0]
     record["e2e_s"] = chunks[-1][0]
     record["tpot_s"] = round((chunks[-1][0] - chunks[0][0]) / (tokens - 1), 9) if tokens and tokens > 1 else None
-    if known and min(known) < expected:
-        how = "" if record.get("done_s") is not None else (" without usage or data: [DONE]" if record["completion_tokens"] is None else " without data: [DONE]")
+    short = _short_by(record, known, expected)
+    if short:
         record["status"] = "short"
-        record["error"] = f"the stream ended cleanly after {min(known)} of the {expected} tokens asked for{how}" + (f"; {record['error']}" if mismatch else "")
+        record["error"] = short + (f"; {record['error']}" if mismatch else "")
+
+
+def _short_by(record: dict, known: list, expected: int) -> Optional[str]:
+    """Why a stream that closed cleanly stopped before the asked length, or None.
+
+    With a token count (token ids or usage) the count decides.  Without one (``--no-token-ids``
+    and no usage: a stream cut off before its usage chunk) only ``finish_reason`` can tell: the
+    workload asks for exactly ``max_tokens`` (``min_tokens`` = ``max_tokens``, EOS ignored), so
+    a complete answer ends with ``finish_reason`` ``"length"``, and a stream without it is short:
+    whatever the chunks held, it is not the request that was measured or simulated."""
+    how = "" if record.get("done_s") is not None else (" without usage or data: [DONE]" if record["completion_tokens"] is None else " without data: [DONE]")
+    if known:
+        return f"the stream ended cleanly after {min(known)} of the {expected} tokens asked for{how}" if min(known) < expected else None
+    if record.get("finish_reason") == "length":
+        return None
+    return (
+        f"the stream ended cleanly after {len(record['chunks'])} content chunk(s){how}, without a token count (no usage, no token ids) "
+        f"and without finish_reason 'length', so it stopped before the {expected} tokens asked for"
+    )
 
 
 def _failed(record: dict, status: str, message: str) -> dict:
