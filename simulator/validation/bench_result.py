@@ -10,13 +10,16 @@ Definitions are vLLM's: TTFT, TPOT and E2EL per request; ITL every gap between c
 chunks (simulated: token emissions), pooled; goodput the requests meeting every ``--goodput``
 SLO (a request of one output token has TPOT 0 there), per second.  Latency statistics on both
 sides are over the requests the server completed, so they compare like with like; the
-throughputs are each run's own: the measured one over the replay sessions' active time, the
-simulated one over every request from the first arrival to the last finish.  Where vLLM
+throughputs are each run's own: the measured one over the measured window (the completed
+requests on the workload's timeline, from its first arrival to the last finish, however many
+replay sessions ran them), the simulated one over every request from the first arrival to the
+last finish.  Where vLLM
 differs: a short stream is a failure here (vLLM counts it successful), mean, median and std are
 given for all four metrics (vLLM gives a metric only when it is in ``--percentile-metrics``),
 ``start_times`` are seconds after the replay session's start (vLLM: its process clock), and
-``generated_texts``, ``max_output_tokens_per_s``, ``max_concurrent_requests`` and ``rtfx`` are
-not written.  The only wall-clock value in the file is vLLM's own ``date``; everything under
+``generated_texts``, ``rps_change_events`` (wall-clock times) and ``rtfx`` are not written.
+``max_output_tokens_per_s`` and ``max_concurrent_requests`` are vLLM's (:func:`peak_output`),
+on both sides.  The only wall-clock value in the file is vLLM's own ``date``; everything under
 ``simulated`` is a pure function of the workload, the calibration and the seeds.
 """
 
@@ -24,9 +27,11 @@ from __future__ import annotations
 
 from typing import Optional
 
+import numpy as np
 import pandas as pd
 
 from simulator.validation.compare import METRICS, chunk_gaps, latency_stats, percentile_name, pooled, simulated_duration
+from simulator.validation.random_dataset import json_rate
 from simulator.validation.replay_files import received_tokens
 
 GOODPUT_METRICS = ("ttft", "tpot", "e2el")
@@ -53,6 +58,28 @@ def goodput(per_request: list[dict], slos_ms: dict, duration_s: Optional[float])
     return good / duration_s if duration_s else None
 
 
+def peak_output(requests: list) -> dict:
+    """vllm bench serve's ``max_output_tokens_per_s`` and ``max_concurrent_requests``, computed
+    as its ``calculate_metrics`` computes them, from (start, chunk times after start, latency)
+    per successful request: one-second buckets from the earliest start; a bucket counts one
+    output event per content chunk (vLLM adds one per ITL gap, so with speculative decoding a
+    chunk of several tokens counts once) and the requests active in it; each is the largest
+    bucket's, taken apart (the busiest second for tokens need not be the most crowded one)."""
+    if not requests:
+        return {"max_output_tokens_per_s": 0.0, "max_concurrent_requests": 0}
+    first = min(start for start, _, _ in requests)
+    last = max(start + latency for start, _, latency in requests)
+    seconds = int(np.ceil(last - first)) + 1
+    tokens, active = np.zeros(seconds), np.zeros(seconds)
+    for start, chunk_times, latency in requests:
+        for t in chunk_times:
+            bucket = int(start + t - first)
+            if 0 <= bucket < seconds:
+                tokens[bucket] += 1
+        active[int(start - first) : int(start + latency - first) + 1] += 1
+    return {"max_output_tokens_per_s": float(tokens.max()), "max_concurrent_requests": int(active.max())}
+
+
 def _spec_decode(drafts, draft_tokens, accepted, per_position) -> dict:
     if not draft_tokens:
         return {}
@@ -64,6 +91,14 @@ def _spec_decode(drafts, draft_tokens, accepted, per_position) -> dict:
         "spec_decode_accepted_tokens": int(accepted),
         "spec_decode_per_position_acceptance_rates": per_position,
     }
+
+
+def _measured_timing(arrival_s: float, record: dict) -> tuple:
+    """(start, chunk times after it, latency) of one measured request, its start placed on the
+    workload's timeline (its arrival plus how late it was sent), so requests of several replay
+    sessions share one clock, as :func:`sessions.measured_window_s` places them."""
+    start = arrival_s + (record.get("send_lag_s") or 0.0)
+    return start, [c[0] for c in record["chunks"]], record["e2e_s"]
 
 
 def measured_side(workload, records: dict, throughput: dict, calibration: dict, completed_ids: list, slos_ms: dict, percentiles, percentile_metrics, detailed: bool) -> dict:
@@ -85,6 +120,7 @@ def measured_side(workload, records: dict, throughput: dict, calibration: dict, 
         "request_goodput": goodput([{"ttft": r["ttft_s"], "tpot": r["tpot_s"], "e2el": r["e2e_s"]} for r in done], slos_ms, duration),
         "output_throughput": throughput["output_throughput"],
         "total_token_throughput": throughput["total_token_throughput"],
+        **peak_output([_measured_timing(workload.requests[rid].arrival_s, records[rid]) for rid in completed_ids]),
     }
     ok = {rid: records.get(rid) or {} for rid in range(len(workload))}
     arrays = {
@@ -98,11 +134,19 @@ def measured_side(workload, records: dict, throughput: dict, calibration: dict, 
         "errors": ["" if ok[rid].get("status") == "ok" else (ok[rid].get("error") or "not sent") for rid in range(len(workload))],
     }
     result.update({key: arrays[key] for key in (ARRAYS + DETAILED if detailed else ARRAYS)})
-    counts = calibration.get("counts") or {}
+    # as the calibrated k counts them (under --force another k than the server's; V0: drafts are draft tokens / k)
+    counts = calibration.get("counts_at_k") or calibration.get("counts") or {}
     if calibration.get("num_speculative_tokens"):
         result.update(_spec_decode(counts.get("drafts"), counts.get("draft_tokens"), counts.get("accepted_tokens"), list(calibration.get("acceptance_per_position_unconditional") or [])))
     result.update(latency_keys(values, percentiles, percentile_metrics))
     return result
+
+
+def _simulated_timing(row, gaps: list) -> tuple:
+    """(start, emission times after it, latency) of one simulated request: it starts at its
+    arrival, emits its first token at its TTFT and then after each gap, as vLLM times chunks."""
+    times = list(np.cumsum([float(row.ttft_s)] + [float(g) for g in gaps]))
+    return float(row.arrival_s), times, float(row.e2e_s)
 
 
 def simulated_side(frame: pd.DataFrame, itls: dict, summary: dict, completed_ids: list, slos_ms: dict, percentiles, percentile_metrics, detailed: bool, speculating: bool) -> dict:
@@ -127,6 +171,7 @@ def simulated_side(frame: pd.DataFrame, itls: dict, summary: dict, completed_ids
         "request_goodput": goodput(rows, slos_ms, duration),
         "output_throughput": output / duration if duration else None,
         "total_token_throughput": (output + prompt) / duration if duration else None,
+        **peak_output([_simulated_timing(row, itls.get(int(row.request_id), [])) for row in frame.itertuples()]),
     }
     arrays = {
         "input_lens": frame["prompt_tokens"].astype(int).tolist(),
@@ -147,7 +192,8 @@ def simulated_side(frame: pd.DataFrame, itls: dict, summary: dict, completed_ids
 
 def error_pct(measured: dict, simulated: dict) -> dict:
     """(simulated - measured) / measured in percent for every rate and latency key both sides have."""
-    keys = ["duration", "request_throughput", "request_goodput", "output_throughput", "total_token_throughput", "spec_decode_acceptance_rate", "spec_decode_acceptance_length"]
+    keys = ["duration", "request_throughput", "request_goodput", "output_throughput", "total_token_throughput", "max_output_tokens_per_s", "max_concurrent_requests",
+            "spec_decode_acceptance_rate", "spec_decode_acceptance_length"]
     keys += [key for key in measured if key.endswith("_ms")]
     errors = {}
     for key in keys:
@@ -157,20 +203,24 @@ def error_pct(measured: dict, simulated: dict) -> dict:
     return errors
 
 
-def header(date: str, backend: str, label: Optional[str], model_id: str, num_prompts: int, request_rate: float, burstiness: float, max_concurrency: Optional[int]) -> dict:
-    """vLLM's leading keys, in its order."""
-    return {
+def header(date: str, backend: str, label: Optional[str], model_id: str, num_prompts: int, request_rate: float, burstiness: float, max_concurrency: Optional[int],
+           tokenizer: Optional[str] = None, metadata: Optional[dict] = None, ramp_up: Optional[tuple] = None) -> dict:
+    """vLLM's leading keys, in its order: the setup, ``--metadata``'s pairs, then the traffic
+    (and the ramp-up, when there is one)."""
+    head = {
         "date": date,
         "endpoint_type": backend,
         "backend": backend,
         "label": label,
         "model_id": model_id,
-        "tokenizer_id": None,  # prompts are token ids: no tokenizer
+        "tokenizer_id": tokenizer,  # recorded only: prompts are token ids, no tokenizer is loaded
         "num_prompts": num_prompts,
-        "request_rate": request_rate if request_rate < float("inf") else "inf",
-        "burstiness": burstiness,
-        "max_concurrency": max_concurrency,
     }
+    head.update(metadata or {})
+    head.update({"request_rate": json_rate(request_rate), "burstiness": json_rate(burstiness), "max_concurrency": max_concurrency})
+    if ramp_up is not None:
+        head.update(dict(zip(("ramp_up_strategy", "ramp_up_start_rps", "ramp_up_end_rps"), ramp_up)))
+    return head
 
 
 def _cell(value, digits: int = 2) -> str:
@@ -187,7 +237,7 @@ def _error(value) -> str:
 
 def render(result: dict, percentiles, percentile_metrics) -> str:
     """vllm bench serve's summary table, with a simulated and an error column."""
-    sim, err = result["simulated"], result["error_pct"]
+    sim, err = result["simulated"] or {}, result["error_pct"]  # no simulated side when nothing completed
     lines = ["{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=78, c="="), f"{'':<40} {'measured':>11} {'simulated':>11} {'error':>9}"]
 
     def row(label: str, key: str, digits: int = 2) -> None:
@@ -206,6 +256,8 @@ def render(result: dict, percentiles, percentile_metrics) -> str:
     if result.get("request_goodput") is not None:
         row("Request goodput (req/s):", "request_goodput")
     row("Output token throughput (tok/s):", "output_throughput")
+    row("Peak output token throughput (tok/s):", "max_output_tokens_per_s")
+    row("Peak concurrent requests:", "max_concurrent_requests")
     row("Total token throughput (tok/s):", "total_token_throughput")
     for metric in METRICS:
         lines.append("{s:{c}^{n}}".format(s=TITLES[metric], n=78, c="-"))

@@ -25,11 +25,11 @@ EXIT_CODES = f"""exit codes:
   1    an unexpected error (a bug: please report it with the traceback)
   {EXIT_BAD_INPUT}    bad input: a file, an option, an output path, a server that cannot be reached or
        whose /metrics is not vLLM's; the message names it, and nothing was written
-  {EXIT_REQUESTS_FAILED}    replay: some requests of the workload have no successful record, from this run or
-       an earlier one; every record is kept (rerun with --retry-failed)
-  {EXIT_CLOSING_SCRAPE_FAILED}    replay: the closing /metrics scrape failed (the server died?); every record is
-       kept, and rerunning replay once the server is back closes the session (4 wins over 3)
-  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); nothing is half-written: rerun the same command to resume
+  {EXIT_REQUESTS_FAILED}    replay, bench: some requests of the workload have no successful record, from this run
+       or an earlier one; every record is kept (replay --retry-failed, bench --resume resend them)
+  {EXIT_CLOSING_SCRAPE_FAILED}    replay, bench: the closing /metrics scrape failed (the server died?); every record is
+       kept, and rerunning once the server is back (bench: with --resume) closes the session (4 wins over 3)
+  {EXIT_INTERRUPTED}  interrupted (Ctrl-C); nothing is half-written: rerun replay as it was, or bench with --resume, to continue
 """
 # (step, old flag, its replacement): accepted for one release with a warning on stderr
 DEPRECATED = (
