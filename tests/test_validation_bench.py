@@ -101,7 +101,16 @@ def test_the_work_directory_is_the_workloads_on_that_server_for_that_model():
         (["--goodput", "itl:5"], ("'itl' is not a request-level metric", "ttft, tpot, e2el")),
         (["--goodput", "ttft:-1"], ("an SLO must be >= 0",)),
         (["--percentile-metrics", "ttft,queue"], ("--percentile-metrics 'ttft,queue'",)),
-        (["--metric-percentiles", "100"], ("--metric-percentiles '100'",)),
+        (["--metric-percentiles", "101"], ("--metric-percentiles '101'", "from 0 to 100")),
+        (["--metadata", "version"], ("--metadata version: expected KEY=VALUE",)),
+        (["--header", "=x"], ("--header =x: expected KEY=VALUE",)),
+        (["--input-len", "64"], ("--random-input-len and --input-len both set --random-input-len",)),  # bench_args gives --random-input-len
+        (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1"], ("--ramp-up-strategy linear needs both --ramp-up-start-rps and --ramp-up-end-rps",)),
+        (["--ramp-up-strategy", "linear", "--ramp-up-start-rps", "1", "--ramp-up-end-rps", "5"], ("--request-rate 80: with --ramp-up-strategy the ramp sets the rate",)),
+        (["--ramp-up-end-rps", "5"], ("--ramp-up-end-rps: applies to --ramp-up-strategy",)),
+        (["--top-p", "0"], ("--top-p 0.0: must be a number in (0, 1]",)),
+        (["--min-p", "2"], ("--min-p 2.0: must be a number in [0, 1]",)),
+        (["--temperature", "-1"], ("--temperature -1.0: must be a number >= 0",)),
         (["--draft-model", "JackFram/llama-68m"], ("--draft-model JackFram/llama-68m: --proposer ngram uses no draft model",)),
         (["--proposer", "eagle"], ("--proposer eagle needs --draft-model",)),
         (["--device", "cuda"], ("unknown device 'cuda'",)),
@@ -150,7 +159,7 @@ def test_bench_refuses_prompts_beyond_max_model_len_before_sending(tmp_path, cap
 @pytest.fixture(scope="module")
 def benched(tmp_path_factory):
     """One bench run against a fake server with k = 3 and acceptance 0.7, saved with every array;
-    then the same command again (nothing left to send), saved under another name."""
+    then the same command with --resume (nothing left to send), saved under another name."""
     root = tmp_path_factory.mktemp("bench")
     extra = ("--save-result", "--save-detailed", "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99", "--goodput", "tpot:50", "--work-dir", str(root / "work"))
     config = FakeServerConfig(num_speculative_tokens=K, acceptance_rate=ALPHA, **FAST)
@@ -158,7 +167,7 @@ def benched(tmp_path_factory):
         first = main(bench_args(server.url, root, *extra, "--result-filename", "first.json"))
         workload_bytes = (root / "work" / "workload.jsonl").read_bytes()
         simulated_bytes = {p.name: p.read_bytes() for p in (root / "work" / "simulated").iterdir()}
-        again = main(bench_args(server.url, root, *extra, "--result-filename", "again.json"))
+        again = main(bench_args(server.url, root, *extra, "--resume", "--result-filename", "again.json"))
         url = server.url
     return {"root": root, "work": root / "work", "codes": (first, again), "workload": workload_bytes, "simulated": simulated_bytes, "url": url}
 
@@ -207,7 +216,7 @@ def test_bench_writes_vllms_flat_keys_for_the_measured_and_simulated_runs(benche
 
 
 @pytest.mark.simulation
-def test_bench_reruns_resume_and_its_deterministic_outputs_are_byte_identical(benched):
+def test_bench_resume_reuses_the_run_and_its_deterministic_outputs_are_byte_identical(benched):
     root, work = benched["root"], benched["work"]
     first, again = (json.loads((root / name).read_text()) for name in ("first.json", "again.json"))
     summary = json.loads((work / "replay" / "replay-summary.json").read_text())
@@ -229,16 +238,31 @@ def test_bench_default_result_name_is_vllms(benched, tmp_path, monkeypatch):
 
 
 @pytest.mark.simulation
-def test_bench_with_failed_requests_exits_3_and_a_rerun_resends_them(tmp_path, capsys):
+def test_bench_with_failed_requests_exits_3_and_resume_resends_them(tmp_path, capsys):
+    """A quarter of the requests fail; --resume resends them at their arrival times.  The
+    duration is the measured window (the resent requests overlaid on the first run's
+    timeline), not both sessions' spans added up (+106% throughput error on the rerun)."""
+    work = tmp_path / "w"
     with FakeServer(FakeServerConfig(fault_http_500=0.25, **FAST)) as server:
-        assert main(bench_args(server.url, tmp_path, "--save-result", "--result-filename", "r.json", "--work-dir", str(tmp_path / "w"))) == EXIT_REQUESTS_FAILED
+        assert main(bench_args(server.url, tmp_path, "--save-result", "--result-filename", "r.json", "--work-dir", str(work))) == EXIT_REQUESTS_FAILED
     err = capsys.readouterr().err
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["failed"] > 0 and result["completed"] == 40 - result["failed"]
-    assert f"{result['failed']} of 40 requests have no successful record" in err and "rerun the same command" in err
+    assert f"{result['failed']} of 40 requests have no successful record" in err and "rerun with --resume" in err
     with FakeServer(FakeServerConfig(**FAST)) as healthy:
-        assert main(bench_args(healthy.url, tmp_path, "--save-result", "--result-filename", "r.json", "--work-dir", str(tmp_path / "w"))) == 0
-    assert json.loads((tmp_path / "r.json").read_text())["completed"] == 40
+        assert main(bench_args(healthy.url, tmp_path, "--save-result", "--result-filename", "r.json", "--work-dir", str(work), "--resume")) == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["completed"] == 40
+    sessions = json.loads((work / "replay" / "replay-summary.json").read_text())["sessions"]
+    assert [s["session"] for s in sessions] == [0, 1]
+    arrivals = [json.loads(line)["arrival_s"] for line in (work / "workload.jsonl").read_text().splitlines()[1:]]
+    last = {r["request_id"]: r for r in records(work)}
+    window = max(arrivals[rid] + r["end_s"] - r["scheduled_s"] for rid, r in last.items()) - min(arrivals)
+    assert result["duration"] == pytest.approx(window)
+    assert result["duration"] < 0.8 * (sessions[0]["active_s"] + sessions[1]["active_s"])
+    assert result["request_throughput"] == pytest.approx(40 / window)
+    report = json.loads((work / "report" / "report.json").read_text())
+    assert report["throughput"]["measured"]["duration_s"] == result["duration"]  # the report and bench agree
 
 
 # Ctrl-C -----------------------------------------------------------------------------------------
@@ -250,7 +274,7 @@ def _no_partial_files(root: Path) -> None:
 
 
 @pytest.mark.simulation  # the resume simulates
-def test_ctrl_c_during_the_replay_exits_130_in_one_line_and_the_same_command_resumes(tmp_path):
+def test_ctrl_c_during_the_replay_exits_130_in_one_line_and_resume_continues(tmp_path):
     work = tmp_path / "w"
     with FakeServer(FakeServerConfig(hold_after_requests=5, **FAST)) as server:
         args = bench_args(server.url, tmp_path, "--save-result", "--result-filename", "r.json", "--work-dir", str(work))
@@ -263,11 +287,11 @@ def test_ctrl_c_during_the_replay_exits_130_in_one_line_and_the_same_command_res
         process.send_signal(signal.SIGINT)
         _, stderr = process.communicate(timeout=60)
         assert process.returncode == EXIT_INTERRUPTED, stderr
-        assert stderr.count("\n") == 1 and stderr.startswith("interrupted: bench stopped while replaying") and "rerun the same command" in stderr, stderr
+        assert stderr.count("\n") == 1 and stderr.startswith("interrupted: bench stopped while replaying") and "rerun the same command with --resume" in stderr, stderr
         assert not (tmp_path / "r.json").exists() and not (work / "simulated").exists()
         _no_partial_files(tmp_path)
         server.release()
-        assert main(args) == 0
+        assert main(args + ["--resume"]) == 0
     sessions = json.loads((work / "replay" / "replay-summary.json").read_text())["sessions"]
     assert [(s["session"], s["state"]) for s in sessions] == [(0, "interrupted"), (1, "closed")]
     assert json.loads((tmp_path / "r.json").read_text())["completed"] == 40
@@ -285,3 +309,144 @@ def test_ctrl_c_during_the_simulation_exits_130_and_writes_nothing_more(tmp_path
     assert not (tmp_path / "r.json").exists() and not any((tmp_path / "w" / "simulated").glob("*"))
     assert (tmp_path / "w" / "replay" / "calibration.json").is_file()  # the steps before it are kept
     _no_partial_files(tmp_path)
+
+
+# A rerun measures anew; --resume continues -----------------------------------------------------
+def per_position(root, name):
+    return json.loads((root / name).read_text())["spec_decode_per_position_acceptance_rates"]
+
+
+@pytest.mark.simulation
+def test_a_rerun_measures_anew_and_resume_refuses_a_server_whose_k_changed(tmp_path, capsys):
+    """The server restarts with k = 5 on the same port, and the same command runs again.  It
+    used to find every request recorded, send nothing, exit 0 and write the k = 3 numbers; like
+    vllm bench serve it measures anew (the last run set aside in previous/).  --resume on a
+    server whose k changed since is refused, naming why, and writes nothing."""
+    small = ("--num-prompts", "16", "--save-result")
+    with FakeServer(FakeServerConfig(num_speculative_tokens=3, **FAST)) as server:
+        port = server.url.rsplit(":", 1)[1]
+        assert main(bench_args(server.url, tmp_path, *small, "--result-filename", "k3.json")) == 0
+    (work,) = tmp_path.glob("vidur-bench-*")
+    first_records = records(work)
+    with FakeServer(FakeServerConfig(num_speculative_tokens=5, **FAST), port=int(port)) as server:
+        assert main(bench_args(server.url, tmp_path, *small, "--result-filename", "k5.json")) == 0
+        assert server.requests_received == 16
+    assert len(per_position(tmp_path, "k3.json")) == 3 and len(per_position(tmp_path, "k5.json")) == 5
+    assert [s["session"] for s in json.loads((work / "replay" / "replay-summary.json").read_text())["sessions"]] == [0]
+    assert [json.loads(line) for line in (work / "previous" / "replay" / "replay.jsonl").read_text().splitlines()[1:]] == first_records
+    assert "measuring anew" in capsys.readouterr().out
+    kept = {p: p.read_bytes() for p in work.rglob("*") if p.is_file()}
+    with FakeServer(FakeServerConfig(num_speculative_tokens=3, **FAST), port=int(port)) as server:
+        assert main(bench_args(server.url, tmp_path, *small, "--result-filename", "resumed.json", "--resume")) == 2
+        assert server.requests_received == 0
+    one_line_error(capsys, "with k = 5", "now runs with k = 3", "drop --resume to measure anew")
+    assert {p: p.read_bytes() for p in work.rglob("*") if p.is_file()} == kept and not (tmp_path / "resumed.json").exists()
+
+
+# --burstiness inf, every request failing, refusals that leave nothing --------------------------
+@pytest.mark.simulation
+def test_infinite_burstiness_saves_a_result_with_inf_spelt_as_vllm_spells_rates(tmp_path):
+    """--burstiness inf --save-result used to end in a traceback (Infinity in strict JSON)
+    after the whole run, with no result written."""
+    with FakeServer(FakeServerConfig(**FAST)) as server:
+        assert main(bench_args(server.url, tmp_path, "--num-prompts", "8", "--burstiness", "inf", "--save-result", "--result-filename", "r.json")) == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert (result["burstiness"], result["request_rate"]) == ("inf", 80.0)
+    (workload,) = tmp_path.glob("vidur-bench-*/workload.jsonl")
+    arrivals = [json.loads(line)["arrival_s"] for line in workload.read_text().splitlines()[1:]]
+    assert arrivals == pytest.approx([(i + 1) / 80 for i in range(8)])  # evenly spaced, as vLLM's constant delays
+
+
+def test_bench_where_every_request_fails_exits_3_with_the_measured_result(tmp_path, capsys):
+    """It used to stop with exit 2 and a message about draft tokens (nothing to calibrate);
+    the docs promise exit 3 with a result, so the result holds the measured run only."""
+    with FakeServer(FakeServerConfig(fault_http_500=1.0, **FAST)) as server:
+        assert main(bench_args(server.url, tmp_path, "--num-prompts", "8", "--save-result", "--result-filename", "r.json")) == EXIT_REQUESTS_FAILED
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err and "draft tokens" not in captured.err
+    assert "8 of 8 requests have no successful record" in captured.err and "nothing to calibrate or simulate" in captured.out
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert (result["completed"], result["failed"], result["simulated"], result["duration"]) == (0, 8, None, None)
+    assert result["max_output_tokens_per_s"] == 0.0 and result["max_concurrent_requests"] == 0
+
+
+def test_a_refused_bench_leaves_nothing_and_names_the_flag_to_change(tmp_path, capsys):
+    """Prompts beyond max_model_len used to leave workload.jsonl behind and suggest generate's
+    --prompt-tokens; a --served-model-name the server does not list was called --model."""
+    with FakeServer(FakeServerConfig(max_model_len=64, **FAST)) as server:
+        assert main(bench_args(server.url, tmp_path, "--save-result")) == 2
+        one_line_error(capsys, "max_model_len of 64", "--random-input-len/--random-output-len")
+        assert main(bench_args(server.url, tmp_path, "--model", MODEL, "--served-model-name", "llama-typo")) == 2
+        one_line_error(capsys, "--served-model-name llama-typo: not served by", repr(MODEL))
+        assert server.requests_received == 0
+    assert not any(tmp_path.iterdir())
+
+
+def test_bench_help_says_what_reruns_and_sampling_do(capsys):
+    from simulator.validation.cli import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["bench", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--resume" in text and "sets the last one's aside" in text
+    assert "default: not sent; the server's default applies" in text  # --temperature, as vllm bench serve leaves it
+    assert "vLLM leaves it to the server" not in text and "rerun the same command to resume" not in text
+
+
+# vllm bench serve's other flags and keys -------------------------------------------------------
+@pytest.mark.simulation
+def test_bench_takes_vllms_other_flags_and_writes_its_peak_keys(tmp_path):
+    """--input-len/--output-len, --num-warmups, --metadata, --header, --tokenizer, the sampling
+    flags (sent only when given) and percentiles 0 and 100; max_output_tokens_per_s and
+    max_concurrent_requests recomputed from the records as vLLM computes them."""
+    args = ["bench", "--base-url", None, "--num-prompts", "12", "--input-len", "32", "--output-len", "24", "--request-rate", "40", "--disable-tqdm", "--timeout", "20",
+            "--result-dir", str(tmp_path), "--work-dir", str(tmp_path / "w"), "--save-result", "--result-filename", "r.json", "--num-warmups", "3",
+            "--metadata", "tp=1", "version=0.3.3", "--header", "x-run=abc", "--tokenizer", "hf/tok", "--top-p", "0.9", "--top-k", "5",
+            "--metric-percentiles", "0,100", "--percentile-metrics", "ttft,e2el"]
+    with FakeServer(FakeServerConfig(**FAST)) as server:
+        args[2] = server.url
+        assert main(args) == 0
+        sent = server.last_request
+        assert server.requests_received == 12 + 3
+    assert sent["headers"].get("x-run") == "abc"
+    assert (sent["body"]["top_p"], sent["body"]["top_k"]) == (0.9, 5) and "temperature" not in sent["body"] and "min_p" not in sent["body"]
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert (result["tp"], result["version"], result["tokenizer_id"]) == ("1", "0.3.3", "hf/tok")
+    assert list(result).index("version") < list(result).index("request_rate")  # after num_prompts, as vLLM places metadata
+    workload = [json.loads(line) for line in (tmp_path / "w" / "workload.jsonl").read_text().splitlines()[1:]]
+    assert {r["prompt_tokens"] for r in workload} == {32} and {r["output_tokens"] for r in workload} == {24}
+    replayed = records(tmp_path / "w")
+    assert len(replayed) == 12  # the warm-ups are not records
+    calibration = json.loads((tmp_path / "w" / "replay" / "calibration.json").read_text())
+    assert calibration["sessions_flagged"] == []  # nor in the counters: the opening scrape came after them
+    ttft = [r["ttft_s"] * 1000 for r in replayed]
+    assert (result["p0_ttft_ms"], result["p100_ttft_ms"]) == pytest.approx((min(ttft), max(ttft)))
+    # vLLM's peaks: one-second buckets from the first start, one event per content chunk
+    arrivals = {r["request_id"]: r["arrival_s"] for r in workload}
+    starts = {r["request_id"]: arrivals[r["request_id"]] + r["send_lag_s"] for r in replayed}
+    first = min(starts.values())
+    events = [int(starts[r["request_id"]] + c[0] - first) for r in replayed for c in r["chunks"]]
+    assert result["max_output_tokens_per_s"] == max(events.count(b) for b in set(events))
+    spans = [range(int(starts[r["request_id"]] - first), int(starts[r["request_id"]] + r["e2e_s"] - first) + 1) for r in replayed]
+    assert result["max_concurrent_requests"] == max(sum(b in span for span in spans) for b in range(max(s.stop for s in spans)))
+    assert result["simulated"]["max_concurrent_requests"] >= 1 and "max_output_tokens_per_s" in result["error_pct"]
+
+
+@pytest.mark.simulation
+def test_ramp_up_arrivals_and_file_name_follow_vllm(tmp_path, monkeypatch):
+    from simulator.validation.random_dataset import request_rates
+
+    assert request_rates(5, math.inf, ("linear", 2, 10)).tolist() == [2, 4, 6, 8, 10]
+    assert request_rates(3, math.inf, ("exponential", 1, 16)).tolist() == pytest.approx([1, 4, 16])
+    np.random.seed(4)
+    rates = [2 + 8 * i / 19 for i in range(20)]
+    gaps = [np.random.gamma(shape=1.0, scale=1.0 / rate) for rate in rates]  # vLLM draws one gap per request at its rate, unscaled
+    assert arrival_times(20, math.inf, 1.0, 4, ("linear", 2, 10)) == pytest.approx(np.round(np.cumsum(gaps), 6), abs=1e-6)
+    monkeypatch.chdir(tmp_path)
+    with FakeServer(FakeServerConfig(**FAST)) as server:
+        assert main(["bench", "--base-url", server.url, "--num-prompts", "6", "--random-input-len", "16", "--random-output-len", "8", "--disable-tqdm",
+                     "--ramp-up-strategy", "linear", "--ramp-up-start-rps", "20", "--ramp-up-end-rps", "60", "--save-result"]) == 0
+    (name,) = [p.name for p in tmp_path.glob("*.json")]
+    assert re.fullmatch(r"openai-ramp-up-linear-20qps-60qps-Llama-2-7b-hf-\d{8}-\d{6}\.json", name), name
+    result = json.loads((tmp_path / name).read_text())
+    assert (result["ramp_up_strategy"], result["ramp_up_start_rps"], result["ramp_up_end_rps"]) == ("linear", 20, 60)

@@ -107,18 +107,29 @@ def test_no_counters_and_nothing_expected_means_speculation_off():
     assert result.num_speculative_tokens == 0 and result.engine is None
 
 
-def test_sessions_are_summed_and_an_interrupted_one_is_closed_by_the_next(tmp_path):
+START = "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds 1700000000.0\n"
+
+
+@pytest.mark.parametrize("start_time", [True, False], ids=["start-time", "no-start-time"])
+def test_sessions_are_summed_and_an_interrupted_one_is_closed_by_the_next(tmp_path, start_time):
+    """Session 0 was killed (no closing scrape); session 1 opens where it stopped.  Its opening
+    scrape closes session 0 only when process_start_time_seconds shows the same process: without
+    it a restart in between (and another client's traffic after it) would pass as session 0's."""
+    extra = START if start_time else ""
     scrapes = {
-        (0, "before"): exposition(0, 0, 0, (0, 0)),
-        # session 0 was killed: no closing scrape; session 1 opens where it stopped
-        (1, "before"): exposition(40, 80, 40, (25, 15)),
-        (1, "after"): exposition(100, 200, 110, (70, 40)),
+        (0, "before"): exposition(0, 0, 0, (0, 0), extra=extra),
+        (1, "before"): exposition(40, 80, 40, (25, 15), extra=extra),
+        (1, "after"): exposition(100, 200, 110, (70, 40), extra=extra),
     }
     for (session, when), text in scrapes.items():
         path = scrape_path(tmp_path, session, when)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     counters = collect_counters(tmp_path)
+    if not start_time:
+        assert counters.used == [1] and [d["session"] for d in counters.dropped] == [0]
+        assert "exports no process_start_time_seconds" in counters.dropped[0]["reason"]
+        return
     assert counters.used == [0, 1] and counters.dropped == []
     assert (counters.total.drafts, counters.total.accepted_tokens, counters.total.accepted_per_pos) == (100, 110, {0: 70, 1: 40})
     assert "session 0: no closing scrape" in counters.notes[0]

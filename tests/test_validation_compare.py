@@ -114,7 +114,11 @@ def test_percentiles_only_for_the_chosen_metrics_and_bad_choices_refused():
     assert set(summary["ttft"]["measured"]) == {"mean_ms", "median_ms", "std_ms", "p50_ms", "p99.9_ms"}
     assert set(summary["tpot"]["measured"]) == {"mean_ms", "median_ms", "std_ms"}
     assert parse_percentiles("99,50") == (50.0, 99.0)
-    for bad in ("0", "100", "x", "50,,90"):
+    assert parse_percentiles("100,0") == (0.0, 100.0)  # vllm bench serve takes both ends (np.percentile: min and max)
+    ends = error_summary(join(measured_frame(WORKLOAD, RECORDS), SIMULATED), measured_itls(RECORDS), SIM_ITLS, percentiles=(0.0, 100.0), percentile_metrics=("ttft",))
+    ttfts = [r["ttft_s"] * 1000 for r in RECORDS.values() if r["status"] == "ok" and not r.get("length_mismatch")]
+    assert (ends["ttft"]["measured"]["p0_ms"], ends["ttft"]["measured"]["p100_ms"]) == pytest.approx((min(ttfts), max(ttfts)))
+    for bad in ("-1", "101", "nan", "x", "50,,90"):
         with pytest.raises(ConfigError, match="--metric-percentiles"):
             parse_percentiles(bad)
     assert parse_percentile_metrics("TTFT,e2el") == ("ttft", "e2el")

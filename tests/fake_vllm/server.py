@@ -420,6 +420,7 @@ class _Control:
         self.site: Optional[web.TCPSite] = None
         self.host, self.port = "127.0.0.1", 0
         self.requests = 0  # completion requests received, over every life of the process
+        self.last_request: Optional[dict] = None  # the last completion request's headers and JSON body
         self.released = asyncio.Event()
         self._last_start = 0.0
 
@@ -519,6 +520,7 @@ def create_app(config: FakeServerConfig) -> web.Application:
             body = await request.json()
         except json.JSONDecodeError:
             return _error(400, "body is not JSON")
+        control.last_request = {"headers": dict(request.headers), "body": body}
         prompt = body.get("prompt")
         if not (isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt)):
             return _error(400, "this fake server takes the prompt as a non-empty list of token ids")
@@ -691,6 +693,11 @@ class FakeServer:
     @property
     def requests_received(self) -> int:
         return self._control.requests
+
+    @property
+    def last_request(self) -> Optional[dict]:
+        """The last completion request: its headers and its JSON body (what the client sent)."""
+        return self._control.last_request
 
 
 class BlackHole:
