@@ -114,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="closed-loop lengths uniform in [(1-r) mean, (1+r) mean]")
     w.add_argument("--trace", default=None, help="draw prompt/output lengths from a Vidur length trace CSV instead")
     w.add_argument("--requests-per-slot", type=int, default=2, help="closed-loop requests per run = max(--min-requests, this x concurrency)")
-    w.add_argument("--min-requests", type=int, default=8)
+    w.add_argument("--min-requests", type=int, default=32,
+                   help="closed-loop requests per run at least: a median over fewer moves by 10%% or more with another seed (the answer's Sampling line)")
     w.add_argument("--poisson-requests", type=int, default=64, help="requests per open-loop run")
     w.add_argument("--workload-seed", type=int, default=42, help="arrivals and drawn lengths")
     w.add_argument("--acceptance-seed", "--seed", dest="acceptance_seed", type=int, default=0, action=DeprecatedAlias,

@@ -87,7 +87,9 @@ def verdict_lines(spec, entry: dict, version: Optional[str], rows=()) -> list[st
     closed = _closed(entry)
     rec = entry["recommended"]
     source, error = _error_words(spec, entry)
-    span = f"{closed[0]['x']:g}–{closed[-1]['x']:g} in flight" if closed else "the loads simulated"
+    span = "the loads simulated"
+    if closed:
+        span = f"{closed[0]['x']:g} in flight" if len(closed) == 1 else f"{closed[0]['x']:g}–{closed[-1]['x']:g} in flight"
     lines: list[str] = []
     if rec["kind"] == "schedule":
         schedule = tuple(map(tuple, entry["num_speculative_tokens_per_batch_size"]))
@@ -235,7 +237,7 @@ def table_lines(spec, entry: dict, rows) -> list[str]:
         for start in range(0, len(ks_all), MAX_TABLE_KS):
             ks = ks_all[start:start + MAX_TABLE_KS]
             lines += wrap(f"{title}: median TPOT speedup ({units.attention_label(primary)}) against the row's base (no speculation)"
-                          + (f", k = {ks[0]}–{ks[-1]} of {ks_all[0]}–{ks_all[-1]}" if len(ks_all) > MAX_TABLE_KS else ""))
+                          + (f" (k columns {start + 1}–{start + len(ks)} of {len(ks_all)})" if len(ks_all) > MAX_TABLE_KS else ""))
             header = f"{unit:>9} | {'base TPOT':>9} {'base TTFT':>10} | " + " ".join(f"{'k=' + str(k):>6}" for k in ks) + " | best | recommended"
             lines += [header, "-" * len(header)]
             for x in xs:
@@ -246,7 +248,7 @@ def table_lines(spec, entry: dict, rows) -> list[str]:
                     s, ceiling = row["tpot_speedup"], row.get("speedup_ceiling")
                     above = mode == "closed_loop" and ceiling is not None and not math.isnan(ceiling) and s > ceiling
                     capped |= above
-                    cells.append(f"{s:5.2f}×" + ("^" if above else " "))
+                    cells.append(f"{min(s, ceiling) if above else s:5.2f}×" + ("^" if above else " "))
                     for b in bounds:
                         other = by.get((b, k, x))
                         if other is not None and s > 0:
@@ -270,8 +272,8 @@ def table_lines(spec, entry: dict, rows) -> list[str]:
         lines += wrap(f"Band: the other verify-cost bound ({', '.join(units.attention_label(b) for b in bounds)}) moves these speedups by up to {widest:.0%} "
                       "(every run under each bound is in --csv).")
     if capped:
-        lines += wrap("^ above the acceptance length at that k, the most a closed loop can gain (a verify step costs at least a plain step): "
-                      "sampling luck of a few requests; the choice reads it at that ceiling.")
+        lines += wrap("^ simulated above the acceptance length at that k, the most a closed loop can gain (a verify step costs at least "
+                      "a plain step): sampling luck of a few requests, printed and read at that ceiling (the simulated figure is in --csv).")
     if marked:
         lines += wrap("! " + OVERLOAD_NOTE.format(growth=OVERLOAD_TTFT_GROWTH) + ".")
     return lines
