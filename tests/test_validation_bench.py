@@ -450,3 +450,17 @@ def test_ramp_up_arrivals_and_file_name_follow_vllm(tmp_path, monkeypatch):
     assert re.fullmatch(r"openai-ramp-up-linear-20qps-60qps-Llama-2-7b-hf-\d{8}-\d{6}\.json", name), name
     result = json.loads((tmp_path / name).read_text())
     assert (result["ramp_up_strategy"], result["ramp_up_start_rps"], result["ramp_up_end_rps"]) == ("linear", 20, 60)
+
+
+@pytest.mark.simulation
+def test_a_forced_k_gives_the_summary_rates_at_that_k(tmp_path):
+    """--num-speculative-tokens 4 --force on a k = 3 server: the simulation drafts 4 tokens with
+    the 4th never accepted, so the measured acceptance rate is the counters' accepted tokens over
+    4 per draft.  At the server's 3 per draft it was a -23% acceptance "error" that is not real."""
+    with FakeServer(FakeServerConfig(num_speculative_tokens=3, acceptance_rate=ALPHA, **FAST)) as server:
+        assert main(bench_args(server.url, tmp_path, "--num-speculative-tokens", "4", "--force", "--save-result", "--result-filename", "r.json", "--work-dir", str(tmp_path / "w"))) == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    counts = json.loads((tmp_path / "w" / "replay" / "calibration.json").read_text())["counts"]
+    assert result["spec_decode_acceptance_rate"] == pytest.approx(100 * counts["accepted_tokens"] / (4 * counts["drafts"]))
+    assert result["spec_decode_draft_tokens"] == 4 * result["spec_decode_num_drafts"] and len(result["spec_decode_per_position_acceptance_rates"]) == 4
+    assert abs(result["error_pct"]["spec_decode_acceptance_rate"]) < 10

@@ -143,8 +143,8 @@ def render_markdown(report: dict) -> str:
         stall = f"; {measured['stall_tail_s']:.2f} s the client spent waiting only on stalled streams are outside it" if measured.get("stall_tail_s") else ""
         lines += [
             "",
-            f"Measured over {measured['completed']} completed requests and the tokens they received, in {_number(measured['duration_s'], 2)} s: "
-            f"{measured.get('duration_from') or WINDOW_WORDS} ({measured.get('sessions', 0)} replay session(s), {_number(measured.get('sessions_active_s'), 2)} s active in all{stall}); "
+            f"Measured over {measured['completed']} completed requests and the tokens they received, in the measured window of {_number(measured['duration_s'], 2)} s "
+            f"({WINDOW_WORDS}; {measured.get('sessions', 0)} replay session(s), {_number(measured.get('sessions_active_s'), 2)} s active in all{stall}); "
             "simulated from the first arrival to the last finish.",
         ]
         sessions = report.get("replay_sessions") or []
