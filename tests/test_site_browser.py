@@ -1057,6 +1057,9 @@ def test_published_scatter_has_the_band_and_room_on_a_phone(page: Page, recorded
     page.wait_for_selector("#published-chart .main-svg")
     plot = page.locator("#published-chart .nsewdrag").first.bounding_box()
     assert plot["height"] >= 360 and plot["width"] >= 280, plot
+    legend = page.locator("#published-chart .legend").bounding_box()
+    title = page.locator("#published-chart .xtitle").bounding_box()
+    assert not _boxes_overlap(legend, plot) and not _boxes_overlap(legend, title), (legend, plot, title)
     names = page.evaluate("document.getElementById('published-chart').data.map(t => t.name)")
     assert "within ±15 % (not a miss)" in names
     band = page.evaluate("document.getElementById('published-chart').data.find(t => t.fill === 'tonexty')")

@@ -74,5 +74,6 @@ def groups(misses: list[dict]) -> list[dict]:
     for group in by_key.values():
         errors = [float(r["error_pct"]) for r in group["rows"]]
         group["speculative_at_load"] = sum(speculative_at_load(r) for r in group["rows"])
-        group["low"], group["high"] = percent(min(errors)), percent(max(errors))
+        low, high = percent(min(errors)), percent(max(errors))
+        group["range"] = low if low == high else f"{low} to {high}"
     return sorted(by_key.values(), key=lambda g: (g["speculative_at_load"] == 0, order[g["key"]]))

@@ -34,11 +34,14 @@ LABELS = {
     "tpot_mean_ms": "mean TPOT (ms)", "itl_mean_ms": "mean ITL (ms)", "requests_per_s": "requests/s",
 }
 UNITS = {"tpot_ms": "ms", "tpot_mean_ms": "ms", "itl_mean_ms": "ms", "requests_per_s": "req/s"}  # else tok/s
-BAND_COLOR = "rgba(31, 95, 168, 0.12)"  # the ±15 % band, light enough for markers to read over it
+BAND_COLOR = "rgba(31, 95, 168, 0.18)"  # the ±15 % band, light enough for markers to read over it
 # On a phone the legend wraps to many lines under the plot and took the plot down to 227 px for
 # five decades (issue 33): below NARROW_PX the chart is taller and its legend smaller.
 NARROW_PX = 600
-NARROW_LAYOUT = {"height": 720, "legend": {"font": {"size": 11}, "y": -0.16}, "margin": {"l": 56, "r": 12, "t": 12, "b": 40}}
+NARROW_LAYOUT = {
+    "height": 800, "legend": {"font": {"size": 11}, "orientation": "h", "x": 0, "y": -0.17, "yanchor": "top"},
+    "margin": {"l": 56, "r": 12, "t": 12, "b": 230},
+}
 CALIBRATION_COLOR = "#888888"  # calibration rows: hollow grey markers, their own legend entries
 CLASS_LABELS = {c: f"acceptance {label}" for c, label in names.ACCEPTANCE_CLASSES.items()}
 CLASS_SHORT = {"same_source": "same source", "same_setting_other_run": "another run", "other_dataset": "another dataset", "assumed": "assumed"}
