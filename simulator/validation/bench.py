@@ -402,10 +402,11 @@ def _bench(args, stage: dict) -> int:
     unfinished = unfinished_requests(workload, results)
     if len(unfinished) == len(workload):
         stage["name"] = "saving the result"
-        full = _result(args, workload, sim_model, _measured_only(args, workload, results, replay_dir, percentiles, metrics, slos, api_model, work))
+        date = _now()
+        full = _result(args, workload, sim_model, date, _measured_only(args, workload, results, replay_dir, percentiles, metrics, slos, api_model, work))
         print(render(full, percentiles, metrics))
         print("bench: no request succeeded, so there is nothing to calibrate or simulate; the result holds the measured run only")
-        _save(args, full, result_dir, sim_model, stage)
+        _save(args, full, result_dir, sim_model, date, stage)
         return _unfinished(workload, results, unfinished, replay_dir)
 
     stage["name"] = "calibrating"
@@ -418,10 +419,11 @@ def _bench(args, stage: dict) -> int:
 
     stage["name"] = "simulating"
     report, result = _simulate_and_compare(args, work, workload, calibration, sim_model, percentiles, metrics, slos, api_model)
-    full = _result(args, workload, sim_model, result)
+    date = _now()
+    full = _result(args, workload, sim_model, date, result)
     print(render(full, percentiles, metrics))
     print(f"simulated {sim_model} on {args.device}{' with ' + args.profile_dir if args.profile_dir else ''}; report in {work / 'report'}")
-    _save(args, full, result_dir, sim_model, stage)
+    _save(args, full, result_dir, sim_model, date, stage)
     return _unfinished(workload, results, unfinished, replay_dir) if unfinished else EXIT_OK
 
 
@@ -460,11 +462,16 @@ def _unfinished(workload, results, unfinished: list, replay_dir: Path) -> int:
 BENCH_FIX = "lower --random-input-len/--random-output-len (or --random-range-ratio, --random-prefix-len) to fit within it"
 
 
-def _result(args, workload, sim_model: str, result: dict) -> dict:
-    """vLLM's leading keys (with --metadata after num_prompts, as vLLM places them), then the run's."""
+def _now() -> str:
+    """vLLM's ``date`` field: the one wall-clock value of the run's outputs."""
+    return datetime.now().strftime("%Y%m%d-%H%M%S")
+
+
+def _result(args, workload, sim_model: str, date: str, result: dict) -> dict:
+    """vLLM's leading keys (with --metadata after num_prompts, as vLLM places them: a pair may
+    replace a setup key, and the run's own keys replace a pair), then the run's."""
     from simulator.validation.bench_result import header
 
-    date = datetime.now().strftime("%Y%m%d-%H%M%S")  # vLLM's own field: the one wall-clock value
     head = header(date, args.backend, args.label, sim_model, len(workload), args.request_rate, args.burstiness, args.max_concurrency, tokenizer=args.tokenizer,
                   metadata=parse_pairs(args.metadata, "--metadata", "version=0.3.3 tp=1"), ramp_up=_ramp_up(args))
     return head | result
@@ -474,13 +481,13 @@ def _ramp_up(args) -> Optional[tuple]:
     return (args.ramp_up_strategy, args.ramp_up_start_rps, args.ramp_up_end_rps) if args.ramp_up_strategy else None
 
 
-def _save(args, full: dict, result_dir: Path, sim_model: str, stage: dict) -> None:
+def _save(args, full: dict, result_dir: Path, sim_model: str, date: str, stage: dict) -> None:
     from simulator.util.textio import atomic_write_text
 
     if not args.save_result:
         return
     stage["name"] = "saving the result"
-    name = args.result_filename or _result_filename(args, sim_model, full["date"])
+    name = args.result_filename or _result_filename(args, sim_model, date)  # the run's date, whatever --metadata says
     atomic_write_text(result_dir / name, json.dumps(full, indent=2, allow_nan=False) + "\n")
     print(f"wrote {result_dir / name}")
 
