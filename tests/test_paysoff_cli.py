@@ -379,19 +379,26 @@ def test_a_real_sigint_exits_130_with_one_line_and_no_traceback(tmp_path):
     assert stdout == "" and not out.exists()
 
 
-def test_the_answer_says_no_where_the_error_bar_reaches_below_one():
-    """Issue 30 item 5: with check rows whose speedups were simulated up to 40% too high, k = 2's 1.8x at 8
-    in flight (band low 1.8 / 1.4 = 1.29) stays, and at 32 in flight no k does (k = 1: 1.1 / 1.4 = 0.79): the
-    schedule runs k = 0 from 32, the printed schedule is that, and the first lines say so and why."""
-    from simulator import paysoff
+def _checks_up_to_40_pct_high():
+    """Check rows at 1 and 32 in flight whose speedups were simulated -5% to +40% off."""
     from simulator.sweep.error_bar import Regime, SpeedupCheck
-    from simulator.sweep.executors import LocalExecutor
-    from simulator.sweep.paysoff_runner import run_paysoff
 
     checks = []
     for load in (1, 32):
         regime = Regime.of(proposer="ngram", engine="vllm", version="0.30.0", tensor_parallel_size=1, in_flight=load)
         checks += [SpeedupCheck(f"s{i}-{load}", f"s{i}", regime, error) for i, error in enumerate((40.0, 10.0, -5.0))]
+    return checks
+
+
+def test_the_answer_says_no_where_the_error_bar_reaches_below_one():
+    """Issue 30 item 5: with check rows whose speedups were simulated up to 40% too high, k = 2's 1.8x at 8
+    in flight (band low 1.8 / 1.4 = 1.29) stays, and at 32 in flight no k does (k = 1: 1.1 / 1.4 = 0.79): the
+    schedule runs k = 0 from 32, the printed schedule is that, and the first lines say so and why."""
+    from simulator import paysoff
+    from simulator.sweep.executors import LocalExecutor
+    from simulator.sweep.paysoff_runner import run_paysoff
+
+    checks = _checks_up_to_40_pct_high()
     args = paysoff.build_parser().parse_args(["--acceptance", "0.7", "--concurrency", "8,32", "--k-range", "1-2", "--max-num-seqs", "64"])
     spec = paysoff.spec_from_args(args)
     output = run_paysoff(spec, LocalExecutor(jobs=1, progress=False), run=_fake_runs(SPEEDUPS), checks=checks)
@@ -415,14 +422,10 @@ def test_the_recommendation_is_never_worse_than_its_fallback():
     """Issue 33: a schedule whose k = 0 rows still draft (0.8x here) loses to serving without speculation where the
     error bar switched it off; the answer is then no speculation, says why, and prints that serve line first."""
     from simulator import paysoff
-    from simulator.sweep.error_bar import Regime, SpeedupCheck
     from simulator.sweep.executors import LocalExecutor
     from simulator.sweep.paysoff_runner import run_paysoff
 
-    checks = []
-    for load in (1, 32):
-        regime = Regime.of(proposer="ngram", engine="vllm", version="0.30.0", tensor_parallel_size=1, in_flight=load)
-        checks += [SpeedupCheck(f"s{i}-{load}", f"s{i}", regime, error) for i, error in enumerate((40.0, 10.0, -5.0))]
+    checks = _checks_up_to_40_pct_high()
     args = paysoff.build_parser().parse_args(["--acceptance", "0.7", "--concurrency", "8,32", "--k-range", "1-2", "--max-num-seqs", "64"])
     spec = paysoff.spec_from_args(args)
     results = {}
