@@ -746,14 +746,14 @@ IDENTIFIERS = (r"\bkv_once\b", r"\bper_token\b", r"\bsame_source\b", r"\bother_d
                r"\bmethod \w+_\w+", r"\d\.?\d*e[+-]\d\d", r"length \d+\.\d{3,}", r"\b1 sources\b", r"\b1 rows\b")
 
 
-@pytest.mark.parametrize("page", ["index.html", "paysoff.html", "published.html", "modeling.html"])
-def test_pages_say_names_in_words_and_numbers_in_full(recorded_site, page):
+@pytest.mark.parametrize("name", ["index.html", "paysoff.html", "published.html", "modeling.html"])
+def test_pages_say_names_in_words_and_numbers_in_full(recorded_site, name):
     """Issue 33: kv_once / per_token beside "KV read once", 1.43e+04 tok/s, "mean acceptance length
     2.49585", same_source / other_dataset and "method mimo_mtp" as reader text, "1 sources"."""
-    text = _visible((recorded_site / page).read_text())
+    text = _visible((recorded_site / name).read_text())
     for pattern in IDENTIFIERS:
         found = re.search(rf".{{0,50}}{pattern}.{{0,30}}", text)
-        assert found is None, (page, pattern, found and found.group(0))
+        assert found is None, (name, pattern, found and found.group(0))
 
 
 def test_every_cited_repository_file_is_shipped_and_linked(recorded_site):
@@ -789,6 +789,7 @@ def test_home_says_simulated_and_the_band_means_the_same_on_both_pages(recorded_
     assert BAND_MEANING in home and BAND_MEANING in paysoff
     assert "the answer's uncertainty, not" not in paysoff
     assert "predate" not in home and "as vLLM runs it" in home
+    assert "two answers" not in home and "side by side" not in home
 
 
 def test_home_hero_links_the_pays_off_page_and_states_a_result(recorded_site, committed_csvs):
