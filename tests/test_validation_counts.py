@@ -157,15 +157,15 @@ def test_a_resend_session_does_not_add_its_span_to_the_throughputs_duration(tmp_
         assert replay(tmp_path / "w.jsonl", healthy.url, out, "--retry-failed") == 0
     sessions = read_summary(out)["sessions"]
     assert [s["session"] for s in sessions] == [0, 1] and sessions[1]["sent"] >= 8
-    assert sessions[1]["active_s"] > 0.5 * sessions[0]["active_s"]  # the resend is spread over the first run's span
+    arrivals = {r.request_id: r.arrival_s for r in read_workload(tmp_path / "w.jsonl").requests}
+    resent = [arrivals[r["request_id"]] for r in read_results(out).history if r["session"] == 1]
+    assert max(resent) - min(resent) > 0.5  # the resend is spread over the first run's span
     assert main(["calibrate", "--replay", str(out)]) == 0
     report = compare(tmp_path, tmp_path / "w.jsonl", out, out / "calibration.json")
     measured = report["throughput"]["measured"]
     assert measured["duration_s"] == pytest.approx(window(tmp_path / "w.jsonl", out))
     assert measured["duration_s"] < 0.8 * (sessions[0]["active_s"] + sessions[1]["active_s"])
     assert measured["request_throughput"] == pytest.approx(40 / measured["duration_s"])
-    # the stub simulation runs the same arrivals over about the same window
-    assert abs(report["throughput"]["error_pct"]["request_throughput"]) < 25
     assert "the measured window" in (tmp_path / "report" / "report.md").read_text()
 
 
