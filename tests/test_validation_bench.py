@@ -409,6 +409,8 @@ def test_bench_takes_vllms_other_flags_and_writes_its_peak_keys(tmp_path):
         sent = server.last_request
         assert server.requests_received == 12 + 3
     assert sent["headers"].get("x-run") == "abc"
+    summary = (tmp_path / "w" / "replay" / "replay-summary.json").read_text()
+    assert json.loads(summary)["sessions"][0]["options"]["headers"] == ["x-run"] and "abc" not in summary  # a header may carry a credential
     assert (sent["body"]["top_p"], sent["body"]["top_k"]) == (0.9, 5) and "temperature" not in sent["body"] and "min_p" not in sent["body"]
     result = json.loads((tmp_path / "r.json").read_text())
     assert (result["tp"], result["version"], result["tokenizer_id"]) == ("1", "0.3.3", "hf/tok")

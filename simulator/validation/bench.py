@@ -38,6 +38,7 @@ WORK_PREFIX = "vidur-bench-"
 WORKLOAD_FILE = "workload.jsonl"
 RUN_FILES = (WORKLOAD_FILE, "replay", "simulated", "report")  # one run's files in the work directory
 PREVIOUS = "previous"  # where a new run sets the last one's files aside
+HEADER_EXAMPLE, METADATA_EXAMPLE = "x-additional-info=0.3.3", "version=0.3.3 tp=1"  # vLLM's help examples
 # the flag each of bench's sampling parameters comes from, as vllm bench serve spells them
 SAMPLING_FLAGS = {"top_p": "--top-p", "top_k": "--top-k", "min_p": "--min-p"}
 
@@ -184,8 +185,8 @@ def _checked_options(args):
     percentiles = parse_percentiles(args.metric_percentiles)
     metrics = parse_percentile_metrics(args.percentile_metrics)
     slos = parse_goodput(args.goodput)
-    parse_pairs(args.metadata, "--metadata", "version=0.3.3 tp=1")
-    parse_pairs(args.header, "--header", "x-additional-info=0.3.3")
+    parse_pairs(args.metadata, "--metadata", METADATA_EXAMPLE)
+    parse_pairs(args.header, "--header", HEADER_EXAMPLE)
     kind = proposer_kind(args)
     require_draft_model(kind, args.draft_model)
     get_device(args.device)
@@ -226,7 +227,7 @@ def replay_options(args, root: str, model: Optional[str] = None, concurrency: in
         timeout_s=args.timeout,
         temperature=args.temperature,
         sampling=_sampling(args),
-        headers=tuple(parse_pairs(args.header, "--header", "x-additional-info=0.3.3").items()),
+        headers=tuple(parse_pairs(args.header, "--header", HEADER_EXAMPLE).items()),
         retry_failed=True,  # with --resume, failures are resent
         progress=not args.disable_tqdm,
     )
@@ -237,13 +238,14 @@ def _server_root(args) -> str:
     return replay_options(args, url).root_url
 
 
-def list_models(root: str) -> list:
-    """The entries of the server's ``/v1/models``, in its order; a ConfigError naming the URL
-    when there are none to read."""
+def list_models(root: str, headers: Optional[dict] = None) -> list:
+    """The entries of the server's ``/v1/models``, in its order (asked with the ``--header``
+    pairs, which a proxy in front of the server may need); a ConfigError naming the URL when
+    there are none to read."""
     import httpx
 
     try:
-        entries = httpx.get(f"{root}/v1/models", timeout=10.0).json()["data"]
+        entries = httpx.get(f"{root}/v1/models", timeout=10.0, headers=headers).json()["data"]
         if not entries:
             raise IndexError("it lists no model")
         return [dict(entry) for entry in entries]
@@ -376,7 +378,7 @@ def _bench(args, stage: dict) -> int:
             check_output_file(result_dir / args.result_filename, "--result-filename")
     workload = generate_random(dataset)
     stage["name"] = "listing the server's models"
-    listed = list_models(root)
+    listed = list_models(root, parse_pairs(args.header, "--header", HEADER_EXAMPLE))
     api_model, sim_model = served_models(root, args, listed)
     check_context(list(workload.requests), _served_limit(args, root, listed, api_model), api_model, root, fix=BENCH_FIX)
     work = Path(args.work_dir) if args.work_dir else result_dir / default_work_dir(workload.workload_hash, root, api_model)
@@ -473,7 +475,7 @@ def _result(args, workload, sim_model: str, date: str, result: dict) -> dict:
     from simulator.validation.bench_result import header
 
     head = header(date, args.backend, args.label, sim_model, len(workload), args.request_rate, args.burstiness, args.max_concurrency, tokenizer=args.tokenizer,
-                  metadata=parse_pairs(args.metadata, "--metadata", "version=0.3.3 tp=1"), ramp_up=_ramp_up(args))
+                  metadata=parse_pairs(args.metadata, "--metadata", METADATA_EXAMPLE), ramp_up=_ramp_up(args))
     return head | result
 
 
