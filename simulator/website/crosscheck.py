@@ -8,11 +8,11 @@ nothing).
 
 "Closest" is two questions, because a speedup rests on two things:
 
-* **the speculative step**: check rows with the same proposer on the same GPU, preferring the
-  same model, then the same tensor parallelism;
+* **the speculative step**: check rows with the same proposer on the same GPU, the same model
+  when there are any;
 * **the target's own step time**: check rows without speculation on the same GPU and tensor
-  parallelism, the same model if there are any, else models of about the same size (within
-  a factor of 1.5 in parameters, read from the model's name).
+  parallelism, of the same model or one of about the same size (within a factor of 1.5 in
+  parameters, read from the model's name).
 
 Within each, the rows closest to the *serving* the card answers for are kept (issue 33: the 70B
 TP 4 cards quoted four vLLM 0.6.0 rows, 17-24 % too fast, and left out eleven vLLM 0.15.1 rows
@@ -23,8 +23,9 @@ Every card's load range covers every check row's load, so load orders the rows b
 
 A check row misses when its |error| is above the published page's own threshold
 (:data:`simulator.website.published.MISS_PCT`).  A measured slowdown (a published speedup below
-1x) that the simulation puts at or above 1x contradicts any card that speculates, miss or not: it
-is named, never folded into "1 of 5 miss".
+1x) that the simulation puts at or above 1x contradicts a card whose schedule speculates at that
+load (or, for a row under a request rate, anywhere), miss or not: it is named on the answer,
+never folded into "1 of 5 miss".
 """
 
 from __future__ import annotations
