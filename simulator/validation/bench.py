@@ -39,8 +39,6 @@ WORKLOAD_FILE = "workload.jsonl"
 RUN_FILES = (WORKLOAD_FILE, "replay", "simulated", "report")  # one run's files in the work directory
 PREVIOUS = "previous"  # where a new run sets the last one's files aside
 HEADER_EXAMPLE, METADATA_EXAMPLE = "x-additional-info=0.3.3", "version=0.3.3 tp=1"  # vLLM's help examples
-# the flag each of bench's sampling parameters comes from, as vllm bench serve spells them
-SAMPLING_FLAGS = {"top_p": "--top-p", "top_k": "--top-k", "min_p": "--min-p"}
 
 
 def _burstiness(text: str) -> float:
@@ -211,8 +209,11 @@ def _checked_options(args):
 
 
 def _sampling(args) -> tuple:
-    """The sampling parameters given, as (request field, value) pairs; temperature apart."""
-    return tuple((name, getattr(args, name)) for name in SAMPLING_FLAGS if getattr(args, name) is not None)
+    """The sampling parameters given, as (request field, value) pairs; temperature apart (the
+    fields and their flags: :data:`replay.SAMPLING`)."""
+    from simulator.validation.replay import SAMPLING
+
+    return tuple((name, getattr(args, name)) for name in SAMPLING if getattr(args, name) is not None)
 
 
 def replay_options(args, root: str, model: Optional[str] = None, concurrency: int = 256):
