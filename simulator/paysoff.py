@@ -25,7 +25,7 @@ from typing import Optional
 from simulator.cli import command
 
 from simulator.cli import vllm_serve
-from simulator.cli.paysoff_text import format_answer
+from simulator.sweep.paysoff_text import format_answer
 from simulator.cli.catalog_help import device_help, model_help
 from simulator.cli.argtypes import DeprecatedAlias, Synonyms, comma_floats
 from simulator.runs.config import KV_CACHE_DTYPES, QUANTIZATIONS, RunConfig

@@ -122,6 +122,7 @@ PAYSOFF_COLUMNS = (
     "acceptance_rate",
     "num_speculative_tokens",
     "k_schedule",
+    "drafter_idle",
     "attention",
     "interpolation",
     "seed",

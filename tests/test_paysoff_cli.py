@@ -30,7 +30,7 @@ def printed_commands(text: str, prefix: str) -> list[list[str]]:
         while (block.endswith("\\") or block.count("'") % 2) and i + 1 < len(lines):
             i += 1
             block = block[:-1] + " " + lines[i].strip() if block.endswith("\\") else block + "\n" + lines[i]
-        found.append(shlex.split(block.strip()))
+        found.append([json.dumps(json.loads(word), separators=(",", ":")) if word.startswith("{") else word for word in shlex.split(block.strip())])
     return found
 
 
@@ -413,14 +413,15 @@ def test_the_answer_says_no_where_the_error_bar_reaches_below_one():
     assert second.startswith("Off where it may lose: 32 in flight (k = 1: 1.10× simulated)")
     # the vllm serve line carries the schedule that was simulated, and the simulated runs ran that table
     assert '"num_speculative_tokens_per_batch_size":[[1,31,2],[32,64,0]]' in text
-    assert {r["k_schedule"] for r in output.rows if r["k_schedule"]} == {"[[1,31,2],[32,64,0]]"}
+    assert {r["k_schedule"] for r in output.rows if r["k_schedule"] and not r["drafter_idle"]} == {"[[1,31,2],[32,64,0]]"}
     # the fixed k for a vLLM without a schedule: none stays at or above 1x at 32 in flight
     assert entry["fixed_k_fallback"]["num_speculative_tokens"] == 0
 
 
 def test_the_recommendation_is_never_worse_than_its_fallback():
     """Issue 33: a schedule whose k = 0 rows still draft (0.8x here) loses to serving without speculation where the
-    error bar switched it off; the answer is then no speculation, says why, and prints that serve line first."""
+    error bar switched it off.  Gaining at 8 and losing at 32, the answer is the schedule below 32 in flight and no
+    speculation from there, with both serve lines; losing at the smallest load, it is no speculation, saying why."""
     from simulator import paysoff
     from simulator.sweep.executors import LocalExecutor
     from simulator.sweep.paysoff_runner import run_paysoff
@@ -437,11 +438,22 @@ def test_the_recommendation_is_never_worse_than_its_fallback():
     output, text = results[0.8]
     entry = output.schedules["schedules"][0]
     recommended = entry["recommended"]
-    assert recommended["kind"] == "none" and recommended["schedule_loses_at"] == [32]
+    assert recommended["kind"] == "schedule_up_to" and recommended["schedule_loses_at"] == [32] and (recommended["up_to"], recommended["from"]) == (8, 32)
     by_x = {c["x"]: c for c in entry["comparison"] if c["mode"] == "closed_loop"}
     assert by_x[32]["schedule_tpot_speedup"] == pytest.approx(0.8) and by_x[32]["fallback_tpot_speedup"] == 1.0
+    assert by_x[32]["idle_tpot_speedup"] == pytest.approx(0.8)  # the server at k = 0 everywhere, simulated beside the fixed k
+    assert text.startswith("Yes below 32 in flight, no from there: k = 2 up to 31 in flight, off from 32")
+    serves = printed_commands(text, "vllm serve")
+    assert serves[0] == shlex.split(recommended["serve_command"]) and "--speculative-config" in serves[0]
+    assert serves[1] == shlex.split(recommended["plain_serve_command"]) and "--speculative-config" not in serves[1]
+    # losing at the smallest load too, no speculation is the answer
+    loses_at_8 = {(8, 1): 1.1, (8, 2): 1.05, (32, 1): 1.8, (32, 2): 1.9}
+    output = run_paysoff(spec, LocalExecutor(jobs=1, progress=False), run=_fake_runs(loses_at_8, idle=0.8), checks=checks)
+    text = paysoff.format_answer(spec, output, args.limits, args._speculative_input)
+    recommended = output.schedules["schedules"][0]["recommended"]
+    assert recommended["kind"] == "none" and recommended["schedule_loses_at"] == [8]
     assert text.startswith("No: serve without speculation at 8–32 in flight")
-    assert "Not the k schedule: the schedule loses to no speculation at 32 in flight (0.80× against 1.00×)" in flat(text)
+    assert "Not the k schedule: the schedule loses to no speculation at 8 in flight (0.80× against 1.00×)" in flat(text)
     assert printed_commands(text, "vllm serve")[0] == shlex.split(recommended["serve_command"]) and "--speculative-config" not in recommended["serve_command"]
     # every figure the answer prints fits 100 columns
     assert max(len(line) for line in text.splitlines()) <= 100

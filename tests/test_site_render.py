@@ -716,6 +716,25 @@ def test_a_speedup_that_rounds_to_one_is_called_break_even():
     assert "still pays at 128 in flight (1.02×)" in answer(entry, ["per_token"])["lead"]
 
 
+def test_a_card_leads_with_the_recommendation_when_the_schedule_loses_to_its_fallback():
+    """Issue 33: the recommendation is never worse than its fallback; where that is not the schedule the
+    card says so first, with why, and shows the fallback's serve line, not the schedule's."""
+    from simulator.website.paysoff_answer import answer
+
+    comparison = [{"mode": "closed_loop", "x": x, "schedule_tpot_speedup": s, "band": {"per_token": s}, "best_fixed_k": 3, "guarded_best_k": g,
+                   "best_fixed_tpot_speedup": 1.27}
+                  for x, s, g in ((8, 0.77, 0), (64, 1.24, 3))]
+    why = "the schedule loses to no speculation at 8 in flight (0.77× against 1.00×): a schedule's k = 0 rows still run the drafter"
+    entry = {"attention": "kv_once", "comparison": comparison, "num_speculative_tokens_per_batch_size": [[1, 63, 0], [64, 1024, 3]],
+             "serve_command": "vllm serve m --speculative-config '{}'",
+             "recommended": {"kind": "none", "num_speculative_tokens": 0, "serve_command": "vllm serve m", "why": why}}
+    result = answer(entry, ["per_token"])
+    assert result["lead"].startswith(f"Deploy without speculation: {why}. The schedule, for comparison: ")
+    assert result["serve_command"] == "vllm serve m"
+    entry["recommended"] = {"kind": "schedule", "num_speculative_tokens": 3, "serve_command": entry["serve_command"], "why": "..."}
+    assert not answer(entry, ["per_token"])["lead"].startswith("Deploy") and answer(entry, ["per_token"])["serve_command"] == entry["serve_command"]
+
+
 def test_paysoff_gpu_line_names_the_profile_its_runs_used(recorded_site, schedules):
     """Issue 33: the MoE card said "1 × H200 (built-in profile)" over runs whose profile id is the H100's."""
     runs = pd.read_csv(RESULTS_DIR / "paysoff.csv", keep_default_na=False, na_values=[""])

@@ -205,22 +205,33 @@ def band_lows(rows: Iterable[dict]) -> dict[tuple, float]:
     return lows
 
 
-def guarded_best_k(rows: Sequence[dict], attention: str, bars: Callable[[str, str, float], Optional[ErrorBar]]) -> dict[tuple, tuple[int, float]]:
+def guarded_best_k(rows: Sequence[dict], attention: str, bars: Callable[[str, str, float], Optional[ErrorBar]],
+                   idle: Optional[dict] = None) -> dict[tuple, tuple[int, float]]:
     """(mode, acceptance, attention, x) -> (k, its speedup) like :func:`best_k`, but only among the
     k whose band, widened by the check rows' error bar at that load (``bars(mode, acceptance, x)``),
-    stays at or above 1× (:func:`simulator.sweep.error_bar.safe`); k = 0 where none does."""
+    stays at or above what k = 0 gives there (:func:`simulator.sweep.error_bar.safe`); k = 0 where
+    none does.  This is a schedule's choice, so k = 0 is worth what the deployment's server gives
+    with nothing to verify (``idle``: (mode, acceptance, x) -> (speedup, noise), the drafter still
+    running), not 1x: a k that may lose to 1x can still beat staying at k = 0 inside that server."""
     lows = band_lows(rows)
     base = _baseline_noise(rows)
+    idle = idle or {}
     options: dict[tuple, list[tuple[int, float, float]]] = defaultdict(list)
     for r in rows:
         if r["k_schedule"] or not r["acceptance"] or r["attention"] != attention or r["num_speculative_tokens"] == 0:
             continue
         x, k = x_of(r), r["num_speculative_tokens"]
-        if safe(bars(r["mode"], r["acceptance"], x), lows.get((r["mode"], r["acceptance"], k, x), -math.inf)):
+        off = idle.get((r["mode"], r["acceptance"], x), (1.0, 0.0))[0]
+        if safe(bars(r["mode"], r["acceptance"], x), lows.get((r["mode"], r["acceptance"], k, x), -math.inf), off):
             options[(r["mode"], r["acceptance"], attention, x)].append((k, value(r), noise(r)))
         else:
             options.setdefault((r["mode"], r["acceptance"], attention, x), [])
-    return {key: pick([(0, 1.0, base.get((key[0], key[3]), 0.0))] + found) for key, found in sorted(options.items(), key=lambda item: tuple(str(v) for v in item[0]))}
+
+    def zero(key) -> tuple[int, float, float]:
+        off, n = idle.get((key[0], key[1], key[3]), (1.0, base.get((key[0], key[3]), 0.0)))
+        return 0, off, n
+
+    return {key: pick([zero(key)] + found) for key, found in sorted(options.items(), key=lambda item: tuple(str(v) for v in item[0]))}
 
 
 def recommended_schedule(best: dict[tuple, tuple[int, float]], acceptance: str, attention: str, up_to: int) -> Schedule:

@@ -162,10 +162,11 @@ def guarded_low(bar: Optional[ErrorBar], low: float) -> float:
     return bar.guarded(low, low)[0] if bar is not None else low
 
 
-def safe(bar: Optional[ErrorBar], low: float) -> bool:
-    """The rule: a k may run where its band's guarded low is at least 1x (no speculation, at 1x,
-    always may); the choice among the safe ones is :func:`simulator.sweep.crossover.pick`'s."""
-    return not _nan(low) and guarded_low(bar, low) >= 1
+def safe(bar: Optional[ErrorBar], low: float, floor: float = 1.0) -> bool:
+    """The rule: a k may run where its band's guarded low is at least ``floor``, what the
+    alternative gives (1x: no speculation, which always may; inside a speculative server, what its
+    k = 0 steps give); the choice among the safe ones is :func:`simulator.sweep.crossover.pick`'s."""
+    return not _nan(low) and guarded_low(bar, low) >= floor
 
 
 def _nan(value) -> bool:

@@ -69,6 +69,7 @@ class Job:
     mode: str  # "closed_loop" | "poisson"
     x: float  # concurrency or arrival rate
     profile: Optional[AcceptanceProfile]  # None: the baseline
+    idle: bool = False  # the deployment's server with a schedule that verifies nothing (k = 0 at every batch size)
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,20 @@ def fixed_k_jobs(spec: PaysoffSpec, dirs: Optional[dict] = None) -> list[Job]:
                 for attention in spec.attention_modes:
                     for k in ks:
                         jobs.append(Job(run_config(spec, system, workload, speculation(spec, profile, attention, k), profile_dir), mode, x, profile))
+                if mode == "closed_loop":
+                    jobs.append(idle_job(spec, system, workload, x, profile, profile_dir))
     return jobs
+
+
+def idle_job(spec: PaysoffSpec, system, workload, x: float, profile: AcceptanceProfile, profile_dir: Optional[str]) -> Job:
+    """The deployment's server at a load where its schedule runs k = 0: loaded with the largest k
+    of the grid and a schedule of k = 0 at every batch size.  vLLM 0.24 and later still draft
+    there (Model Runner V2 the full k, the V1 runner the drafter's first pass, a V1 schedule on
+    piecewise graphs), so switching a load off inside a speculative server is not free; the
+    schedule's choice compares each k with this run, not with a server without speculation."""
+    idle = ((1, spec.batch_size_cap, 0),)
+    fields = speculation(spec, profile, spec.attention, max(spec.speculative_tokens), schedule=idle)
+    return Job(run_config(spec, system, workload, fields, profile_dir), "closed_loop", x, profile, idle=True)
 
 
 def schedule_jobs(spec: PaysoffSpec, schedules: dict[str, Schedule], dirs: Optional[dict] = None) -> list[Job]:
@@ -223,6 +237,7 @@ def _row(job: Job, record: dict) -> dict:
         "acceptance_rate": s.acceptance_rate if s.enabled else None,
         "num_speculative_tokens": s.num_speculative_tokens,
         "k_schedule": json.dumps(to_vllm(s.k_schedule), separators=(",", ":")) if s.k_schedule else "",
+        "drafter_idle": job.idle,
         "attention": s.attention if s.enabled else "",
         "interpolation": s.interpolation if s.enabled and s.attention == "interpolated" else None,
         "seed": c.seed,
@@ -322,11 +337,13 @@ def run_paysoff(spec: PaysoffSpec, executor, profile_dir: Optional[str] = None, 
     rows = _with_speedups(rows, baselines)
     best = best_k(rows)
     bars = error_bars(spec, checks)
-    guarded = guarded_best_k(rows, spec.attention, bars)
+    idle = {(r["mode"], r["acceptance"], x_of(r)): (value(r), noise(r)) for r in rows if r["drafter_idle"]}
+    guarded = guarded_best_k(rows, spec.attention, bars, idle)
     schedules = {p.name: recommended_schedule(guarded, p.name, spec.attention, spec.batch_size_cap) for p in spec.profiles}
     rows2 = _with_speedups(_simulate(schedule_jobs(spec, schedules, dirs), executor, run), baselines)
     for r in rows:
-        r["best_k"] = best[(r["mode"], r["acceptance"], r["attention"], x_of(r))][0] == r["num_speculative_tokens"] if r["acceptance"] else None
+        fixed = r["acceptance"] and not r["k_schedule"]
+        r["best_k"] = best[(r["mode"], r["acceptance"], r["attention"], x_of(r))][0] == r["num_speculative_tokens"] if fixed else None
     for r in rows2:
         r["best_k"] = None
     all_rows = sorted(rows + rows2, key=_order)
@@ -404,7 +421,10 @@ def recommendation(spec: PaysoffSpec, schedule: Schedule, config: Optional[dict]
     it is at least the fallback (the best fixed k, or no speculation) at every concurrency
     simulated and better at one, each within the runs' sampling noise; the fallback otherwise.  A
     schedule can lose to it: its k = 0 rows still run the drafter (vLLM >= 0.24), so switching a
-    load off inside a speculative server costs what switching the server off does not."""
+    load off inside a speculative server costs what switching the server off does not.  Where no
+    fixed k is safe and the schedule gains at the smaller loads but loses above them, the answer
+    depends on the load: ``schedule_up_to`` says up to where to serve with it, and from where
+    without speculation (both serve lines are kept)."""
     from simulator.cli.vllm_serve import at_least
     from simulator.profiles.engines import get_engine
     from simulator.sweep.crossover import tied
@@ -423,14 +443,23 @@ def recommendation(spec: PaysoffSpec, schedule: Schedule, config: Optional[dict]
              and not tied((c["schedule_tpot_speedup"], c["schedule_noise"]), (c["fallback_tpot_speedup"], c["fallback_noise"]))]
     better = [c for c in closed if c["schedule_tpot_speedup"] > c["fallback_tpot_speedup"]
               and not tied((c["schedule_tpot_speedup"], c["schedule_noise"]), (c["fallback_tpot_speedup"], c["fallback_noise"]))]
+    schedule_choice = {"num_speculative_tokens": max_k(schedule), "speculative_config_json": json.dumps(config, separators=(",", ":")),
+                       "serve_command": serve_command(spec, profile, config)}
     if worse:
         where = ", ".join(f"{c['x']:g} in flight ({c['schedule_tpot_speedup']:.2f}× against {c['fallback_tpot_speedup']:.2f}×)" for c in worse)
-        return chosen | {"why": f"the schedule loses to {fallback_words} at {where}: a schedule's k = 0 rows still run the drafter, "
-                                f"so {fallback_words} is recommended", "schedule_loses_at": [c["x"] for c in worse]}
+        losing = {"schedule_loses_at": [c["x"] for c in worse]}
+        ahead = [c for c in closed if c["x"] < worse[0]["x"]]
+        if not k and any(c in better for c in ahead):
+            # no fixed k is safe, and the schedule gains up to a load and loses above it: the answer depends on the load
+            return {"kind": "schedule_up_to", "up_to": ahead[-1]["x"], "from": worse[0]["x"], **schedule_choice, **losing,
+                    "plain_serve_command": fallback["serve_command"],
+                    "why": f"the schedule gains up to {ahead[-1]['x']:g} in flight and loses to no speculation at {where} (even its k = 0 "
+                           f"steps still run the drafter): serve with it only while your load stays below {worse[0]['x']:g} in flight"}
+        return chosen | losing | {"why": f"the schedule loses to {fallback_words} at {where} (even its k = 0 steps still run the drafter), "
+                                         f"so {fallback_words} is recommended"}
     if not better:
         return chosen | {"why": f"the schedule is within the sampling noise of {fallback_words} at every concurrency simulated: the simpler one is recommended"}
-    return {"kind": "schedule", "num_speculative_tokens": max_k(schedule), "speculative_config_json": json.dumps(config, separators=(",", ":")),
-            "serve_command": serve_command(spec, profile, config),
+    return {"kind": "schedule", **schedule_choice,
             "why": f"the schedule is at least {fallback_words} at every concurrency simulated and better at "
                    + ", ".join(f"{c['x']:g}" for c in better) + " in flight"}
 
@@ -449,7 +478,8 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
     for profile in spec.profiles:
         schedule = schedules[profile.name]
         config = speculative_config(profile, schedule)
-        scheduled = {(r["mode"], x_of(r), r["attention"]): r for r in rows if r["acceptance"] == profile.name and r["k_schedule"]}
+        scheduled = {(r["mode"], x_of(r), r["attention"]): r for r in rows if r["acceptance"] == profile.name and r["k_schedule"] and not r["drafter_idle"]}
+        idle = {x_of(r): r for r in rows if r["acceptance"] == profile.name and r["drafter_idle"]}
         compared = []
         for (mode, name, att, x), (k, s) in sorted(best.items(), key=lambda item: (item[0][0], item[0][3])):
             if name != profile.name or att != spec.attention:
@@ -461,6 +491,7 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
                 "schedule_tpot_speedup": round(value(row), 4) if row else 1.0,  # at most the closed loop's ceiling
                 "schedule_tpot_speedup_simulated": round(row["tpot_speedup"], 4) if row else 1.0,
                 "schedule_noise": round(noise(row), 5) if row else baseline_noise.get((mode, x), 0.0),
+                "idle_tpot_speedup": round(value(idle[x]), 4) if mode == "closed_loop" and x in idle else None,
                 "schedule_mean_k": round(row["mean_scheduled_k"], 3) if row else 0.0,
                 "best_fixed_k": k,
                 "best_fixed_tpot_speedup": round(s, 4),

@@ -109,12 +109,38 @@ def idle_words(entry: dict) -> str:
             f"{units.speedup(lo)}–{units.speedup(hi)} against serving without speculation.")
 
 
+def recommendation_words(entry: dict) -> str:
+    """What to deploy where it is not the schedule, and why ("" where the schedule is the answer):
+    the recommendation is never worse than its fallback (the best fixed k, or no speculation), and
+    a schedule can lose to it (its k = 0 rows still draft)."""
+    rec = entry.get("recommended")
+    if not rec or rec["kind"] == "schedule":
+        return ""
+    k = rec["num_speculative_tokens"]
+    head = {"fixed_k": f"Deploy the fixed k = {k}, not the schedule", "none": "Deploy without speculation",
+            "schedule_up_to": f"Deploy the schedule below {rec.get('from', 0):g} in flight, without speculation from there"}[rec["kind"]]
+    return f"{head}: {rec['why']}."
+
+
+def serve_command(entry: dict) -> str:
+    """The vllm serve line of what the answer recommends (the schedule's, before recommendations were recorded)."""
+    rec = entry.get("recommended")
+    return rec["serve_command"] if rec else entry.get("serve_command", "")
+
+
 def answer(entry: dict, bounds: list[str]) -> dict:
-    """The card's lead sentence and its "stops paying" facts, from the schedule's simulated speedups."""
+    """The card's lead sentence and its "stops paying" facts, from the schedule's simulated speedups,
+    led by the recommendation where that is not the schedule."""
     result = _answer(entry, bounds)
     extra = " ".join(part for part in (switched_off_words(entry), idle_words(entry), error_words(entry)) if part)
     if extra:
         result["lead"] = f"{result['lead']} {extra}".strip()
+    recommended = recommendation_words(entry)
+    if recommended and result["speculates"]:
+        result["lead"] = f"{recommended} The schedule, for comparison: {result['lead']}"
+    elif recommended:
+        result["lead"] = f"{recommended} {result['lead']}"
+    result["serve_command"] = serve_command(entry)
     return result
 
 

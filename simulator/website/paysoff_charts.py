@@ -97,7 +97,7 @@ def speedup_vs_x(rows: pd.DataFrame, crossovers: pd.DataFrame, mode: str, entry:
     fig = go.Figure()
     xs = sorted(rows[(rows["mode"] == mode) & (rows["model"] == entry["model"])][x_name].dropna().unique())
     fig.add_trace(go.Scatter(x=[xs[0], xs[-1]], y=[1, 1], mode="lines", line={"color": REFERENCE_COLOR, "dash": "dash", "width": 1.5}, name="1× = no speculation", hoverinfo="skip", legendrank=1))
-    scheduled = mine[mine["k_schedule"] != ""]
+    scheduled = mine[(mine["k_schedule"] != "") & ~mine["drafter_idle"]]
     band = scheduled[scheduled["attention"].isin(bounds)]
     if len(band):
         by_x = band.groupby(x_name)["tpot_speedup"]

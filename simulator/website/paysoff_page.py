@@ -78,6 +78,8 @@ def load(paysoff_csv: Optional[Path], crossovers_csv: Optional[Path], schedules_
             raise ConfigError(f"pays-off CSV {paysoff_csv}: missing column {name!r}; rebuild with `python build.py`")
     for name in ("acceptance", "k_schedule", "attention"):
         rows[name] = rows[name].fillna("")
+    # a speculative server's runs at k = 0 everywhere (the schedule's "off"), not the schedule itself
+    rows["drafter_idle"] = rows["drafter_idle"].astype(str).str.lower() == "true" if "drafter_idle" in rows.columns else False
     for name in CROSSOVER_REQUIRED:
         if name not in crossovers.columns:
             raise ConfigError(f"crossovers CSV {crossovers_csv}: missing column {name!r}; rebuild with `python build.py`")

@@ -91,13 +91,21 @@ def verdict_lines(spec, entry: dict, version: Optional[str], rows=()) -> list[st
     if closed:
         span = f"{closed[0]['x']:g} in flight" if len(closed) == 1 else f"{closed[0]['x']:g}–{closed[-1]['x']:g} in flight"
     lines: list[str] = []
-    if rec["kind"] == "schedule":
+    if rec["kind"] in ("schedule", "schedule_up_to"):
         schedule = tuple(map(tuple, entry["num_speculative_tokens_per_batch_size"]))
-        on = [c for c in closed if k_for_batch(schedule, int(c["x"])) > 0] or closed
+        upto = rec["kind"] == "schedule_up_to"
+        on = [c for c in closed if k_for_batch(schedule, int(c["x"])) > 0 and (not upto or c["x"] <= rec["up_to"])] or closed
         lo, hi = min(c["schedule_tpot_speedup"] for c in on), max(c["schedule_tpot_speedup"] for c in on)
         guarded = min(c["guarded_band_low"] for c in on)
-        head = (f"Yes: {schedule_words(entry['num_speculative_tokens_per_batch_size'])}; {lo:.2f}–{hi:.2f}× median TPOT speedup simulated, "
-                f"at least {guarded:.2f}× with {source}; {error}.")
+        figures = f"{lo:.2f}–{hi:.2f}× median TPOT speedup simulated, at least {guarded:.2f}× with {source}; {error}."
+        if upto:
+            above = [c for c in closed if c["x"] >= rec["from"]]
+            slow = f"{min(c['schedule_tpot_speedup'] for c in above):.2f}–{max(c['schedule_tpot_speedup'] for c in above):.2f}×"
+            head = (f"Yes below {rec['from']:g} in flight, no from there: {schedule_words(entry['num_speculative_tokens_per_batch_size'])} gives "
+                    f"{figures[:-1]}; from {rec['from']:g} in flight it gives {slow} (even its k = 0 steps still run the drafter), so "
+                    "serve without speculation if your load runs there.")
+        else:
+            head = f"Yes: {schedule_words(entry['num_speculative_tokens_per_batch_size'])}; {figures}"
     elif rec["kind"] == "fixed_k":
         figures = _fixed_figures(entry, rows, spec, rec["num_speculative_tokens"])
         lo, hi = min(f[1] for f in figures), max(f[1] for f in figures)
@@ -111,7 +119,7 @@ def verdict_lines(spec, entry: dict, version: Optional[str], rows=()) -> list[st
         safe = ", ".join(f"k = {c['guarded_best_k']} at {c['x']:g}" for c in closed if c.get("guarded_best_k"))
         lines += wrap(f"vLLM {version} takes no k schedule and no fixed k stays at or above 1× at every concurrency once {source} is "
                       f"taken off its band; if your load stays where a k pays ({safe} in flight), that k pays there.")
-    elif rec["kind"] != "schedule" and _dynamic(version) and "schedule_loses_at" in rec:
+    elif rec["kind"] in ("fixed_k", "none") and _dynamic(version) and "schedule_loses_at" in rec:
         lines += wrap(f"Not the k schedule: {rec['why']}.")
     switched = [c for c in closed if c.get("guarded_best_k") == 0 and c["best_fixed_k"] > 0]
     if switched:
@@ -120,7 +128,7 @@ def verdict_lines(spec, entry: dict, version: Optional[str], rows=()) -> list[st
                else "their band (the verify-cost bounds) reaches below 1×")
         lines += wrap(f"Off where it may lose: {parts} pay in simulation, but {why} (rule: simulator/sweep/error_bar.py).")
     if rec["kind"] == "schedule":
-        idle = [c for c in closed if c.get("guarded_best_k") == 0 and c["schedule_tpot_speedup"] < 1]
+        idle = [c for c in closed if c.get("guarded_best_k") == 0 and c["schedule_tpot_speedup"] < 1 and not _breaks_even(rec, c)]
         if idle:
             lo, hi = min(c["schedule_tpot_speedup"] for c in idle), max(c["schedule_tpot_speedup"] for c in idle)
             lines += wrap(
@@ -141,7 +149,8 @@ def _breaks_even(rec: dict, c: dict) -> bool:
 
     if rec["kind"] == "none":
         return False
-    s, n = (c["schedule_tpot_speedup"], c["schedule_noise"]) if rec["kind"] == "schedule" else (c["fallback_tpot_speedup"], c["fallback_noise"])
+    scheduled = rec["kind"] in ("schedule", "schedule_up_to")
+    s, n = (c["schedule_tpot_speedup"], c["schedule_noise"]) if scheduled else (c["fallback_tpot_speedup"], c["fallback_noise"])
     return tied((s, n), (1.0, 0.0))
 
 
@@ -153,9 +162,13 @@ def deploy_lines(spec, entry: dict, version: Optional[str]) -> list[str]:
     rec = entry["recommended"]
     profile = spec.profiles[0]
     words = {"schedule": "with the k schedule (num_speculative_tokens_per_batch_size)", "fixed_k": f"with the fixed k = {rec['num_speculative_tokens']}",
-             "none": "without speculation"}[rec["kind"]]
+             "none": "without speculation",
+             "schedule_up_to": f"with the k schedule while your load stays below {rec.get('from', 0):g} in flight"}[rec["kind"]]
     lines = [f"Serve {words}" + (f" on vLLM {version}:" if version else ":")]
     lines += ["  " + line for line in shell_lines(rec["serve_command"])]
+    if rec["kind"] == "schedule_up_to":
+        lines.append(f"and without speculation where it runs at {rec['from']:g} in flight or more:")
+        lines += ["  " + line for line in shell_lines(rec["plain_serve_command"])]
     model = served_model_name(profile.model, profile.served_model_name)
     hint = served_name_hint(model)
     if hint:
@@ -283,7 +296,9 @@ def _recommended_figure(rec: dict, c: Optional[dict]) -> str:
     """The recommended deployment's speedup at one load, with its band's low end for a schedule."""
     if c is None:
         return "–"
-    if rec["kind"] == "schedule":
+    if rec["kind"] == "schedule_up_to" and c["x"] >= rec["from"]:
+        return "1.00× (off)"
+    if rec["kind"] in ("schedule", "schedule_up_to"):
         return f"{c['schedule_tpot_speedup']:.2f}× ≥{c['band_low']:.2f}"
     if rec["kind"] == "fixed_k":
         return f"{c['fallback_tpot_speedup']:.2f}× (k={rec['num_speculative_tokens']})"
@@ -339,7 +354,7 @@ def _alternatives(spec, entry: dict, doc: dict, version: Optional[str]) -> list[
         if top and top < spec.batch_size_cap:
             schedule_lines += wrap(f"Its last row runs to --max-num-seqs {spec.batch_size_cap}, but only up to {top} in flight was simulated; "
                                    "above that it keeps the last simulated k. Add larger values to --concurrency to check them.")
-        if rec["kind"] != "schedule":
+        if rec["kind"] not in ("schedule", "schedule_up_to"):
             schedule_lines += ["  " + line for line in shell_lines(entry["serve_command"])]
         schedule_lines += wrap(f"A schedule needs {doc['vllm']['text']} ({', '.join(doc['vllm']['sources'])})")
     k = fallback["num_speculative_tokens"]
