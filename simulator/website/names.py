@@ -15,7 +15,7 @@ import urllib.parse
 SETTINGS = {"kv_once": "KV read once", "per_token": "per-token cost", "interpolated": "interpolated"}
 BOUND_ROLE = {"kv_once": "lower bound", "per_token": "upper bound"}
 # where a published row's acceptance comes from (simulator.schemas.ACCEPTANCE_CLASSES)
-ACCEPTANCE_CLASSES = {
+ACCEPTANCE_CLASS_WORDS = {
     "same_source": "from the same source",
     "same_setting_other_run": "from another run of the same setting",
     "other_dataset": "from another or unstated dataset",
@@ -53,7 +53,7 @@ def settings_in_text(text: str) -> str:
 
 
 def acceptance_class(name: str) -> str:
-    return ACCEPTANCE_CLASSES.get(name, name)
+    return ACCEPTANCE_CLASS_WORDS.get(name, name)
 
 
 def engine(name: str) -> str:

@@ -43,7 +43,7 @@ NARROW_LAYOUT = {
     "margin": {"l": 56, "r": 12, "t": 12, "b": 230},
 }
 CALIBRATION_COLOR = "#888888"  # calibration rows: hollow grey markers, their own legend entries
-CLASS_LABELS = {c: f"acceptance {label}" for c, label in names.ACCEPTANCE_CLASSES.items()}
+CLASS_LABELS = {c: f"acceptance {label}" for c, label in names.ACCEPTANCE_CLASS_WORDS.items()}
 CLASS_SHORT = {"same_source": "same source", "same_setting_other_run": "another run", "other_dataset": "another dataset", "assumed": "assumed"}
 
 
