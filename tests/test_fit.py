@@ -259,7 +259,7 @@ def test_python_m_simulator_answers_with_the_fitted_terms(tmp_path, capsys):
     path = tmp_path / "p.toml"
     path.write_text(profile_text(_profile(terms=terms)))
     assert main(["--engine-profile", str(path), "--model", MODEL, "--device", "h100", "--max-concurrency", "4", "--num-prompts", "8",
-                 "--prompt-tokens", "256", "--output-tokens", "32", "--json", str(tmp_path / "o.json")]) == 0
+                 "--prompt-tokens", "256", "--output-tokens", "32", "--random-range-ratio", "0", "--json", str(tmp_path / "o.json")]) == 0
     printed = capsys.readouterr().out
     assert "fitted to vLLM 0.10.1 on h100" in printed and "vLLM 0.10.1, engine profile vllm-0.10.1" in printed
     import json

@@ -107,3 +107,29 @@ def test_a_drafter_without_a_model_name_is_named_by_its_kind():
     config = RunConfig.from_deployment(model="XiaomiMiMo/MiMo-7B-Base", proposer="mtp", num_speculative_tokens=1, acceptance_rate=0.7)
     message = preparing_message(config)
     assert "None" not in message and "MTP" in message
+
+
+def test_the_docs_state_the_draft_pass_constant_the_code_runs():
+    """Issue 33: docs/model.md said 0.35 ms where --help (and the code) said 0.37."""
+    import re
+
+    from repo import REPO_ROOT
+    from simulator.runs.config import DEFAULT_DRAFT_PASS_OVERHEAD_MS
+
+    text = (REPO_ROOT / "docs" / "model.md").read_text(encoding="utf-8")
+    stated = re.search(r"draft_pass_overhead_ms`, default \*\*([0-9.]+) ms\*\*", text)
+    assert stated and float(stated.group(1)) == DEFAULT_DRAFT_PASS_OVERHEAD_MS
+    assert f"{DEFAULT_DRAFT_PASS_OVERHEAD_MS:g} ms per" in " ".join(text.split())
+
+
+def test_deepseek_v3s_mtp_runs_and_the_docs_say_so():
+    """Issue 33: docs/model.md said DeepSeek-V3's MTP is refused; it resolves (an MLA-with-experts MTP layer)."""
+    from repo import REPO_ROOT
+    from simulator.engine.resolve import resolve_run
+    from simulator.runs.config import RunConfig
+
+    config = RunConfig.from_deployment(model="deepseek-ai/DeepSeek-V3", device="h200", tensor_parallel_size=8, proposer="mtp",
+                                       num_speculative_tokens=1, acceptance_rate=0.8)
+    assert resolve_run(config) is not None
+    text = " ".join((REPO_ROOT / "docs" / "model.md").read_text(encoding="utf-8").split())
+    assert "(DeepSeek-V3) is refused" not in text and "`deepseek-ai/DeepSeek-V3` (one MTP layer)" in text
