@@ -170,6 +170,22 @@ def test_a_resend_session_does_not_add_its_span_to_the_throughputs_duration(tmp_
 
 
 # Counters beyond what the client received ----------------------------------------------------
+
+def _replay_beside_another_client(tmp_path, config, out, args, requests, output_tokens) -> list:
+    """Replay w.jsonl into ``out`` while another client sends ``requests`` of ``output_tokens`` once the
+    session is under way (its opening scrape taken); the replay's exit codes."""
+    with FakeServer(config) as server:
+        codes = []
+        thread = threading.Thread(target=lambda: codes.append(replay(tmp_path / "w.jsonl", server.url, out, *args)))
+        thread.start()
+        deadline = time.monotonic() + 60
+        while server.requests_received < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        server.other_client(requests=requests, output_tokens=output_tokens)
+        server.release()
+        thread.join(timeout=120)
+    return codes
+
 def test_another_clients_traffic_is_flagged_named_and_left_out_unless_forced(tmp_path, capsys):
     """Session 0 is clean.  During session 1 (--retry-failed) another client runs 10 requests of
     50 tokens on the same server: its counters rose by 500 tokens more than its own requests
@@ -179,17 +195,7 @@ def test_another_clients_traffic_is_flagged_named_and_left_out_unless_forced(tmp
     with FakeServer(FakeServerConfig(fault_http_500=0.3, proposal_probability=0.6, **FAST)) as server:
         assert replay(tmp_path / "w.jsonl", server.url, out) == EXIT_REQUESTS_FAILED
     failed = sum(r["status"] != "ok" for r in read_results(out).records.values())
-    config = FakeServerConfig(proposal_probability=0.6, hold_after_requests=1, **FAST)
-    with FakeServer(config) as server:
-        codes = []
-        thread = threading.Thread(target=lambda: codes.append(replay(tmp_path / "w.jsonl", server.url, out, "--retry-failed")))
-        thread.start()
-        deadline = time.monotonic() + 60
-        while server.requests_received < 2 and time.monotonic() < deadline:  # session 1 is under way, its scrape taken
-            time.sleep(0.02)
-        server.other_client(requests=10, output_tokens=50)
-        server.release()
-        thread.join(timeout=120)
+    codes = _replay_beside_another_client(tmp_path, FakeServerConfig(proposal_probability=0.6, hold_after_requests=1, **FAST), out, ("--retry-failed",), 10, 50)
     assert codes == [0] and failed > 0
     capsys.readouterr()
     assert main(["calibrate", "--replay", str(out)]) == 0
@@ -238,17 +244,7 @@ def test_another_clients_traffic_cannot_hide_in_the_slack_of_http_errors(tmp_pat
     bound counts a refused request as nothing: the 80 tokens are flagged, exactly."""
     generate(tmp_path / "w.jsonl", n=30)
     out = tmp_path / "r"
-    config = FakeServerConfig(fault_http_500=0.3, hold_after_requests=1, **FAST)
-    with FakeServer(config) as server:
-        codes = []
-        thread = threading.Thread(target=lambda: codes.append(replay(tmp_path / "w.jsonl", server.url, out)))
-        thread.start()
-        deadline = time.monotonic() + 60
-        while server.requests_received < 2 and time.monotonic() < deadline:  # session 0 is under way, its scrape taken
-            time.sleep(0.02)
-        server.other_client(requests=4, output_tokens=20)
-        server.release()
-        thread.join(timeout=120)
+    codes = _replay_beside_another_client(tmp_path, FakeServerConfig(fault_http_500=0.3, hold_after_requests=1, **FAST), out, (), 4, 20)
     failed = [r for r in read_results(out).records.values() if r["status"] == "http_error"]
     assert codes == [EXIT_REQUESTS_FAILED] and sum(r["expected_output_tokens"] for r in failed) > 80  # the slack the 80 tokens hid in
     with FakeServer(FakeServerConfig(**FAST)) as healthy:
