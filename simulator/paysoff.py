@@ -110,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--request-rate", default=None, help="open loop too: Poisson request rates (req/s), a list '2,4,8' (inf is the closed loop: --concurrency)")
     w.add_argument("--prompt-tokens", "--random-input-len", dest="prompt_tokens", type=int, default=command.DEFAULT_WORKLOAD.prompt_tokens, action=Synonyms, help="mean prompt length (python -m simulator's default too)")
     w.add_argument("--output-tokens", "--random-output-len", dest="output_tokens", type=int, default=command.DEFAULT_WORKLOAD.output_tokens, action=Synonyms, help="mean output length (python -m simulator's default too)")
-    w.add_argument("--random-range-ratio", "--length-spread", dest="length_spread", type=float, default=command.DEFAULT_WORKLOAD.range_ratio, action=Synonyms,
+    w.add_argument("--random-range-ratio", "--length-spread", dest="length_spread", type=float, default=command.DEFAULT_WORKLOAD.closed_loop_range_ratio, action=Synonyms,
                    help="closed-loop lengths uniform in [(1-r) mean, (1+r) mean]")
     w.add_argument("--trace", default=None, help="draw prompt/output lengths from a Vidur length trace CSV instead")
     w.add_argument("--requests-per-slot", type=int, default=2, help="closed-loop requests per run = max(--min-requests, this x concurrency)")

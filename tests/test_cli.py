@@ -49,8 +49,15 @@ def _main(capsys, *argv):
 
 
 def test_defaults_are_the_dataclasses_defaults():
+    """Speculation and system are the dataclasses' defaults; the workload's lengths are the commands'
+    one default (simulator.cli.command.DEFAULT_WORKLOAD, shared with paysoff: issue 33)."""
+    from dataclasses import replace
+
+    from simulator.cli.command import DEFAULT_WORKLOAD
+
     config, note = cli.config_from_args(_parse())
-    assert config == RunConfig()  # workload, speculation and system: nothing repeated in the CLI
+    workload = replace(RunConfig().workload, prompt_tokens=DEFAULT_WORKLOAD.prompt_tokens, output_tokens=DEFAULT_WORKLOAD.output_tokens)
+    assert config == RunConfig(workload=workload)
     assert note is None
     assert (config.batch_size_cap, config.chunk_size) == (DEFAULT_MAX_NUM_SEQS, DEFAULT_MAX_NUM_BATCHED_TOKENS) == (256, 2048)
 

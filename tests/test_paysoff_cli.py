@@ -218,11 +218,11 @@ def test_the_two_commands_draw_one_default_workload():
     from simulator.cli.command import DEFAULT_WORKLOAD
 
     one = paysoff.spec_from_args(paysoff.build_parser().parse_args(["--acceptance", "0.7"]))
-    assert (one.prompt_tokens, one.output_tokens, one.length_spread) == (DEFAULT_WORKLOAD.prompt_tokens, DEFAULT_WORKLOAD.output_tokens, DEFAULT_WORKLOAD.range_ratio)
+    assert (one.prompt_tokens, one.output_tokens, one.length_spread) == (DEFAULT_WORKLOAD.prompt_tokens, DEFAULT_WORKLOAD.output_tokens, DEFAULT_WORKLOAD.closed_loop_range_ratio)
     args = simulate.build_parser().parse_args(["--max-concurrency", "8", "--num-prompts", "64"])
     config, _ = simulate.config_from_args(args)
     prompts, outputs = config.workload.prompt_tokens, config.workload.output_tokens
-    low, high = DEFAULT_WORKLOAD.prompt_tokens * (1 - DEFAULT_WORKLOAD.range_ratio), DEFAULT_WORKLOAD.prompt_tokens * (1 + DEFAULT_WORKLOAD.range_ratio)
+    low, high = DEFAULT_WORKLOAD.prompt_tokens * (1 - DEFAULT_WORKLOAD.closed_loop_range_ratio), DEFAULT_WORKLOAD.prompt_tokens * (1 + DEFAULT_WORKLOAD.closed_loop_range_ratio)
     assert min(prompts) >= low - 1 and max(prompts) <= high + 1 and len(set(prompts)) > 1
     assert abs(sum(outputs) / len(outputs) - DEFAULT_WORKLOAD.output_tokens) < 0.15 * DEFAULT_WORKLOAD.output_tokens
 

@@ -46,7 +46,8 @@ def test_same_seed_same_results_in_one_process(small_run):
 @pytest.mark.simulation
 def test_same_seed_same_results_across_processes(small_run, tmp_path):
     out = tmp_path / "requests.csv"
-    cmd = [sys.executable, "-m", "simulator", "--num-prompts", "60", "--request-rate", "4", "--workload-seed", "7", "--requests-csv", str(out)]
+    cmd = [sys.executable, "-m", "simulator", "--num-prompts", "60", "--request-rate", "4", "--workload-seed", "7", "--random-input-len", "1024",
+           "--requests-csv", str(out)]  # the API's default lengths; the command's own default is 512
     subprocess.run(cmd, check=True, capture_output=True, cwd=tmp_path)
     other = pd.read_csv(out)
     assert not other.pop("startup_burst").any()  # Poisson arrivals: no closed-loop burst to mark

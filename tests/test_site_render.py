@@ -544,7 +544,8 @@ def test_paysoff_chart_y_range_fits_its_data(recorded_site, schedules):
     figures = json.loads(re.search(r'<script type="application/json" id="paysoff-data">(.*?)</script>', html, re.S).group(1))["figures"]
     for entry in schedules["schedules"]:
         mine = runs[(runs["mode"] == "closed_loop") & (runs["acceptance"] == entry["acceptance"]) & (runs["num_speculative_tokens"] > 0)]
-        plotted = mine[(mine["k_schedule"].notna()) | (mine["attention"] == entry["attention"])]["tpot_speedup"]
+        scheduled = mine["k_schedule"].notna() & (mine["drafter_idle"].astype(str) != "True")  # the server at k = 0 everywhere is not drawn
+        plotted = mine[scheduled | (mine["k_schedule"].isna() & (mine["attention"] == entry["attention"]))]["tpot_speedup"]
         low, high = min(plotted.min(), 1.0), max(plotted.max(), 1.0)
         y = figures[f"closed|{entry['acceptance']}"]["figure"]["layout"]["yaxis"]["range"]
         assert 10 ** y[0] <= low and 10 ** y[1] >= high
@@ -729,10 +730,23 @@ def test_a_card_leads_with_the_recommendation_when_the_schedule_loses_to_its_fal
              "serve_command": "vllm serve m --speculative-config '{}'",
              "recommended": {"kind": "none", "num_speculative_tokens": 0, "serve_command": "vllm serve m", "why": why}}
     result = answer(entry, ["per_token"])
-    assert result["lead"].startswith(f"Deploy without speculation: {why}. The schedule, for comparison: ")
+    assert result["recommendation"] == f"Deploy without speculation: {why}."
     assert result["serve_command"] == "vllm serve m"
     entry["recommended"] = {"kind": "schedule", "num_speculative_tokens": 3, "serve_command": entry["serve_command"], "why": "..."}
-    assert not answer(entry, ["per_token"])["lead"].startswith("Deploy") and answer(entry, ["per_token"])["serve_command"] == entry["serve_command"]
+    assert answer(entry, ["per_token"])["recommendation"] == "" and answer(entry, ["per_token"])["serve_command"] == entry["serve_command"]
+
+
+def test_cards_show_the_recommendation_and_its_serve_line(recorded_site, schedules):
+    """Issue 33: each card states what to deploy where that is not the schedule, and its serve line is the recommended one."""
+    import html as html_lib
+
+    page = (recorded_site / "paysoff.html").read_text()
+    for entry in schedules["schedules"]:
+        card = page[page.index(f'data-answer-key="{entry["acceptance"]}"'):]
+        card = card[:card.index("</div>")]
+        rec = entry["recommended"]
+        assert html_lib.escape(rec["serve_command"], quote=False) in card or rec["serve_command"] in html_lib.unescape(card), entry["acceptance"]
+        assert ("Recommended:" in card) == (rec["kind"] != "schedule"), entry["acceptance"]
 
 
 def test_paysoff_gpu_line_names_the_profile_its_runs_used(recorded_site, schedules):

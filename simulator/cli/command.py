@@ -26,17 +26,19 @@ from simulator.util.errors import ConfigError
 @dataclass(frozen=True)
 class WorkloadDefaults:
     """The workload both commands draw when no flag says otherwise, so one deployment gets one TPOT
-    from either: vllm bench serve's random dataset at 512 prompt and 256 output tokens, each
-    length uniform within ±50% (a closed loop of equal lengths would drain and refill in lockstep,
-    which no server sees; 128 requests of these fit every catalog GPU's KV cache beside a 7-8B
-    model, so the concurrency is the running batch)."""
+    from either: vllm bench serve's random dataset at 512 prompt and 256 output tokens, fixed in an
+    open loop and uniform within ±50% in a closed loop, as the pays-off sweep draws them (a closed
+    loop of equal lengths would drain and refill in lockstep, which no server sees; 128 requests of
+    these fit every catalog GPU's KV cache beside a 7-8B model, so the concurrency is the running
+    batch).  The Python API's own default (:class:`~simulator.runs.config.PoissonWorkload`) keeps
+    its lengths: the benchmarks and tests measure that run."""
 
     prompt_tokens: int = 512
     output_tokens: int = 256
-    range_ratio: float = 0.5
+    closed_loop_range_ratio: float = 0.5
 
     def describe(self) -> str:
-        return f"{self.prompt_tokens}/{self.output_tokens} tokens ±{self.range_ratio:.0%}"
+        return f"{self.prompt_tokens}/{self.output_tokens} tokens, ±{self.closed_loop_range_ratio:.0%} in a closed loop"
 
 
 DEFAULT_WORKLOAD = WorkloadDefaults()

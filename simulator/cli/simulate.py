@@ -95,8 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=finite,
         default=None,
         help=f"draw each length uniformly in [L(1-r), L(1+r)] (seeded by --workload-seed), as vllm bench serve does (default: "
-        f"{command.DEFAULT_WORKLOAD.range_ratio:g}, as paysoff draws; 0 with --trace); 0 = fixed lengths, which a closed loop runs in "
-        "lockstep waves. With Poisson arrivals, r > 0 draws uncapped exponential gaps",
+        f"{command.DEFAULT_WORKLOAD.closed_loop_range_ratio:g} in a closed loop, 0 with Poisson arrivals or --trace, as paysoff draws); "
+        "0 = fixed lengths, which a closed loop runs in lockstep waves. With Poisson arrivals, r > 0 draws uncapped exponential gaps",
     )
     w.add_argument(
         "--request-rate",
@@ -233,8 +233,6 @@ def workload_from_args(args, limits: Optional[vllm_serve.Limits] = None):
     """The workload the flags describe, as vllm bench serve sends it: Poisson at --request-rate, every
     request at once (--request-rate inf), or a closed loop of --max-concurrency requests."""
     rate, concurrency, ratio = args.request_rate, args.max_concurrency, args.random_range_ratio
-    if ratio is None:  # the shared default; a trace gives its own lengths
-        ratio = 0.0 if args.trace else command.DEFAULT_WORKLOAD.range_ratio
     if args.dataset_name is not None and args.dataset_name not in DATASETS:
         raise ConfigError(
             f"--dataset-name {args.dataset_name}: the simulator draws vllm bench serve's random dataset (--dataset-name random); "
@@ -253,6 +251,8 @@ def workload_from_args(args, limits: Optional[vllm_serve.Limits] = None):
         concurrency = args.num_prompts  # every request at once: a closed loop that never refills
     if concurrency is None:
         rate = _default(PoissonWorkload, "arrival_rate") if rate is None else rate
+    if ratio is None:  # the shared default: spread in a closed loop, fixed otherwise (a trace gives its own lengths)
+        ratio = command.DEFAULT_WORKLOAD.closed_loop_range_ratio if concurrency is not None and not args.trace else 0.0
     if not 0 <= ratio < 1:
         raise ConfigError(f"--random-range-ratio {ratio:g}: must be in [0, 1), as in vllm bench serve")
     if args.trace:
@@ -423,8 +423,8 @@ def bench_line(args, config: RunConfig, served: str) -> Optional[str]:
     if args.trace:
         return None
     workload = config.workload
-    ratio = args.random_range_ratio if args.random_range_ratio is not None else command.DEFAULT_WORKLOAD.range_ratio
     closed = isinstance(workload, ClosedLoopWorkload)
+    ratio = args.random_range_ratio if args.random_range_ratio is not None else command.DEFAULT_WORKLOAD.closed_loop_range_ratio if closed else 0.0
     rate = math.inf if closed else (args.request_rate if args.request_rate is not None else _default(PoissonWorkload, "arrival_rate"))
     return bench_serve_command(served, prompt_tokens=args.prompt_tokens, output_tokens=args.output_tokens, range_ratio=ratio,
                                num_prompts=args.num_prompts, seed=args.workload_seed, request_rate=rate,

@@ -129,17 +129,13 @@ def serve_command(entry: dict) -> str:
 
 
 def answer(entry: dict, bounds: list[str]) -> dict:
-    """The card's lead sentence and its "stops paying" facts, from the schedule's simulated speedups,
-    led by the recommendation where that is not the schedule."""
+    """The card's lead sentence and its "stops paying" facts, from the schedule's simulated speedups;
+    the recommendation where that is not the schedule; the serve line of what is recommended."""
     result = _answer(entry, bounds)
     extra = " ".join(part for part in (switched_off_words(entry), idle_words(entry), error_words(entry)) if part)
     if extra:
         result["lead"] = f"{result['lead']} {extra}".strip()
-    recommended = recommendation_words(entry)
-    if recommended and result["speculates"]:
-        result["lead"] = f"{recommended} The schedule, for comparison: {result['lead']}"
-    elif recommended:
-        result["lead"] = f"{recommended} {result['lead']}"
+    result["recommendation"] = recommendation_words(entry)  # the card's next line, where it is not the schedule
     result["serve_command"] = serve_command(entry)
     return result
 
