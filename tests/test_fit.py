@@ -316,14 +316,16 @@ def _paysoff(profile_path, tmp_path, name):
 @pytest.mark.simulation
 def test_a_speculative_server_places_the_drafter_and_its_table_is_the_laws(tmp_path, capsys):
     scales = {}  # the drafter alone changed (with GEMM x1.3 and attention x0.8 as well the drafter came out x1.22 for x1.5:
-    # the plain fit's attention, poorly placed at 512-token prompts, moves it)
+    # the plain fit's attention, poorly placed at 512-token prompts, moves it).  The engine runs 4 real seconds per
+    # virtual one: a client slowed by a busy machine then still keeps up (at 2 the speedup at 64 in flight came out
+    # 10% high in one CI run)
     plain = FakeServerConfig(model=MODEL, num_speculative_tokens=0, max_batch=1024, num_gpu_blocks=20000, step_law=_law(f"vllm-{NEW}", **scales),
-                             version=NEW, real_time_factor=2.0)
+                             version=NEW, real_time_factor=4.0)
     with FakeServer(plain) as server:
         code, base = _fit(server.url, tmp_path / "plain")
     assert code == 0, capsys.readouterr().err
     spec = FakeServerConfig(model=MODEL, num_speculative_tokens=3, acceptance_rate=0.7, max_batch=1024, num_gpu_blocks=20000,
-                            step_law=_spec_law(1.5, **scales), version=NEW, real_time_factor=2.0)
+                            step_law=_spec_law(1.5, **scales), version=NEW, real_time_factor=4.0)
     with FakeServer(spec) as server:
         code, fitted_path = _fit(server.url, tmp_path / "spec", extra=("--engine-profile", str(base), "--proposer", "eagle3", "--draft-model", EAGLE["draft_model"]))
     printed = capsys.readouterr()
