@@ -501,3 +501,25 @@ def test_tree_settings_on_a_chain_row_are_refused(tmp_path):
     path.write_text(text)
     with pytest.raises(ConfigError, match="eagle_topk is a tree's setting"):
         load_measurements(path)
+
+
+def test_the_sources_page_counts_the_rows_and_sources_the_file_holds():
+    """Issue 31: docs/published-sources.md said 79 rows and 11 sources long after the file grew."""
+    import re
+    import tomllib
+
+    from repo import REPO_ROOT
+
+    rows = tomllib.loads((REPO_ROOT / "data" / "published.toml").read_text(encoding="utf-8"))["measurement"]
+    text = " ".join((REPO_ROOT / "docs" / "published-sources.md").read_text(encoding="utf-8").split())
+    stated = re.search(r"holds (\d+) rows from (\d+) source pages", text)
+    assert stated, "the sources page no longer states its counts"
+    assert (int(stated.group(1)), int(stated.group(2))) == (len(rows), len({r["source_url"].split("#")[0] for r in rows}))
+
+
+def test_the_method_page_describes_the_scheduler_limits_the_rows_run_with():
+    """Issue 31: content/published-method.md said Sarathi chunks of 512 tokens; rows run their engine's vllm serve limits."""
+    from repo import REPO_ROOT
+
+    text = " ".join((REPO_ROOT / "content" / "published-method.md").read_text(encoding="utf-8").split())
+    assert "chunks of 512 tokens" not in text and "what `vllm serve` of the row's engine profile picks on its GPU" in text
