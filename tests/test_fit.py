@@ -179,7 +179,8 @@ def test_the_fit_predicts_the_held_out_level_four_times_the_largest(tmp_path, ca
 
     truth = {**START, "cpu_ms": 2.5, "gemm": 1.3, "attention": 0.8}
     law = _law(SYNC, **{k: v for k, v in truth.items() if k not in ("all_reduce", "drafter")})
-    config = FakeServerConfig(model=MODEL, num_speculative_tokens=0, max_batch=1024, num_gpu_blocks=20000, step_law=law, version="0.10.1", real_time_factor=2.0)
+    # 4 real seconds per virtual one: a client slowed by a busy machine still keeps up (at 2 one CI run held out 12.7%)
+    config = FakeServerConfig(model=MODEL, num_speculative_tokens=0, max_batch=1024, num_gpu_blocks=20000, step_law=law, version="0.10.1", real_time_factor=4.0)
     with FakeServer(config) as server:
         code, out = _fit(server.url, tmp_path)
     printed = capsys.readouterr()
