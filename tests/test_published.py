@@ -506,15 +506,14 @@ def test_tree_settings_on_a_chain_row_are_refused(tmp_path):
 def test_the_sources_page_counts_the_rows_and_sources_the_file_holds():
     """Issue 31: docs/published-sources.md said 79 rows and 11 sources long after the file grew."""
     import re
-    import tomllib
 
     from repo import REPO_ROOT
 
-    rows = tomllib.loads((REPO_ROOT / "data" / "published.toml").read_text(encoding="utf-8"))["measurement"]
+    rows = load_measurements(REPO_ROOT / "data" / "published.toml")
     text = " ".join((REPO_ROOT / "docs" / "published-sources.md").read_text(encoding="utf-8").split())
     stated = re.search(r"holds (\d+) rows from (\d+) source pages", text)
     assert stated, "the sources page no longer states its counts"
-    assert (int(stated.group(1)), int(stated.group(2))) == (len(rows), len({r["source_url"].split("#")[0] for r in rows}))
+    assert (int(stated.group(1)), int(stated.group(2))) == (len(rows), len({r.source_url.split("#")[0] for r in rows}))
 
 
 def test_the_method_page_describes_the_scheduler_limits_the_rows_run_with():
