@@ -402,7 +402,7 @@ def test_an_edited_config_gets_a_new_result_cache_key(tmp_path):
     script = (
         # profile_hash: the part of the run key that covers the files a run reads (the rest is the
         # run's settings, the package's model hash and Vidur's version)
-        "import sys; from simulator import RunConfig; from simulator.util.run_cache import profile_hash; "
+        "import sys; from simulator import RunConfig; from simulator.runs.cache import profile_hash; "
         "print(profile_hash(RunConfig(model=sys.argv[1], device='h100')))"
     )
 

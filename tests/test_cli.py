@@ -427,7 +427,7 @@ def _fake_result(config):
 def test_a_single_run_comes_from_the_result_cache(capsys, tmp_path):
     """The unit tier refuses any simulation: the answer can only come from the cache, keyed by the
     resolved run (a run with another seed is a miss)."""
-    from simulator.util import run_cache as cache
+    from simulator.runs import cache
 
     argv = [*SMALL, "--request-rate", "8", "--cache-dir", str(tmp_path / "cache")]
     config, _ = cli.config_from_args(_parse(*argv))

@@ -73,7 +73,7 @@ def test_the_site_takes_nothing_from_the_validation_harness():
 def test_the_site_only_renders():
     """website/ turns recorded files into pages: it never runs a simulation or the build pipeline
     (the pipeline, simulator/publish/pipeline.py, calls it)."""
-    forbidden = ("simulator.engine", "simulator.vidur", "simulator.publish.pipeline", "simulator.sweep.executors", "simulator.util.run_cache", "vidur")
+    forbidden = ("simulator.engine", "simulator.vidur", "simulator.publish.pipeline", "simulator.sweep.executors", "simulator.runs.cache", "vidur")
     offenders = [
         f"{path.relative_to(PACKAGE)} imports {module}"
         for path in sorted((PACKAGE / "website").rglob("*.py"))

@@ -141,7 +141,7 @@ def test_from_deployment_splits_the_fields_and_stores_them_as_given():
     """The one translator every front end calls: flat fields in, the same RunConfig (and cache key) a
     hand-built one has out; a misspelt field is a programming error, not a silent default."""
     from simulator.runs.config import SpeculationConfig
-    from simulator.util.run_cache import run_key
+    from simulator.runs.cache import run_key
 
     flat = RunConfig.from_deployment(
         model="meta-llama/Llama-2-7b-hf", tensor_parallel_size=2, seed=3,

@@ -9,7 +9,7 @@ import pytest
 from repo import DATA_DIR
 from simulator.util import versions
 from simulator.runs.config import PoissonWorkload, RunConfig, SpeculationConfig
-from simulator.util import run_cache as cache
+from simulator.runs import cache
 from simulator.sweep import runner
 from simulator.sweep.executors import LocalExecutor
 from simulator.schemas import SWEEP_COLUMNS

@@ -8,7 +8,7 @@ JSON (:mod:`simulator.cli.speculative_config`), and ``vllm bench serve``'s workl
 ``--max-concurrency``, ``--random-range-ratio``); the summary uses ``vllm bench serve``'s metric
 names, in milliseconds, and ends with the ``vllm serve`` line of what was simulated.  The other
 defaults are read from the configuration dataclasses (:mod:`simulator.runs.config`), so the help cannot
-drift from a run.  A run goes through the result cache (:mod:`simulator.util.run_cache`): asking again
+drift from a run.  A run goes through the result cache (:mod:`simulator.runs.cache`): asking again
 re-simulates nothing.  Older flag names still work, with a warning, for one release; bad input
 and Ctrl-C fail in one line (:mod:`simulator.cli.command`).
 """
@@ -643,7 +643,7 @@ def requests_table(result):
 
 def simulate_cached(config: RunConfig):
     """(result, from the cache): the run's result from the result cache, else simulated and kept."""
-    from simulator.util import run_cache as cache
+    from simulator.runs import cache
 
     if cache.enabled():
         result = cache.load_result(config)

@@ -87,9 +87,9 @@ def run_sweep(spec: SweepSpec, executor, run: Optional[RunFn] = None, profile_di
 
 def simulate_all(configs: Sequence[RunConfig], executor, run: Optional[RunFn] = None, label: str = "simulating") -> list[dict]:
     """One record per config, in order.  Real runs (``run`` None) go through the result cache
-    (:mod:`simulator.util.run_cache`): only the misses are simulated, so a warm rebuild runs none.
+    (:mod:`simulator.runs.cache`): only the misses are simulated, so a warm rebuild runs none.
     ``label`` names the stage in the progress lines and bar."""
-    from simulator.util import run_cache as cache
+    from simulator.runs import cache
     from simulator.sweep.executors import LocalExecutor
 
     configs = list(configs)
@@ -116,7 +116,7 @@ def simulate_all(configs: Sequence[RunConfig], executor, run: Optional[RunFn] = 
 
 def simulate_and_store(job: tuple[RunConfig, str]) -> dict:
     """Worker entry point of a cached sweep: simulate one config and keep its record in the cache."""
-    from simulator.util import run_cache as cache
+    from simulator.runs import cache
 
     config, key = job
     fresh = simulate((None, config))
