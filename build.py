@@ -85,7 +85,7 @@ def _speedup_checks_path(args) -> Path:
 def main(argv=None) -> int:
     started = time.monotonic()
     args = parse_args(argv)
-    from simulator.util.progress import quiet_vidur
+    from simulator.vidur.logs import quiet_vidur
 
     quiet_vidur()
     report = args.validation_report

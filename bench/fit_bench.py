@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from simulator.util.progress import quiet_vidur
+from simulator.vidur.logs import quiet_vidur
 
 quiet_vidur()
 from simulator.validation.fit import Level, fit_with_holdout, simulate_level  # noqa: E402

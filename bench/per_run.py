@@ -84,9 +84,12 @@ def child(names: list[str], inner: int) -> None:
     """One revision's process: every kind warmed once, then ``inner`` timed runs each."""
     import simulator
     try:
-        from simulator.util.progress import quiet_vidur
-    except ImportError:  # a revision from before the tree was grouped
-        from simulator.progress import quiet_vidur
+        from simulator.vidur.logs import quiet_vidur
+    except ImportError:  # a revision from before the adapter owned Vidur's logger
+        try:
+            from simulator.util.progress import quiet_vidur
+        except ImportError:  # a revision from before the tree was grouped
+            from simulator.progress import quiet_vidur
 
     quiet_vidur()
     out = {"simulator": simulator.__file__}

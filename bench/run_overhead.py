@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import simulator  # noqa: E402
-from simulator.util.progress import quiet_vidur  # noqa: E402
+from simulator.vidur.logs import quiet_vidur  # noqa: E402
 
 quiet_vidur()
 from simulator.runs.config import PoissonWorkload, RunConfig  # noqa: E402

@@ -15,7 +15,7 @@ import time
 
 
 import simulator  # noqa: E402
-from simulator.util.progress import quiet_vidur  # noqa: E402
+from simulator.vidur.logs import quiet_vidur  # noqa: E402
 
 quiet_vidur()
 from simulator.runs.config import PoissonWorkload, RunConfig, SpeculationConfig  # noqa: E402

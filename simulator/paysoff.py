@@ -371,7 +371,7 @@ def answer_document(spec, output, argv, limits: Optional[vllm_serve.Limits] = No
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
-    from simulator.util.progress import quiet_vidur
+    from simulator.vidur.logs import quiet_vidur
 
     quiet_vidur()
     return command.guarded(

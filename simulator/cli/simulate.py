@@ -665,7 +665,7 @@ def main(argv=None) -> int:
         print(version_text())
         return 0
     if not args.verbose:
-        from simulator.util.progress import quiet_vidur
+        from simulator.vidur.logs import quiet_vidur
 
         quiet_vidur()
     return command.guarded(

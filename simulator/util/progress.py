@@ -84,25 +84,3 @@ def say(message: str, enabled: Optional[bool] = None) -> None:
     if enabled is not False:
         print(message, file=sys.stderr, flush=True)
 
-
-def quiet_vidur() -> int:
-    """Vidur logs every simulation at INFO on stdout; the project shows its own progress instead.
-    This is the one way the project quiets it (``python -m simulator`` and the validation harness
-    skip the call under ``-v``; the build and the pays-off command always quiet it).
-    Vidur's logger sets its level when ``vidur.logger`` is first imported, so import it first.
-    Returns the previous level, for :func:`restore_vidur`."""
-    import logging
-
-    from simulator.vidur.logs import vidur_logger
-
-    logger = vidur_logger()
-    previous = logger.level
-    logger.setLevel(logging.WARNING)
-    return previous
-
-
-def restore_vidur(level: int) -> None:
-    """Vidur's log level back as :func:`quiet_vidur` found it (for callers inside a longer process)."""
-    from simulator.vidur.logs import vidur_logger
-
-    vidur_logger().setLevel(level)

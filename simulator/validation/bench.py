@@ -522,7 +522,7 @@ def _harness(args, work: Path, workload, api_model: str, sessions: int) -> dict:
 
 
 def _simulate_and_compare(args, work: Path, workload, calibration: dict, sim_model: str, percentiles, metrics, slos, api_model: str):
-    from simulator.util.progress import quiet_vidur, restore_vidur
+    from simulator.vidur.logs import quiet_vidur, restore_vidur
     from simulator.validation.bench_result import error_pct, measured_side, simulated_side
     from simulator.validation.replay_files import read_results
     from simulator.validation.report import compare_files

@@ -233,7 +233,7 @@ def _simulate(args) -> None:
     workload = read_workload(Path(args.workload))
     calibration = read_calibration(Path(args.calibration))
     config = build_run_config(workload, calibration, model=args.model, device=args.device, profile_dir=args.profile_dir, proposer=kind.name, draft_model=args.draft_model, seed=args.acceptance_seed)
-    from simulator.util.progress import quiet_vidur, restore_vidur
+    from simulator.vidur.logs import quiet_vidur, restore_vidur
 
     previous = None if args.verbose else quiet_vidur()  # Vidur's INFO lines, as python -m simulator hides them without -v
     try:

@@ -75,7 +75,7 @@ def run_fit(args) -> int:
     from simulator.cli import vllm_serve
     from simulator.cli.argtypes import given
     from simulator.profiles.fitted import read_fitted_profile
-    from simulator.util.progress import quiet_vidur
+    from simulator.vidur.logs import quiet_vidur
     from simulator.validation.bench import served_models
     from simulator.validation.files import check_output_file
     from simulator.validation.fit import fit_with_holdout
