@@ -214,7 +214,7 @@ def test_a_broken_template_keeps_the_previous_site_and_csvs(workspace, site_sour
 
 from simulator.sweep.runner import SweepOutput  # noqa: E402
 from simulator.publish import pipeline
-from simulator.publish import publication as publish  # noqa: E402
+from simulator.util import publication as publish  # noqa: E402
 
 SWAP_RENAMES = 6  # three targets (two CSVs, the site), each: old one aside, new one in
 

@@ -27,7 +27,7 @@ from simulator.schemas import PROGRESS_COLUMNS, SWEEP_COLUMNS
 from simulator.sweep.runner import run_sweep, to_csv_text
 from simulator.specs.sweep import load_spec
 from simulator.util.textio import check_writable_dir, check_writable_file
-from simulator.publish.publication import Publication, remove_leftovers
+from simulator.util.publication import Publication, remove_leftovers
 from simulator.website.render import SiteSources, check_sources, render_into, render_site
 
 

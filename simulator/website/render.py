@@ -1,7 +1,7 @@
 """Render the site: Jinja2 templates (autoescaped) + Markdown copy + Plotly JSON + local plotly.js.
 
 Everything is written into a staging directory beside the output and swapped in at the end
-(:mod:`simulator.publish.publication`), so a build that fails at any point leaves the previously
+(:mod:`simulator.util.publication`), so a build that fails at any point leaves the previously
 published site as it was.
 """
 
@@ -35,7 +35,7 @@ from simulator.website.charts import (
     export_layout, figure_json, progress_figure, speedup_figure, speedup_range,
 )
 from simulator.website.pages import PAGES, SITE_PAGES
-from simulator.publish.publication import Publication
+from simulator.util.publication import Publication
 from simulator.website.recorded import Recorded, load_progress, load_recorded
 
 TEMPLATES = ("base.html", "_setup.html", "_selection.html", "_paysoff_checks.html") + tuple(PAGES)
