@@ -95,10 +95,10 @@ def _simulator_imports(path):
 
 
 # What the site may read besides itself: the file contracts, input checking, the output folder,
-# the proposers' labels, and the committed verify profile's reader and fit (a profile is an input,
+# how numbers read (shared with the pays-off command's answer), the proposers' labels, and the committed verify profile's reader and fit (a profile is an input,
 # not a recorded result).  Never a writer of a recorded file (the sweeps, the reproduction, the pipeline).
 SITE_MAY_IMPORT = (
-    "simulator.schemas", "simulator.util.errors", "simulator.util.inputs", "simulator.util.publication", "simulator.speculative.proposers",
+    "simulator.schemas", "simulator.util.errors", "simulator.util.inputs", "simulator.util.publication", "simulator.util.units", "simulator.speculative.proposers",
     "simulator.profiling.verify_fit", "simulator.profiling.verify_table",
     "simulator.sweep.error_bar",  # pure: the words of a recorded error bar (error_bar.summary), no writer
 )

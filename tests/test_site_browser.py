@@ -14,7 +14,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from simulator.website.pages import PAGES
-from simulator.website.units import number
+from simulator.util.units import number
 
 pytestmark = pytest.mark.browser
 

@@ -82,7 +82,7 @@ def verdict_lines(spec, entry: dict, version: Optional[str], rows=()) -> list[st
     """The answer first: does it pay, with what, how much, and how far the check rows of the same
     regime say to trust it; then why the alternatives lost."""
     from simulator.speculative.k_schedule import k_for_batch
-    from simulator.website.paysoff_answer import schedule_words
+    from simulator.util.units import schedule_words
 
     closed = _closed(entry)
     rec = entry["recommended"]
@@ -189,7 +189,7 @@ def deploy_lines(spec, entry: dict, version: Optional[str]) -> list[str]:
 
 def setup_lines(spec, entry: dict, doc: dict, limits, speculative_input) -> list[str]:
     """What was simulated: the deployment, scheduler, engine, acceptance, verify cost and workload."""
-    from simulator.website import units
+    from simulator.util import units
 
     profile = spec.profiles[0]
     tp = f"{profile.tensor_parallel_size} × "
@@ -231,7 +231,7 @@ def table_lines(spec, entry: dict, rows) -> list[str]:
     """Median TPOT speedup by load x k under the primary verify setting, with each load's base,
     the best k and the recommendation's figure; the band's width after it (every bound in --csv)."""
     from simulator.schemas import OVERLOAD_TTFT_GROWTH
-    from simulator.website import units
+    from simulator.util import units
 
     primary, bounds = spec.attention, [m for m in spec.attention_modes if m != spec.attention]
     fixed = [r for r in rows if r["acceptance"] and not r["k_schedule"]]

@@ -14,7 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from simulator.website.units import attention_label, number
+from simulator.util.units import attention_label, number
 
 FONT = "system-ui, -apple-system, 'Segoe UI', Roboto, sans-serif"
 # Distinct in hue and in lightness; shapes carry the meaning on their own.

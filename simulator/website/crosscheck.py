@@ -37,7 +37,8 @@ from typing import Optional
 import pandas as pd
 from packaging.version import InvalidVersion, Version
 
-from simulator.website import names, units
+from simulator.util import units
+from simulator.website import names
 from simulator.website.published import LABELS, MISS_PCT, percent, with_unit
 
 SIZE_RATIO = 1.5  # "about the same size": parameters within this factor

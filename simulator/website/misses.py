@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from simulator.website.published_summary import at_load
-from simulator.website.units import percent
+from simulator.util.units import percent
 
 
 @dataclass(frozen=True)

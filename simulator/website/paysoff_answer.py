@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from simulator.website import names, units
+from simulator.util import units
+from simulator.website import names
 
 
 def setting_label(attention: str) -> str:
@@ -42,20 +43,6 @@ def stops_paying(points: list[dict], setting: str) -> Optional[dict]:
             return {"x": p["x"], "speedup": value, "before": before}
         before = {"x": p["x"], "speedup": value}
     return None
-
-
-def schedule_words(schedule) -> str:
-    """vLLM's num_speculative_tokens_per_batch_size rows in words: "k = 4 up to 31 in flight, 3 from 32"."""
-    rows = [list(r) for r in schedule or []]
-    if not rows:
-        return "no speculation"
-    if len(rows) == 1:
-        k = rows[0][2]
-        return f"k = {k} at every batch size" if k else "speculation off at every batch size"
-    start, end, k = rows[0]
-    parts = [f"k = {k} up to {end} in flight" if k else f"off up to {end} in flight"]
-    parts += [f"{k} from {start}" if k else f"off from {start}" for start, _, k in rows[1:]]
-    return ", ".join(parts)
 
 
 def _in_flight(x) -> str:
@@ -168,7 +155,7 @@ def _answer(entry: dict, bounds: list[str]) -> dict:
         lead = (
             f"{units.speedup(first['speedups'][primary])} at {_in_flight(first['x'])}, "
             f"{units.speedup(last['speedups'][primary])} at {_in_flight(last['x'])} "
-            f"with the recommended schedule ({schedule_words(schedule)})"
+            f"with the recommended schedule ({units.schedule_words(schedule)})"
         )
         under = []
         for b in settings[1:]:

@@ -13,7 +13,8 @@ import math
 import pandas as pd
 import plotly.graph_objects as go
 
-from simulator.website import names, units
+from simulator.util import units
+from simulator.website import names
 from simulator.website.charts import REFERENCE_COLOR, SPEEDUP_TICKS
 
 K_COLORS = ("#1f5fa8", "#0e7490", "#4d7c0f", "#a16207", "#c2410c", "#b91c1c", "#86198f", "#4b5563")

@@ -20,7 +20,8 @@ import pandas as pd
 from simulator.util.errors import ConfigError
 from simulator.util.inputs import read_json
 from simulator.schemas import CROSSOVER_REQUIRED, PAYSOFF_REQUIRED, SCHEDULE_ENTRY_FIELDS, SCHEDULES_FIELDS
-from simulator.website import crosscheck, names, units
+from simulator.util import units
+from simulator.website import crosscheck, names
 from simulator.website.charts import PLOT_CONFIG, export_layout, figure_json
 from simulator.website.paysoff_answer import answer, setting_label
 from simulator.website.paysoff_charts import NARROW_LAYOUT, NARROW_NAMES, NARROW_PX, describe, speedup_vs_x

@@ -14,7 +14,7 @@ from typing import Optional
 
 import pandas as pd
 
-from simulator.website import units
+from simulator.util import units
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from simulator.util.errors import ConfigError
 from simulator.schemas import ACCEPTANCE_CLASSES, PUBLISHED_COLUMNS, PUBLISHED_LATER_COLUMNS, SIMULATED
 from simulator.website.charts import PLOT_CONFIG, REFERENCE_COLOR, _style, export_layout, figure_json
 from simulator.website import misses as miss_causes
-from simulator.website import names, units
+from simulator.util import units
+from simulator.website import names
 from simulator.website.published_summary import summary
 
 CSV_NAME = "published.csv"

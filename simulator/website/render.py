@@ -28,7 +28,7 @@ from simulator.website import paysoff_page
 from simulator.website import provenance as page_provenance
 from simulator.website import published as published_page
 from simulator.website import verify as verify_section
-from simulator.website import units
+from simulator.util import units
 from simulator.website import calibration as calibration_reports
 from simulator.website.charts import (
     ATTENTION_STYLE, OVERLOAD_NAME, OVERLOAD_STYLE, PLOT_CONFIG, REFERENCE_COLOR, SPAN_COLOR,

@@ -1,4 +1,5 @@
-"""How numbers and identifiers read on the site: one place, so chart, table and text agree."""
+"""How numbers, identifiers and k schedules read, on the site and in the pays-off command's answer:
+one place, so chart, table, page text and terminal agree."""
 
 from __future__ import annotations
 
@@ -76,6 +77,21 @@ def percent(value: float) -> str:
 def batch(value: float) -> str:
     """A mean number of requests, e.g. '23.4' (the column heading names the unit)."""
     return "–" if _missing(value) else f"{value:.1f}"
+
+
+
+def schedule_words(schedule) -> str:
+    """vLLM's num_speculative_tokens_per_batch_size rows in words: "k = 4 up to 31 in flight, 3 from 32"."""
+    rows = [list(r) for r in schedule or []]
+    if not rows:
+        return "no speculation"
+    if len(rows) == 1:
+        k = rows[0][2]
+        return f"k = {k} at every batch size" if k else "speculation off at every batch size"
+    start, end, k = rows[0]
+    parts = [f"k = {k} up to {end} in flight" if k else f"off up to {end} in flight"]
+    parts += [f"{k} from {start}" if k else f"off from {start}" for start, _, k in rows[1:]]
+    return ", ".join(parts)
 
 
 def attention_label(mode: str) -> str:
