@@ -211,7 +211,7 @@ def prepare(args) -> None:
     if args.speculative_config is not None:
         from simulator.cli.speculative_config import Destinations, apply
 
-        destinations = Destinations(k=("at_k", "-k"), k_schedule=None)
+        destinations = Destinations(k=("at_k", "-k"), k_schedule=None, adaptive_verification=None)
         args._speculative_input = apply(
             args, args.speculative_config, destinations, target=args.model,
             schedule_refusal="is what this command recommends; drop it (python -m simulator --speculative-config simulates a given schedule)",

@@ -142,6 +142,12 @@ def build_parser() -> argparse.ArgumentParser:
         "step from the running batch size, k = 0 runs plain decode; e.g. '[[1,16,4],[17,64,2],[65,256,0]]'; the last row "
         "must reach --max-num-seqs (-k, if given, is the maximum; else the schedule's largest k)",
     )
+    s.add_argument(
+        "--adaptive-verification",
+        action="store_true",
+        help="vLLM's enable_adaptive_verification (0.30.0, Model Runner V2: EAGLE, EAGLE-3, MTP, DFlash): each step verifies the "
+        "draft budget that start-up cost tables pick, the drafter still drafting -k; not with --k-schedule",
+    )
     s.add_argument("--acceptance", metavar="RATE", type=finite, help="per-token acceptance rate, i.i.d. over the k positions: P(position accepted | earlier ones accepted)")
     s.add_argument(
         "--acceptance-length",
@@ -311,6 +317,8 @@ def acceptance_from_args(args) -> tuple[Optional[float], Optional[tuple], Option
             f"{flag} {value} without speculation (-k {k}): add -k N (N >= 1 proposals per step) or --k-schedule, "
             f"or drop {flag} to run without speculation"
         )
+    if args.adaptive_verification and not speculating:
+        raise ConfigError(f"--adaptive-verification without speculation (-k {k}): add -k N, or drop it")
     if not speculating:
         return None, None, None
     if not given:
@@ -470,6 +478,7 @@ def _config(args, limits: vllm_serve.Limits, version: str, fitted=None) -> tuple
         workload=workload_from_args(args, limits),
         num_speculative_tokens=args.num_speculative_tokens,
         k_schedule=_schedule_from_args(args),
+        adaptive_verification=args.adaptive_verification,
         acceptance_rate=rate,
         acceptance_per_position=vector,
         proposer=kind.name,
@@ -525,6 +534,8 @@ def serve_command(inputs: Inputs) -> Optional[str]:
         speculative = kind.speculative_config(settings, draft, spec.draft_tensor_parallel_size)
         if spec.k_schedule:
             speculative["num_speculative_tokens_per_batch_size"] = to_vllm(spec.k_schedule)
+        if spec.adaptive_verification:
+            speculative["enable_adaptive_verification"] = True
     return kind.serve_command(inputs.served_model_name, flags, speculative)
 
 
@@ -581,6 +592,9 @@ def format_summary(result, acceptance_note: Optional[str] = None, inputs: Option
     else:
         k = f"k = {spec.num_speculative_tokens}" + (f" at most (schedule {[list(r) for r in spec.k_schedule]})" if spec.k_schedule else "")
         lines.append(f"{spec.proposer}, {k}, mean scheduled k {s.mean_scheduled_k:.2f}")
+        if spec.adaptive_verification and s.verify_steps:
+            lines.append(f"adaptive verification: {s.proposed_tokens / s.verify_steps:.2f} of {spec.num_speculative_tokens} drafts verified per step on average "
+                         "(the drafter drafts all of them)")
         if acceptance_note:
             lines.append(f"ran with: {acceptance_note}")
         if s.verify_steps == 0:

@@ -25,7 +25,7 @@ from simulator.speculative.proposers.base import ProposerKind
 
 FLAG = "--speculative-config"
 EXAMPLE = '{"method":"ngram","num_speculative_tokens":4,"prompt_lookup_max":4}'
-GENERAL_KEYS = ("method", "model", "num_speculative_tokens", "draft_tensor_parallel_size", "num_speculative_tokens_per_batch_size")
+GENERAL_KEYS = ("method", "model", "num_speculative_tokens", "draft_tensor_parallel_size", "num_speculative_tokens_per_batch_size", "enable_adaptive_verification")
 # vLLM keys that change no simulated number (which revision of the same weights is loaded)
 NEUTRAL_KEYS = ("revision", "code_revision")
 # SpeculativeConfig's other user-facing keys (vLLM 0.10.1 to 0.33.0): accepted by vLLM, not modelled here
@@ -34,7 +34,7 @@ NOT_MODELLED_KEYS = (
     "disable_log_stats", "enable_chunked_prefill", "speculative_token_tree", "tensor_parallel_size", "moe_backend", "attention_backend",
     "kv_cache_dtype", "index_share_for_mtp_iteration", "disable_eagle_block_drop", "disable_lookahead_block_hashes",
     "draft_lm_head_quantization", "use_local_argmax_reduction", "use_heterogeneous_vocab", "draft_load_config", "rejection_sample_method",
-    "synthetic_acceptance_rates", "synthetic_acceptance_length", "enable_adaptive_verification", "draft_sample_method",
+    "synthetic_acceptance_rates", "synthetic_acceptance_length", "draft_sample_method",
     "dspark_draft_topk", "xpress_topc", "fly_window_size", "fly_entropy_threshold", "fly_entropy_top_k",
 )
 NGRAM_MODEL_NAMES = ("ngram", "[ngram]")  # vLLM's legacy way to ask for n-gram
@@ -50,6 +50,7 @@ class SpeculativeInput:
     draft_model: Optional[str]
     draft_tensor_parallel_size: Optional[int]
     k_schedule: Optional[tuple]  # num_speculative_tokens_per_batch_size, checked
+    adaptive_verification: bool = False  # enable_adaptive_verification
 
 
 def _vllm_kinds() -> list[ProposerKind]:
@@ -144,7 +145,10 @@ def parse(text: str, target: Optional[str] = None) -> SpeculativeInput:
         from simulator.speculative.k_schedule import check_schedule
 
         schedule = check_schedule(config["num_speculative_tokens_per_batch_size"], k, f"{FLAG} num_speculative_tokens_per_batch_size")
-    return SpeculativeInput(kind, k, tuple(sorted(given.items())), model, draft_tp, schedule)
+    adaptive = config.get("enable_adaptive_verification", False)
+    if not isinstance(adaptive, bool):
+        raise ConfigError(f"{FLAG}: enable_adaptive_verification = {json.dumps(adaptive)} must be true or false")
+    return SpeculativeInput(kind, k, tuple(sorted(given.items())), model, draft_tp, schedule, adaptive)
 
 
 def _check_keys(config: dict, kind: ProposerKind, option_keys: dict, flag_keys: dict) -> None:
@@ -168,6 +172,7 @@ class Destinations:
     proposer: tuple[str, str] = ("proposer", "--proposer")
     draft_model: tuple[str, str] = ("draft_model", "--draft-model")
     draft_tensor_parallel_size: tuple[str, str] = ("draft_tensor_parallel_size", "--draft-tensor-parallel-size")
+    adaptive_verification: Optional[tuple[str, str]] = ("adaptive_verification", "--adaptive-verification")
 
 
 def apply(args, text: str, destinations: Destinations, target: Optional[str] = None, schedule_refusal: str = "") -> SpeculativeInput:
@@ -187,6 +192,10 @@ def apply(args, text: str, destinations: Destinations, target: Optional[str] = N
         if destinations.k_schedule is None:
             raise ConfigError(f"{FLAG}: num_speculative_tokens_per_batch_size {schedule_refusal}")
         values.append((destinations.k_schedule, json.dumps(to_vllm(parsed.k_schedule), separators=(",", ":")), "num_speculative_tokens_per_batch_size"))
+    if parsed.adaptive_verification:
+        if destinations.adaptive_verification is None:
+            raise ConfigError(f"{FLAG}: enable_adaptive_verification {schedule_refusal}")
+        values.append((destinations.adaptive_verification, True, "enable_adaptive_verification"))
     for name, value in parsed.options:
         key = next(o.vllm_key for o in parsed.kind.options if o.name == name)
         values.append(((f"option_{name}", option_flag(name)), value, key))

@@ -78,6 +78,10 @@ class AnalyticPredictor(WholeStepPredictorSeam):
         self.proposer = predictor_config.proposer
         self.scales = predictor_config.scales
 
+    @property
+    def step_model(self) -> StepModel:
+        return self._model
+
     def forward_cost(self, batch, logits_rows: Optional[int] = None) -> StepCost:
         rows, tokens, logits, uniform = batch_rows(batch)
         return self._model.forward(rows, tokens, logits if logits_rows is None else logits_rows, uniform)

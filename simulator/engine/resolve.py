@@ -24,7 +24,7 @@ from simulator.util.errors import ConfigError
 from simulator.models.context import table_tokens
 from simulator.models.precision import precision_problem, run_precision
 from simulator.util.paths import default_cache_dir
-from simulator.profiles.engines import EngineSpec, get_engine
+from simulator.profiles.engines import EngineSpec, get_engine, load_engines
 from simulator.profiles.hardware import DeviceSpec, get_device
 from simulator.profiles.logits import cached_logits_table
 from simulator.profiles.source import ProfileQuery, ResolvedProfile, resolve
@@ -68,6 +68,7 @@ class VerifyPlan:
     k_schedule: tuple
     draft_length_pmf: tuple[float, ...]
     tree: object  # the kind's draft tree at this run's settings; None for a chain
+    adaptive_verification: bool = False  # each step verifies the budget its cost tables pick
 
 
 @dataclass(frozen=True)
@@ -125,6 +126,7 @@ def scheduler_plan(spec, settings: SpeculationSettings, chunk_size: int, batch_s
         k_schedule=spec.k_schedule or (),
         draft_length_pmf=tuple(kind.draft_length_pmf(settings)),
         tree=kind.tree(settings),
+        adaptive_verification=spec.adaptive_verification,
     )
     return SchedulerPlan(chunk_size, batch_size_cap, verify)
 
@@ -178,6 +180,8 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     settings = SpeculationSettings(k=spec.num_speculative_tokens, options=spec.option_values, ngram_overhead_ms=spec.ngram_overhead_ms, draft=draft_facts, target=target_facts)
     if spec.enabled:
         kind.check(settings, target_facts, config.draft_tensor_parallel_size, config.tensor_parallel_size)
+        if spec.adaptive_verification:
+            _check_adaptive_verification(engine, kind, settings)
     costing = _Costing(
         device, engine, cache_directory(config.cache_dir), max_tokens, config.block_size, config.chunk_size, config.pipeline_stages,
         config.network_profile_dir, config.lm_head, spec.attention, spec.interpolation,
@@ -226,10 +230,25 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
         scheduler=scheduler_plan(spec, settings, config.chunk_size, config.batch_size_cap, config.acceptance_seed),
         proposer=ProposerPlan(
             kind, spec.draft_pass_overhead_ms,
-            drafts_full_k=spec.num_speculative_tokens if spec.k_schedule and engine.runner_for(kind.name) == "mrv2" else 0,
+            drafts_full_k=spec.num_speculative_tokens if (spec.k_schedule or spec.adaptive_verification) and engine.runner_for(kind.name) == "mrv2" else 0,
         ) if spec.enabled else None,
         provenance=provenance,
     )
+
+
+def _check_adaptive_verification(engine, kind, settings) -> None:
+    """vLLM runs adaptive verification on Model Runner V2 only, from the version that has it, for a
+    chain of drafts (the budget admits a prefix of each request's draft)."""
+    if not engine.adaptive_verification:
+        newest = [e.name for e in load_engines().values() if e.adaptive_verification]
+        raise ConfigError(f"adaptive_verification: engine {engine.name} has no enable_adaptive_verification; it needs {' or '.join(newest)}")
+    if engine.runner_for(kind.name) != "mrv2":
+        raise ConfigError(
+            f"adaptive_verification: proposer '{kind.name}' runs on vLLM {engine.version}'s V1 model runner, and adaptive verification "
+            f"needs Model Runner V2 (methods {', '.join(engine.mrv2_methods)})"
+        )
+    if kind.tree(settings) is not None:
+        raise ConfigError(f"adaptive_verification: proposer '{kind.name}' verifies a draft tree; the budget admits a prefix of a chain")
 
 
 def lm_head_source(predictor) -> str:

@@ -20,12 +20,13 @@ from typing import Optional
 
 from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.types import ExtensionType
+from simulator.engine.verify_budget import profiled_budget
 from simulator.speculative.acceptance import AcceptanceSampler
 from simulator.speculative.k_schedule import k_table
 from simulator.speculative.step import StepPlanner, TreeShape
 from simulator.vidur.configs import SarathiSchedulerConfig
 from simulator.vidur.runtime import ReplicaSchedulerRegistry
-from simulator.vidur.seam import SarathiSeam
+from simulator.vidur.seam import SarathiSeam, retoken
 
 
 @dataclass
@@ -39,6 +40,9 @@ class SpeculativeSarathiSchedulerConfig(SarathiSchedulerConfig):
     k_schedule: tuple = ()  # (start, end, k) rows; empty = k fixed at num_speculative_tokens
     draft_length_pmf: tuple = ()  # P(the proposer offers L tokens), L = 0, 1, ...; empty = always k
     tree: Optional[TreeShape] = None  # a draft tree verified in one pass; None = a chain
+    # vLLM's enable_adaptive_verification: each step verifies the draft budget its start-up cost
+    # tables pick (simulator.speculative.adaptive_verification); the drafter still drafts the full k
+    adaptive_verification: bool = False
 
     @staticmethod
     def get_type():
@@ -90,6 +94,7 @@ class SpeculativeSarathiScheduler(TrackedSarathiScheduler):
         self.scheduled_k_sum = 0
         self._missing_blocks: dict[int, int] = {}  # decode rows planned this step -> blocks to add
         self._kv_block_size = self.cache_config.block_size
+        self._budget = None  # adaptive verification's tables, profiled before the first step (as vLLM does at start-up)
 
     def next_num_q_tokens(self, request, num_batch_tokens: int) -> int:
         if self.step.step_k == 0 or not request.is_prefill_complete:
@@ -127,12 +132,27 @@ class SpeculativeSarathiScheduler(TrackedSarathiScheduler):
             self.step.start(self.requests_holding_kv)
         batch = super().next_batch(time)
         self._missing_blocks.clear()
-        plan = self.step.finish(None if batch is None else (batch.requests, batch.num_q_tokens, batch.num_kv_tokens))
+        plan = self.step.finish(None if batch is None else (batch.requests, batch.num_q_tokens, batch.num_kv_tokens), self.verify_budget())
         if batch is None:
             return batch
+        if plan.computed != batch.num_q_tokens:  # adaptive verification cut verify rows
+            retoken(batch, plan.computed, plan.kv_tokens)
         self.scheduled_k_steps += 1
         self.scheduled_k_sum += self.step.step_k
         return SpeculativeBatch.adopt(batch, plan)
+
+
+    def verify_budget(self):
+        """Adaptive verification's budget (None when the run verifies every draft)."""
+        config = self.scheduler_config
+        if not config.adaptive_verification:
+            return None
+        if self._budget is None:
+            self._budget = profiled_budget(
+                self.execution_time_predictor, k=config.num_speculative_tokens, confidences=config.conditional_acceptance,
+                max_num_reqs=config.batch_size_cap, max_num_batched_tokens=config.chunk_size,
+            )
+        return self._budget
 
 
 ReplicaSchedulerRegistry.register(ExtensionType.TRACKED_SARATHI, TrackedSarathiScheduler)

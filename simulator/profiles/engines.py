@@ -75,6 +75,9 @@ class EngineSpec:
     # vLLM >= 0.24: a k schedule (dynamic SD) on the V1 runner overrides a full-graph cudagraph_mode to
     # PIECEWISE (VllmConfig._maybe_override_dynamic_sd_cudagraph_mode; Model Runner V2 keeps full graphs)
     dynamic_sd_piecewise_on_v1: bool = False
+    # vLLM's enable_adaptive_verification exists (config/speculative.py; Model Runner V2 only): each
+    # step verifies a draft budget picked from start-up cost tables (simulator.speculative.adaptive_verification)
+    adaptive_verification: bool = False
     # set by :meth:`for_run`: the query length of the run's uniform verify batches (1 + k; 0: any
     # uniform batch takes the full graph, as the fixed profiles have it), and the query lengths
     # Model Runner V2 captures full graphs for (1 + k, and every 1 + k of a schedule)
@@ -215,9 +218,10 @@ _FIELDS = {
     "custom_all_reduce_max_bytes": int, "source": str, "async_scheduling": bool, "async_step_gap_us": float,
     "custom_all_reduce_max_mib_by_tp": dict, "symm_mem_all_reduce_max_mib_by_tp": dict, "symm_mem_multimem_tp": list,
     "runner": str, "mrv2_methods": list, "capture_rule": str, "async_methods": list, "dynamic_sd_piecewise_on_v1": bool,
+    "adaptive_verification": bool,
 }
 _OPTIONAL = ("async_scheduling", "async_step_gap_us", "custom_all_reduce_max_mib_by_tp", "symm_mem_all_reduce_max_mib_by_tp", "symm_mem_multimem_tp",
-             "runner", "mrv2_methods", "capture_rule", "async_methods", "dynamic_sd_piecewise_on_v1")
+             "runner", "mrv2_methods", "capture_rule", "async_methods", "dynamic_sd_piecewise_on_v1", "adaptive_verification")
 RUNNERS = ("v1", "mrv2")
 CAPTURE_RULES = ("fixed", "vllm-0.15")
 _BY_TP = ("custom_all_reduce_max_mib_by_tp", "symm_mem_all_reduce_max_mib_by_tp")

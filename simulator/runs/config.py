@@ -217,6 +217,9 @@ class SpeculationConfig:
     # k picked at each step from the running batch size; None = k fixed.  With a schedule,
     # num_speculative_tokens is the maximum (0 = the schedule's largest k).
     k_schedule: Optional[tuple[tuple[int, int, int], ...]] = None
+    # vLLM's enable_adaptive_verification (0.30.0, Model Runner V2): each step verifies the draft
+    # budget its start-up cost tables pick; the drafter still drafts num_speculative_tokens
+    adaptive_verification: bool = False
     # the proposer kind's options, (name, value) pairs; unset ones take the kind's defaults
     options: tuple[tuple[str, object], ...] = ()
 
@@ -235,6 +238,11 @@ class SpeculationConfig:
         object.__setattr__(self, "proposer", kind.name)
         self._check_options(kind)
         _require(self.attention in ATTENTION_MODES, "attention", self.attention, f"must be one of {ATTENTION_MODES}")
+        _require(isinstance(self.adaptive_verification, bool), "adaptive_verification", self.adaptive_verification, "must be true or false")
+        _require(
+            not (self.adaptive_verification and self.k_schedule), "adaptive_verification", self.adaptive_verification,
+            "with a k_schedule is not modelled: give one of adaptive verification or num_speculative_tokens_per_batch_size",
+        )
         _probability("interpolation", self.interpolation)
         _probability("proposal_probability", self.proposal_probability)
         for name in ("ngram_overhead_ms", "draft_pass_overhead_ms"):
@@ -392,6 +400,11 @@ class RunConfig:
             _require(Path(self.profile_dir).is_dir(), "profile_dir", self.profile_dir, "is not a directory")
         _require(isinstance(self.engine, str) and self.engine.strip() != "", "engine", self.engine, "must name an engine profile such as 'vllm-0.10.1'")
         _require(self.step_scales is None or isinstance(self.step_scales, StepScales), "step_scales", self.step_scales, "must be a StepScales or None")
+        if self.speculation.adaptive_verification and (self.profile_dir is not None or self.speculation.draft_profile_dir is not None):
+            raise ConfigError(
+                "adaptive_verification with a profile directory: its cost tables are profiled on the built-in step model "
+                "(a Vidur-format profile cannot time a step outside a run); drop the profile directory or adaptive verification"
+            )
         if self.step_scales is not None and (self.profile_dir is not None or self.speculation.draft_profile_dir is not None):
             raise ConfigError("step_scales with a profile directory: fitted scales multiply the built-in profile's terms, and a Vidur-format profile has tables of its own; drop one")
         _require(self.quantization is None or self.quantization in QUANTIZATIONS, "quantization", self.quantization, f"must be one of {QUANTIZATIONS} (or unset: the model's own)")

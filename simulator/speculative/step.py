@@ -31,10 +31,13 @@ cache hold ``lookahead`` more (vLLM's ``num_lookahead_tokens``, owned by each pr
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple, Optional, Sequence
 
+import numpy as np
+
 from simulator.speculative.acceptance import Draw
+from simulator.speculative.adaptive_verification import VerifyBudget, admit
 
 
 class RowPlan(NamedTuple):
@@ -129,6 +132,33 @@ def step_plan(requests: Sequence, computed: Sequence[int], kv_tokens: Sequence[i
     return StepPlan(list(requests), list(computed), list(kv_tokens), decode, proposals, accepted, progress)
 
 
+def trim_to_budget(plan: StepPlan, budget: VerifyBudget) -> StepPlan:
+    """Adaptive verification (vLLM 0.30's ``get_num_tokens`` and ``reallocate_drafts``): the step
+    verifies only the draft budget its cost tables pick, each row a prefix of its drafts, and a row
+    cut to n drafts computes n + 1 tokens and accepts at most n.  The drafter's work is not cut
+    (Model Runner V2 drafts the full k); the KV the scheduler reserved for the full draft stays."""
+    rows = [i for i, n in enumerate(plan.proposals) if n]
+    if not rows:
+        return plan
+    scores = [budget.survival(first_step=not plan.requests[i].acceptance_log)[: plan.proposals[i]] for i in rows]
+    chosen = budget.budget(
+        np.concatenate(scores),
+        sampling=sum(map(plan.samples, range(len(plan.requests)))),
+        non_draft_tokens=sum(plan.computed) - plan.num_proposals,
+        requests=len(plan.requests),
+    )
+    if chosen >= plan.num_proposals:
+        return plan
+    proposals, computed, kv_tokens = list(plan.proposals), list(plan.computed), list(plan.kv_tokens)
+    accepted, progress = list(plan.accepted), list(plan.progress)
+    for i, verified in zip(rows, admit(scores, chosen)):
+        cut = proposals[i] - verified
+        proposals[i], computed[i], kv_tokens[i] = verified, computed[i] - cut, kv_tokens[i] - cut
+        accepted[i] = min(accepted[i], verified)
+        progress[i] = accepted[i] + 1
+    return replace(plan, computed=computed, kv_tokens=kv_tokens, proposals=proposals, accepted=accepted, progress=progress)
+
+
 class StepPlanner:
     """The step's decisions over a run: this step's k (fixed, or vLLM's
     ``num_speculative_tokens_per_batch_size`` picked from the running batch) and each decode row's
@@ -186,13 +216,16 @@ class StepPlanner:
         """A request preempted while the step is planned is a new (prefill) request again."""
         self._rows.pop(request_id, None)
 
-    def finish(self, batch_rows: Optional[tuple]) -> Optional[StepPlan]:
+    def finish(self, batch_rows: Optional[tuple], budget: Optional[VerifyBudget] = None) -> Optional[StepPlan]:
         """The step's plan for the batch formed (``(requests, computed, kv_tokens)``, or None when
-        no batch was formed); verify steps are logged on their requests as (proposed, accepted)."""
+        no batch was formed), trimmed to ``budget`` under adaptive verification; verify steps are
+        logged on their requests as (verified, accepted)."""
         rows, self._rows = self._rows, {}
         if batch_rows is None:
             return None
         plan = step_plan(*batch_rows, rows)
+        if budget is not None:
+            plan = trim_to_budget(plan, budget)
         for request, proposals, accepted in zip(plan.requests, plan.proposals, plan.accepted):
             if proposals:
                 request.acceptance_log.append((proposals, accepted))

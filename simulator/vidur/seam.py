@@ -94,6 +94,9 @@ HOOKS: tuple[Hook, ...] = (
     )),
     # batches and requests
     Hook("batch tokens", Batch, "_num_q_tokens", "write"),
+    *(Hook("batch token totals", Batch, member, "write") for member in (
+        "_num_kv_tokens", "_total_num_q_tokens", "_total_num_kv_tokens", "_total_num_q_tokens_rounded",
+    )),
     Hook("batch stage tokens", BatchStage, "_num_q_tokens", "write"),
     Hook("batch stage fields", Batch, "_id", "read"),
     Hook("batch stage fields", Batch, "_replica_id", "read"),
@@ -332,6 +335,15 @@ def adopt(batch: Batch, cls: type) -> Batch:
     fields, no second construction (which would draw another id from Vidur's counter)."""
     batch.__class__ = cls
     return batch
+
+
+def retoken(batch: Batch, num_q_tokens: List[int], num_kv_tokens: List[int]) -> None:
+    """Give a formed batch new per-row token counts (adaptive verification trims verify rows after
+    Sarathi formed the batch) and the totals Vidur computed from them on construction."""
+    batch._num_q_tokens, batch._num_kv_tokens = num_q_tokens, num_kv_tokens
+    batch._total_num_q_tokens = total = sum(num_q_tokens)
+    batch._total_num_kv_tokens = sum(num_kv_tokens)
+    batch._total_num_q_tokens_rounded = (total + 7) // 8 * 8
 
 
 def batch_stage_kwargs(batch: Batch, stage_id: int, execution_time) -> dict:
