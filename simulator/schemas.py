@@ -123,6 +123,7 @@ PAYSOFF_COLUMNS = (
     "num_speculative_tokens",
     "k_schedule",
     "drafter_idle",
+    "adaptive_verification",
     "attention",
     "interpolation",
     "seed",
@@ -181,7 +182,7 @@ SCHEDULE_ENTRY_FIELDS = (
     "draft_tensor_parallel_size", "acceptance_source", "acceptance_derivation", "acceptance_rate", "acceptance_per_position",
     "acceptance_length_at_k", "attention", "interpolation", "num_speculative_tokens_per_batch_size", "speculative_config",
     "speculative_config_json", "serve_command", "note", "simulated_up_to", "stops_paying_from", "stops_paying_band", "comparison",
-    "fixed_k_fallback", "recommended",
+    "fixed_k_fallback", "adaptive_verification", "recommended",
 )
 
 # ---- a validation run's report.json ----

@@ -301,7 +301,7 @@ def test_rows_speedups_and_the_recommended_schedules(small_run):
     baselines = frame[frame["num_speculative_tokens"] == 0]
     # one baseline per system and workload: Llama-2-7B/A100 (3 concurrencies + 2 loads), Llama-3.1-8B/H100 (3 concurrencies)
     assert len(baselines) == 8 and (baselines["tpot_speedup"] == 1).all()
-    fixed = frame[(frame["num_speculative_tokens"] > 0) & frame["k_schedule"].isna()]
+    fixed = frame[(frame["num_speculative_tokens"] > 0) & frame["k_schedule"].isna() & ~frame["adaptive_verification"]]
     # closed loop: 3 concurrencies x 3 k x 4 profiles x 2 verify settings; Poisson: 2 loads x 1 k x 2 seed profiles x 2 settings
     assert len(fixed) == 3 * 3 * 4 * 2 + 2 * 1 * 2 * 2
     assert set(fixed["attention"]) == {"kv_once", "per_token"}
@@ -481,3 +481,46 @@ def test_a_profile_dir_applies_only_to_the_deployments_on_its_model_and_gpu(tmp_
     assert {j.config.profile_dir for j in jobs if j.config.model != "meta-llama/Llama-2-7b-hf"} == {None}
     assert {j.config.profile_dir for j in jobs if j.config.model == "meta-llama/Llama-2-7b-hf"} == {mine}
     assert set(profile_dirs(spec, "p", None)) == set(spec.systems) and profile_dirs(spec, None, None) == {}
+
+
+@pytest.mark.simulation
+def test_adaptive_verification_runs_where_the_version_and_proposer_have_it(small_run):
+    rows = [r for r in small_run.rows if r["adaptive_verification"]]
+    # vLLM 0.30.0 runs EAGLE-3 on Model Runner V2; n-gram and draft models fall back to the V1 runner
+    assert {r["acceptance"] for r in rows} == {"decaying"}
+    assert {r["mode"] for r in rows} == {"closed_loop"} and {r["num_speculative_tokens"] for r in rows} == {4}
+    assert sorted(r["concurrency"] for r in rows) == [1, 4, 16]
+    assert all(r["best_k"] is None and not r["k_schedule"] for r in rows)
+    entry = next(e for e in small_run.schedules["schedules"] if e["acceptance"] == "decaying")
+    by_x = {r["concurrency"]: r for r in rows}
+    for c in (c for c in entry["comparison"] if c["mode"] == "closed_loop"):
+        assert c["adaptive_tpot_speedup"] == round(min(by_x[c["x"]]["tpot_speedup"], by_x[c["x"]]["speedup_ceiling"]), 4)
+    assert '"enable_adaptive_verification":true' in entry["adaptive_verification"]["serve_command"]
+    others = [e for e in small_run.schedules["schedules"] if e["acceptance"] != "decaying"]
+    assert all(e["adaptive_verification"] is None and "adaptive_verification" not in e["recommended"] for e in others)
+
+
+def _compared(adaptive, answer, low=None):
+    return [{"mode": "closed_loop", "x": x, "schedule_tpot_speedup": s, "schedule_noise": 0.0, "fallback_tpot_speedup": s, "fallback_noise": 0.0,
+             "adaptive_tpot_speedup": a, "adaptive_noise": 0.0, "adaptive_guarded_low": a if low is None else low}
+            for x, a, s in zip((1, 8, 32), adaptive, answer)]
+
+
+@pytest.mark.parametrize("adaptive, low, kind, note", [
+    ((1.60, 1.50, 1.30), None, "adaptive", None),  # at least the schedule everywhere, better at 8 and 32
+    ((1.60, 1.20, 1.30), None, "schedule", "loses to the k schedule at 8 in flight (1.20× against 1.40×)"),
+    ((1.60, 1.50, 1.30), 0.95, "schedule", "may measure below 1×"),
+    ((1.60, 1.40, 1.20), None, "schedule", "within the sampling noise"),
+])
+def test_adaptive_verification_is_recommended_only_where_it_never_loses(adaptive, low, kind, note):
+    from simulator.sweep.paysoff_runner import with_adaptive
+
+    spec = parse_paysoff_spec(SMALL)
+    profile = next(p for p in spec.profiles if p.name == "decaying")
+    schedule = {"kind": "schedule", "num_speculative_tokens": 4, "why": "the schedule"}
+    rec = with_adaptive(spec, schedule, _compared(adaptive, (1.60, 1.40, 1.20), low), profile, {1: {"mean_acceptance_length": 2.0}})
+    assert rec["kind"] == kind
+    if kind == "adaptive":
+        assert '"enable_adaptive_verification":true' in rec["serve_command"] and rec["instead_of"] == "schedule"
+    else:
+        assert note in rec["adaptive_verification"]

@@ -45,6 +45,12 @@ TIE = 0.005  # speedups within 0.5% count as equal, whatever their noise
 NONE_IN_RANGE = "none in range"
 
 
+def fixed_k(row: dict) -> bool:
+    """A run that verifies every draft of one k (a baseline too): not a k schedule, not adaptive
+    verification (whose budget verifies part of its k: it is compared, never a k of the grid)."""
+    return not row["k_schedule"] and not row.get("adaptive_verification")
+
+
 def x_of(row: dict) -> float:
     return row["concurrency"] if row["mode"] == "closed_loop" else row["arrival_rate"]
 
@@ -87,7 +93,7 @@ def _nan(v) -> bool:
 
 def _baseline_noise(rows: Iterable[dict]) -> dict[tuple, float]:
     """(mode, x) -> the no-speculation run's noise: no speculation is an option with its own."""
-    return {(r["mode"], x_of(r)): noise(r) for r in rows if r["num_speculative_tokens"] == 0 and not r["k_schedule"] and not r["acceptance"]}
+    return {(r["mode"], x_of(r)): noise(r) for r in rows if r["num_speculative_tokens"] == 0 and fixed_k(r) and not r["acceptance"]}
 
 
 def crossings(xs: Sequence[float], speedups: Sequence[float], log_x: bool) -> list[tuple[float, str]]:
@@ -115,7 +121,7 @@ def _groups(rows: Iterable[dict], keys: tuple[str, ...]) -> dict[tuple, list[dic
 
 def crossover_rows(rows: Iterable[dict]) -> list[dict]:
     """One row per (mode, acceptance, attention, k) of fixed-k speculative runs."""
-    fixed = [r for r in rows if r["num_speculative_tokens"] > 0 and not r["k_schedule"]]
+    fixed = [r for r in rows if r["num_speculative_tokens"] > 0 and fixed_k(r)]
     out = []
     for (mode, acceptance, attention, k), group in _groups(fixed, ("mode", "acceptance", "attention", "num_speculative_tokens")).items():
         group = sorted(group, key=x_of)
@@ -149,7 +155,7 @@ def best_k(rows: Sequence[dict]) -> dict[tuple, tuple[int, float]]:
     """(mode, acceptance, attention, x) -> (best k, its speedup) over fixed-k runs and k = 0
     (:func:`pick`: ties within the sampling noise to the smaller k; figures at most the ceiling)."""
     base = _baseline_noise(rows)
-    fixed = [r for r in rows if not r["k_schedule"] and r["acceptance"]]
+    fixed = [r for r in rows if fixed_k(r) and r["acceptance"]]
     out = {}
     for key, group in _groups(fixed, ("mode", "acceptance", "attention")).items():
         by_x: dict[float, list[tuple[int, float, float]]] = defaultdict(list)
@@ -170,7 +176,7 @@ def best_fixed_k(rows: Sequence[dict], acceptance: str, attention: str,
     by_k: dict[int, list[tuple[float, float, float]]] = defaultdict(list)
     unsafe: set[int] = set()
     for r in rows:
-        if r["mode"] == "closed_loop" and r["acceptance"] == acceptance and r["attention"] == attention and not r["k_schedule"] and r["num_speculative_tokens"] > 0:
+        if r["mode"] == "closed_loop" and r["acceptance"] == acceptance and r["attention"] == attention and fixed_k(r) and r["num_speculative_tokens"] > 0:
             k, x = r["num_speculative_tokens"], x_of(r)
             by_k[k].append((x, value(r), noise(r)))
             if bars is not None and guarded_low(bars("closed_loop", acceptance, x), lows.get(("closed_loop", acceptance, k, x), -math.inf)) < 1:
@@ -196,7 +202,7 @@ def band_lows(rows: Iterable[dict]) -> dict[tuple, float]:
     simulated (the low end of its band)."""
     lows: dict[tuple, float] = {}
     for r in rows:
-        if r["k_schedule"] or not r["acceptance"] or r["num_speculative_tokens"] == 0:
+        if not fixed_k(r) or not r["acceptance"] or r["num_speculative_tokens"] == 0:
             continue
         key = (r["mode"], r["acceptance"], r["num_speculative_tokens"], x_of(r))
         # a setting that gave no speedup (NaN) leaves the band unknown: the k counts as unsafe there
@@ -218,7 +224,7 @@ def guarded_best_k(rows: Sequence[dict], attention: str, bars: Callable[[str, st
     idle = idle or {}
     options: dict[tuple, list[tuple[int, float, float]]] = defaultdict(list)
     for r in rows:
-        if r["k_schedule"] or not r["acceptance"] or r["attention"] != attention or r["num_speculative_tokens"] == 0:
+        if not fixed_k(r) or not r["acceptance"] or r["attention"] != attention or r["num_speculative_tokens"] == 0:
             continue
         x, k = x_of(r), r["num_speculative_tokens"]
         off = idle.get((r["mode"], r["acceptance"], x), (1.0, 0.0))[0]

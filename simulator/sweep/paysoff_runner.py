@@ -33,7 +33,7 @@ from simulator.runs.config import ClosedLoopWorkload, PoissonWorkload, RunConfig
 from simulator.runs.results import speedup
 from simulator.schemas import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
 from simulator.speculative.k_schedule import Schedule, max_k, to_vllm
-from simulator.sweep.crossover import TIE, best_fixed_k, best_k, crossover_rows, guarded_best_k, noise, recommended_schedule, value, x_of
+from simulator.sweep.crossover import TIE, best_fixed_k, fixed_k, best_k, crossover_rows, guarded_best_k, noise, recommended_schedule, value, x_of
 from simulator.sweep.error_bar import ErrorBar, Regime, SpeedupCheck, error_bar
 from simulator.cli.vllm_serve import DYNAMIC_SD_VERSION
 from simulator.specs.paysoff_sweep import AcceptanceProfile, PaysoffSpec, kind_settings, profile_length, verify_settings
@@ -70,6 +70,7 @@ class Job:
     x: float  # concurrency or arrival rate
     profile: Optional[AcceptanceProfile]  # None: the baseline
     idle: bool = False  # the deployment's server with a schedule that verifies nothing (k = 0 at every batch size)
+    adaptive: bool = False  # vLLM's adaptive verification at the grid's largest k
 
 
 @dataclass(frozen=True)
@@ -80,7 +81,7 @@ class PaysoffOutput:
 
 
 def _trace_lengths(spec: PaysoffSpec, model: str, n: int, seed) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    from simulator.models.catalog import model_config
+    from simulator.vidur.models import model_config
     from simulator.runs.workloads import draw_lengths, read_trace
 
     return draw_lengths(read_trace(spec.trace, model_config(model).max_model_len), n, seed)
@@ -112,7 +113,7 @@ def poisson_workload(spec: PaysoffSpec, rate: float, model: Optional[str] = None
     return PoissonWorkload(spec.poisson_requests, spec.prompt_tokens, spec.output_tokens, rate, spec.workload_seed)
 
 
-def speculation(spec: PaysoffSpec, profile: AcceptanceProfile, attention: str, k: int = 0, schedule=None) -> dict:
+def speculation(spec: PaysoffSpec, profile: AcceptanceProfile, attention: str, k: int = 0, schedule=None, adaptive: bool = False) -> dict:
     """The deployment's proposer, costed as ``python -m simulator`` costs it, at one k or schedule:
     the speculation's fields, for :func:`run_config` (an empty dict is the baseline)."""
     return dict(
@@ -127,6 +128,7 @@ def speculation(spec: PaysoffSpec, profile: AcceptanceProfile, attention: str, k
         attention=attention,
         interpolation=spec.interpolation,
         proposal_probability=profile.proposal_probability,
+        adaptive_verification=adaptive,
     )
 
 
@@ -220,6 +222,34 @@ def schedule_jobs(spec: PaysoffSpec, schedules: dict[str, Schedule], dirs: Optio
     return jobs
 
 
+def adapts(spec: PaysoffSpec, profile: AcceptanceProfile, profile_dir: Optional[str] = None) -> bool:
+    """The deployment's vLLM has adaptive verification for its proposer: the version has
+    ``enable_adaptive_verification``, the proposer runs on Model Runner V2 and drafts a chain, and
+    the built-in step model can time the start-up profiling (no profile directory)."""
+    from simulator.profiles.engines import get_engine
+    from simulator.speculative.proposers.base import SpeculationSettings
+
+    engine = get_engine(spec.engine)
+    kind = profile.kind
+    chain = kind.tree(SpeculationSettings(k=max(spec.speculative_tokens), options=kind.resolve_options(dict(profile.options)))) is None
+    return engine.adaptive_verification and engine.runner_for(kind.name) == "mrv2" and chain and profile_dir is None
+
+
+def adaptive_jobs(spec: PaysoffSpec, dirs: Optional[dict] = None) -> list[Job]:
+    """Phase 3, where the version has it: adaptive verification at the grid's largest k (the budget
+    picks how much of it each step verifies; the drafter drafts all of it) at every concurrency,
+    under the primary verify setting."""
+    jobs, k = [], max(spec.speculative_tokens)
+    for profile in spec.profiles:
+        profile_dir = (dirs or {}).get(profile.system)
+        if not adapts(spec, profile, profile_dir):
+            continue
+        for mode, x, workload in _workloads(spec, profile.system, False):
+            fields = speculation(spec, profile, spec.attention, k, adaptive=True)
+            jobs.append(Job(run_config(spec, profile.system, workload, fields, profile_dir), mode, x, profile, adaptive=True))
+    return jobs
+
+
 def _row(job: Job, record: dict) -> dict:
     s, w, c = job.config.speculation, job.config.workload, job.config
     row = {
@@ -238,6 +268,7 @@ def _row(job: Job, record: dict) -> dict:
         "num_speculative_tokens": s.num_speculative_tokens,
         "k_schedule": json.dumps(to_vllm(s.k_schedule), separators=(",", ":")) if s.k_schedule else "",
         "drafter_idle": job.idle,
+        "adaptive_verification": job.adaptive,
         "attention": s.attention if s.enabled else "",
         "interpolation": s.interpolation if s.enabled and s.attention == "interpolated" else None,
         "seed": c.seed,
@@ -340,7 +371,7 @@ def run_paysoff(spec: PaysoffSpec, executor, profile_dir: Optional[str] = None, 
     idle = {(r["mode"], r["acceptance"], x_of(r)): (value(r), noise(r)) for r in rows if r["drafter_idle"]}
     guarded = guarded_best_k(rows, spec.attention, bars, idle)
     schedules = {p.name: recommended_schedule(guarded, p.name, spec.attention, spec.batch_size_cap) for p in spec.profiles}
-    rows2 = _with_speedups(_simulate(schedule_jobs(spec, schedules, dirs), executor, run), baselines)
+    rows2 = _with_speedups(_simulate(schedule_jobs(spec, schedules, dirs) + adaptive_jobs(spec, dirs), executor, run), baselines)
     for r in rows:
         fixed = r["acceptance"] and not r["k_schedule"]
         r["best_k"] = best[(r["mode"], r["acceptance"], r["attention"], x_of(r))][0] == r["num_speculative_tokens"] if fixed else None
@@ -464,6 +495,60 @@ def recommendation(spec: PaysoffSpec, schedule: Schedule, config: Optional[dict]
                    + ", ".join(f"{c['x']:g}" for c in better) + " in flight"}
 
 
+def adaptive_config(spec: PaysoffSpec, profile: AcceptanceProfile) -> dict:
+    """vLLM's ``--speculative-config`` for adaptive verification at the grid's largest k."""
+    return speculative_config(profile, None, max(spec.speculative_tokens)) | {"enable_adaptive_verification": True}
+
+
+def adaptive_choice(spec: PaysoffSpec, profile: AcceptanceProfile, rows: dict) -> dict:
+    """What the adaptive-verification runs were: their k, config, serve line and the acceptance length
+    each concurrency reached (below the fixed k's where the budget cut drafts)."""
+    config = adaptive_config(spec, profile)
+    lengths = {f"{x:g}": round(r["mean_acceptance_length"], 3) for x, r in sorted(rows.items()) if not math.isnan(r["mean_acceptance_length"])}
+    return {"num_speculative_tokens": max(spec.speculative_tokens), "speculative_config_json": json.dumps(config, separators=(",", ":")),
+            "serve_command": serve_command(spec, profile, config), "acceptance_length_by_concurrency": lengths}
+
+
+def _answer_speedup(rec: dict, c: dict) -> tuple[float, float]:
+    """(speedup, noise) the recommendation ``rec`` gives at closed-loop entry ``c``."""
+    if rec["kind"] == "schedule" or (rec["kind"] == "schedule_up_to" and c["x"] < rec["from"]):
+        return c["schedule_tpot_speedup"], c["schedule_noise"]
+    if rec["kind"] == "fixed_k":
+        return c["fallback_tpot_speedup"], c["fallback_noise"]
+    return 1.0, c["fallback_noise"] if rec["kind"] == "none" else 0.0
+
+
+def with_adaptive(spec: PaysoffSpec, rec: dict, compared: Sequence[dict], profile: AcceptanceProfile, rows: dict) -> dict:
+    """The recommendation, or adaptive verification where the version has it and it is at least the
+    recommendation at every concurrency simulated and better at one (within the runs' sampling
+    noise), and its speedup, widened by the check rows' error bar, stays at or above 1x at every
+    one: the same rule a fixed k meets, so adaptive verification is never recommended into a loss."""
+    from simulator.sweep.crossover import tied
+
+    closed = [c for c in compared if c["mode"] == "closed_loop" and "adaptive_tpot_speedup" in c]
+    if not rows or not closed:
+        return rec
+    mine = lambda c: (c["adaptive_tpot_speedup"], c["adaptive_noise"])  # noqa: E731
+    worse = [c for c in closed if mine(c)[0] < _answer_speedup(rec, c)[0] and not tied(mine(c), _answer_speedup(rec, c))]
+    better = [c for c in closed if mine(c)[0] > _answer_speedup(rec, c)[0] and not tied(mine(c), _answer_speedup(rec, c))]
+    unsafe = [c for c in closed if c["adaptive_guarded_low"] < 1]
+    k = max(spec.speculative_tokens)
+    at = lambda entries: ", ".join(format(c["x"], "g") for c in entries)  # noqa: E731
+    answer = {"schedule": "the k schedule", "schedule_up_to": "the k schedule", "fixed_k": f"the fixed k = {rec['num_speculative_tokens']}",
+              "none": "no speculation"}[rec["kind"]]
+    if worse or unsafe or not better:
+        figures = ", ".join(f"{c['x']:g} in flight ({mine(c)[0]:.2f}× against {_answer_speedup(rec, c)[0]:.2f}×)" for c in worse)
+        why = (f"loses to {answer} at {figures}" if worse
+               else f"may measure below 1× at {at(unsafe)} in flight (its speedup divided by the error bar)" if unsafe
+               else f"is within the sampling noise of {answer} at every concurrency simulated")
+        return rec | {"adaptive_verification": f"at k = {k} (the budget verifying part of each draft) it {why}"}
+    choice = adaptive_choice(spec, profile, rows)
+    return {"kind": "adaptive", **{key: choice[key] for key in ("num_speculative_tokens", "speculative_config_json", "serve_command")},
+            "instead_of": rec["kind"],
+            "why": f"adaptive verification at k = {k} is at least {answer} at every concurrency simulated, "
+                   f"better at {at(better)} in flight, and stays at or above 1× with its error bar"}
+
+
 def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequence[dict], guarded: Optional[dict] = None, bars=None) -> dict:
     """``data/results/recommended_schedules.json``: per deployment, the schedule in vLLM's format, the exact
     ``--speculative-config`` and ``vllm serve`` command, and the schedule simulated at every
@@ -509,12 +594,18 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
                 entry["guarded_best_k"] = guarded[(mode, name, att, x)][0]
             compared.append(entry)
         fallback = fixed_k_fallback(spec, profile, rows, bars)
-        fixed = {x_of(r): r for r in rows if r["acceptance"] == profile.name and r["mode"] == "closed_loop" and not r["k_schedule"]
+        fixed = {x_of(r): r for r in rows if r["acceptance"] == profile.name and r["mode"] == "closed_loop" and fixed_k(r)
                  and r["attention"] == spec.attention and r["num_speculative_tokens"] == fallback["num_speculative_tokens"]}
+        adaptive = {x_of(r): r for r in rows if r["acceptance"] == profile.name and r["mode"] == "closed_loop" and r["adaptive_verification"]}
         for c in compared:
             r = fixed.get(c["x"]) if c["mode"] == "closed_loop" else None
             c["fallback_tpot_speedup"] = round(value(r), 4) if r else 1.0
             c["fallback_noise"] = round(noise(r), 5) if r else baseline_noise.get((c["mode"], c["x"]), 0.0)
+            a = adaptive.get(c["x"]) if c["mode"] == "closed_loop" else None
+            if a is not None:
+                bar = bars(c["mode"], profile.name, c["x"]) if bars is not None else None
+                c["adaptive_tpot_speedup"], c["adaptive_noise"] = round(value(a), 4), round(noise(a), 5)
+                c["adaptive_guarded_low"] = round(bar.guarded(value(a), value(a))[0] if bar is not None else value(a), 4)
         off = {m: stops_paying(best, profile, m, spec.batch_size_cap) for m in spec.attention_modes}
         if guarded is not None:
             off[spec.attention] = stops_paying(guarded, profile, spec.attention, spec.batch_size_cap)
@@ -547,7 +638,8 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
                 "stops_paying_band": {b: off[b] for b in bounds},
                 "comparison": compared,
                 "fixed_k_fallback": fallback,
-                "recommended": recommendation(spec, schedule, config, compared, fallback, profile),
+                "adaptive_verification": adaptive_choice(spec, profile, adaptive) if adaptive else None,
+                "recommended": with_adaptive(spec, recommendation(spec, schedule, config, compared, fallback, profile), compared, profile, adaptive),
             }
         )
     return {

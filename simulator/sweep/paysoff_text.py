@@ -16,6 +16,7 @@ from typing import Optional
 from simulator.cli import vllm_serve
 from simulator.cli.terminal import WIDTH, shell_lines, wrap
 from simulator.cli.vllm_bench import closed_loop_grid, open_loop_grid
+from simulator.sweep.crossover import fixed_k
 
 # the table's columns: load, base TPOT and TTFT, one per k, best k, the recommendation's figure
 FIXED_COLUMNS = 9 + 3 + 9 + 1 + 10 + 3 + 3 + 4 + 3 + 13
@@ -69,7 +70,7 @@ def _fixed_figures(entry: dict, rows, spec, k: int) -> list[tuple[float, float, 
     """(x, simulated speedup, guarded low) of the fixed k at each closed-loop concurrency."""
     out = []
     for c in _closed(entry):
-        band = [r["tpot_speedup"] for r in rows if r["acceptance"] == entry["acceptance"] and r["mode"] == "closed_loop" and not r["k_schedule"]
+        band = [r["tpot_speedup"] for r in rows if r["acceptance"] == entry["acceptance"] and r["mode"] == "closed_loop" and fixed_k(r)
                 and r["num_speculative_tokens"] == k and r["concurrency"] == c["x"]]
         bar = c.get("error_bar")
         low = min(band) if band else math.nan
@@ -112,9 +113,16 @@ def verdict_lines(spec, entry: dict, version: Optional[str], rows=()) -> list[st
         guarded = min(f[2] for f in figures)
         head = (f"Yes: the fixed k = {rec['num_speculative_tokens']} at every load ({span}); {lo:.2f}–{hi:.2f}× median TPOT speedup "
                 f"simulated, at least {guarded:.2f}× with {source}; {error}.")
+    elif rec["kind"] == "adaptive":
+        lo, hi = min(c["adaptive_tpot_speedup"] for c in closed), max(c["adaptive_tpot_speedup"] for c in closed)
+        guarded = min(c["adaptive_guarded_low"] for c in closed)
+        head = (f"Yes: adaptive verification at k = {rec['num_speculative_tokens']} (enable_adaptive_verification) at every load ({span}); "
+                f"{lo:.2f}–{hi:.2f}× median TPOT speedup simulated, at least {guarded:.2f}× with {source}; {error}.")
     else:
         head = f"No: serve without speculation at {span}; {error}."
     lines += wrap(head)
+    if rec.get("adaptive_verification"):
+        lines += wrap(f"Not adaptive verification: {rec['adaptive_verification']}.")
     if not _dynamic(version) and rec["kind"] == "none" and any(c.get("guarded_best_k") for c in closed):
         safe = ", ".join(f"k = {c['guarded_best_k']} at {c['x']:g}" for c in closed if c.get("guarded_best_k"))
         lines += wrap(f"vLLM {version} takes no k schedule and no fixed k stays at or above 1× at every concurrency once {source} is "
@@ -151,6 +159,8 @@ def _breaks_even(rec: dict, c: dict) -> bool:
         return False
     scheduled = rec["kind"] in ("schedule", "schedule_up_to")
     s, n = (c["schedule_tpot_speedup"], c["schedule_noise"]) if scheduled else (c["fallback_tpot_speedup"], c["fallback_noise"])
+    if rec["kind"] == "adaptive":
+        s, n = c["adaptive_tpot_speedup"], c["adaptive_noise"]
     return tied((s, n), (1.0, 0.0))
 
 
@@ -163,7 +173,8 @@ def deploy_lines(spec, entry: dict, version: Optional[str]) -> list[str]:
     profile = spec.profiles[0]
     words = {"schedule": "with the k schedule (num_speculative_tokens_per_batch_size)", "fixed_k": f"with the fixed k = {rec['num_speculative_tokens']}",
              "none": "without speculation",
-             "schedule_up_to": f"with the k schedule while your load stays below {rec.get('from', 0):g} in flight"}[rec["kind"]]
+             "schedule_up_to": f"with the k schedule while your load stays below {rec.get('from', 0):g} in flight",
+             "adaptive": f"with adaptive verification at k = {rec['num_speculative_tokens']}"}[rec["kind"]]
     lines = [f"Serve {words}" + (f" on vLLM {version}:" if version else ":")]
     lines += ["  " + line for line in shell_lines(rec["serve_command"])]
     if rec["kind"] == "schedule_up_to":
@@ -234,7 +245,7 @@ def table_lines(spec, entry: dict, rows) -> list[str]:
     from simulator.util import units
 
     primary, bounds = spec.attention, [m for m in spec.attention_modes if m != spec.attention]
-    fixed = [r for r in rows if r["acceptance"] and not r["k_schedule"]]
+    fixed = [r for r in rows if r["acceptance"] and fixed_k(r)]
     baselines = {(r["mode"], r["concurrency"] if r["mode"] == "closed_loop" else r["arrival_rate"]): r for r in rows if not r["acceptance"]}
     rec = entry["recommended"]
     lines: list[str] = []
@@ -302,6 +313,8 @@ def _recommended_figure(rec: dict, c: Optional[dict]) -> str:
         return f"{c['schedule_tpot_speedup']:.2f}× ≥{c['band_low']:.2f}"
     if rec["kind"] == "fixed_k":
         return f"{c['fallback_tpot_speedup']:.2f}× (k={rec['num_speculative_tokens']})"
+    if rec["kind"] == "adaptive" and "adaptive_tpot_speedup" in c:
+        return f"{c['adaptive_tpot_speedup']:.2f}× (adaptive)"
     return "1.00× (off)"
 
 

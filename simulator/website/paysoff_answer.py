@@ -105,7 +105,8 @@ def recommendation_words(entry: dict) -> str:
         return ""
     k = rec["num_speculative_tokens"]
     head = {"fixed_k": f"Deploy the fixed k = {k}, not the schedule", "none": "Deploy without speculation",
-            "schedule_up_to": f"Deploy the schedule below {rec.get('from', 0):g} in flight, without speculation from there"}[rec["kind"]]
+            "schedule_up_to": f"Deploy the schedule below {rec.get('from', 0):g} in flight, without speculation from there",
+            "adaptive": f"Deploy adaptive verification at k = {k}, not the schedule"}[rec["kind"]]
     return f"{head}: {rec['why']}."
 
 

@@ -112,7 +112,8 @@ def speedup_vs_x(rows: pd.DataFrame, crossovers: pd.DataFrame, mode: str, entry:
                 name="schedule's band", hoverinfo="skip", legendrank=2,
             )
         )
-    fixed = mine[(mine["k_schedule"] == "") & (mine["attention"] == primary)]
+    adaptive = mine[mine["adaptive_verification"]] if "adaptive_verification" in mine.columns else mine.iloc[0:0]
+    fixed = mine[(mine["k_schedule"] == "") & (mine["attention"] == primary) & ~mine.index.isin(adaptive.index)]
     for k, group in fixed.groupby("num_speculative_tokens", sort=True):
         group = group.sort_values(x_name)
         i = (int(k) - 1) % len(K_COLORS)
@@ -130,6 +131,16 @@ def speedup_vs_x(rows: pd.DataFrame, crossovers: pd.DataFrame, mode: str, entry:
                 x=main[x_name].tolist(), y=main["tpot_speedup"].round(4).tolist(), mode="lines+markers", name="recommended schedule", legendrank=3,
                 line={"color": SCHEDULE_COLOR, "width": 4}, marker={"size": 9, "symbol": "diamond"}, customdata=main["mean_scheduled_k"].round(2).tolist(),
                 hovertemplate=f"schedule (mean k %{{customdata}}), %{{x}}{unit}: %{{y:.2f}}× median TPOT speedup<extra></extra>",
+            )
+        )
+    if len(adaptive):
+        adaptive = adaptive.sort_values(x_name)
+        k_max = int(adaptive["num_speculative_tokens"].iloc[0])
+        fig.add_trace(
+            go.Scatter(
+                x=adaptive[x_name].tolist(), y=adaptive["tpot_speedup"].round(4).tolist(), mode="lines+markers", name=f"adaptive verification (k = {k_max})",
+                legendrank=5, line={"color": SCHEDULE_COLOR, "width": 2, "dash": "dot"}, marker={"size": 7, "symbol": "circle-open"},
+                hovertemplate=f"adaptive verification, k = {k_max}, %{{x}}{unit}: %{{y:.2f}}× median TPOT speedup<extra></extra>",
             )
         )
     crossed = crossovers[(crossovers["mode"] == mode) & (crossovers["acceptance"] == acceptance) & (crossovers["attention"] == primary)]

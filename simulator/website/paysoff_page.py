@@ -81,6 +81,8 @@ def load(paysoff_csv: Optional[Path], crossovers_csv: Optional[Path], schedules_
         rows[name] = rows[name].fillna("")
     # a speculative server's runs at k = 0 everywhere (the schedule's "off"), not the schedule itself
     rows["drafter_idle"] = rows["drafter_idle"].astype(str).str.lower() == "true" if "drafter_idle" in rows.columns else False
+    # vLLM 0.30's adaptive verification at the grid's largest k: compared with the answer, never a fixed k of the grid
+    rows["adaptive_verification"] = rows["adaptive_verification"].astype(str).str.lower() == "true" if "adaptive_verification" in rows.columns else False
     for name in CROSSOVER_REQUIRED:
         if name not in crossovers.columns:
             raise ConfigError(f"crossovers CSV {crossovers_csv}: missing column {name!r}; rebuild with `python build.py`")
@@ -115,7 +117,7 @@ def best_k_table(entries: list[dict], bounds: list[str]) -> dict:
 
 
 def _ks(rows: pd.DataFrame, acceptance: str, mode: str) -> list[int]:
-    fixed = rows[(rows["acceptance"] == acceptance) & (rows["mode"] == mode) & (rows["k_schedule"] == "")]
+    fixed = rows[(rows["acceptance"] == acceptance) & (rows["mode"] == mode) & (rows["k_schedule"] == "") & ~rows["adaptive_verification"]]
     return sorted(int(k) for k in fixed["num_speculative_tokens"].unique())
 
 
@@ -198,7 +200,7 @@ def context(data, published: Optional[pd.DataFrame] = None) -> dict:
                 "filename": f"paysoff-{name}-{key}",
             }
         settings = [entry["attention"]] + [b for b in bounds if b != entry["attention"]]
-        poisson = rows[(rows["mode"] == "poisson") & (rows["acceptance"] == key) & (rows["k_schedule"] == "") & (rows["attention"] == entry["attention"])]
+        poisson = rows[(rows["mode"] == "poisson") & (rows["acceptance"] == key) & (rows["k_schedule"] == "") & ~rows["adaptive_verification"] & (rows["attention"] == entry["attention"])]
         baselines = rows[(rows["mode"] == "poisson") & (rows["num_speculative_tokens"] == 0) & (rows["model"] == entry["model"])].set_index("arrival_rate")
         little = [
             {
@@ -212,7 +214,7 @@ def context(data, published: Optional[pd.DataFrame] = None) -> dict:
             }
             for r in poisson.sort_values(["arrival_rate", "num_speculative_tokens"]).to_dict("records")
         ]
-        closed_batches = rows[(rows["mode"] == "closed_loop") & (rows["model"] == entry["model"]) & (rows["k_schedule"] == "")
+        closed_batches = rows[(rows["mode"] == "closed_loop") & (rows["model"] == entry["model"]) & (rows["k_schedule"] == "") & ~rows["adaptive_verification"]
                               & ((rows["acceptance"] == key) | (rows["num_speculative_tokens"] == 0)) & (rows["attention"].isin(["", entry["attention"]]))]
         selections.append(
             {
