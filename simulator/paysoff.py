@@ -221,7 +221,7 @@ def prepare(args) -> None:
 
 def _check_system(args) -> str:
     """Model, device, draft: named the way the user typed them; returns the device's canonical name."""
-    from simulator.models.catalog import model_config
+    from simulator.vidur.models import model_config
 
     prepare(args)
     try:
@@ -319,7 +319,7 @@ def spec_from_args(args):
     if profile.per_position is not None and len(profile.per_position) < max(ks):
         raise ConfigError(f"per-position acceptance has {len(profile.per_position)} rates but --k-range goes to {max(ks)}: give {max(ks)} rates or lower --k-range")
     if args.trace:
-        from simulator.models.catalog import model_config
+        from simulator.vidur.models import model_config
         from simulator.runs.workloads import read_trace
 
         read_trace(args.trace, model_config(args.model).max_model_len)  # a bad trace fails now, naming the row

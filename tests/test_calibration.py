@@ -7,7 +7,7 @@ import pytest
 
 from tiers import requires
 
-from simulator.models.catalog import model_shape
+from simulator.vidur.models import model_shape
 from simulator.profiles import roofline
 from simulator.profiling import accuracy, calibrate
 from simulator.profiles.hardware import DEVICES_FILE, get_device, load_devices

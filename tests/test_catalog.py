@@ -14,7 +14,8 @@ import pytest
 
 import simulator
 from simulator import ClosedLoopWorkload, RunConfig, SpeculationConfig
-from simulator.models.catalog import CATALOG, eagle_head, known_models, model_config, model_shape, shape_of
+from simulator.models.catalog import CATALOG
+from simulator.vidur.models import eagle_head, known_models, model_config, model_shape, shape_of
 from simulator.util.errors import ConfigError
 from simulator.models.context import TABLE_FLOOR, table_tokens
 from simulator.models.spec import parse_config
@@ -113,7 +114,7 @@ def test_todays_models_match_their_model_cards(name):
 
 
 def test_deepseek_v3_keeps_its_mla_and_mtp_fields():
-    from simulator.models.catalog import model_facts
+    from simulator.vidur.models import model_facts
 
     def mtp_layers(name):
         return model_facts(name, model_config(name)).mtp_layers
@@ -147,7 +148,7 @@ def test_the_catalog_is_values_that_cannot_be_changed():
 
 
 def test_every_catalog_entry_is_checked_here_and_names_are_unchanged():
-    ours = {n for n in known_models() if model_config(n).__class__.__module__ == "simulator.models.catalog" and not n.endswith(" (MTP layer)")}
+    ours = {n for n in known_models() if model_config(n).__class__.__module__ == "simulator.vidur.models" and not n.endswith(" (MTP layer)")}
     assert ours == set(CATALOG) == set(CARDS) | set(HEADS) | set(DRAFTERS) | set(MODERN) | set(MODERN_HEADS)
     assert "meta-llama/Llama-2-7b-hf" in known_models()  # Vidur's own models stay known
 
@@ -445,7 +446,7 @@ def test_tied_embeddings_are_one_matrix_in_a_drafts_memory():
 
 @pytest.mark.parametrize("name", sorted(DRAFTERS))
 def test_catalog_dflash_drafters_match_their_configs(name):
-    from simulator.models.catalog import model_facts
+    from simulator.vidur.models import model_facts
 
     numbers, block, taps, target = DRAFTERS[name]
     cfg = model_config(name)
@@ -455,7 +456,7 @@ def test_catalog_dflash_drafters_match_their_configs(name):
 
 
 def test_mtp_layers_are_read_from_the_targets_config():
-    from simulator.models.catalog import model_facts, mtp_layer_model
+    from simulator.vidur.models import model_facts, mtp_layer_model
 
     facts = model_facts("XiaomiMiMo/MiMo-7B-Base", model_config("XiaomiMiMo/MiMo-7B-Base"))
     assert (facts.architecture, facts.mtp_layers, facts.mtp_field) == ("MiMoForCausalLM", 1, "num_nextn_predict_layers")
@@ -475,7 +476,7 @@ def test_mtp_layer_fields_of_other_families_are_read_generically():
 
 # --- a local path is read when the run is built ----------------------------------------------
 def test_a_local_model_is_read_when_its_run_config_is_built_and_resolution_reads_no_file(tmp_path):
-    from simulator.models.catalog import known_model
+    from simulator.vidur.models import known_model
 
     (tmp_path / "model").mkdir()
     bad = {k: v for k, v in {**BASE, "hidden_act": "gelu"}.items() if v is not None}
@@ -496,7 +497,7 @@ def test_a_pickled_run_config_reads_its_local_model_in_the_process_it_arrives_in
     blob = pickle.dumps(RunConfig(model=str(tmp_path)))
     script = (
         "import pickle, sys\n"
-        "from simulator.models.catalog import known_model\n"
+        "from simulator.vidur.models import known_model\n"
         "config = pickle.loads(sys.stdin.buffer.read())\n"
         "print(known_model(config.model).num_layers)\n"
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from simulator.models.catalog import model_shape
+from simulator.vidur.models import model_shape
 from simulator.runs.config import DEFAULT_ENGINE_OVERHEAD_MS, ClosedLoopWorkload, RunConfig, SpeculationConfig
 from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.proposers import ProposerCost, passes_fixed_seconds

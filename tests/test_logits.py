@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from simulator.models.catalog import model_shape
+from simulator.vidur.models import model_shape
 from simulator.engine.predictor import logits_tokens
 from simulator.profiles import roofline
 from simulator.profiles.hardware import get_device

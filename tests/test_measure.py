@@ -16,7 +16,7 @@ import pytest
 
 from tiers import requires
 
-from simulator.models.catalog import model_config, model_shape
+from simulator.vidur.models import model_config, model_shape
 from simulator.util.errors import ConfigError
 from simulator.profiles import grid as vidur_grid
 from simulator.profiling import measure

@@ -10,7 +10,7 @@ import json
 import numpy as np
 import pytest
 
-from simulator.models.catalog import model_config, model_shape
+from simulator.vidur.models import model_config, model_shape
 from simulator.runs.config import ClosedLoopWorkload, RunConfig
 from simulator.cli.vllm_serve import scheduler_defaults
 from simulator.engine.resolve import resolve_run, target_run_shape
@@ -400,7 +400,7 @@ def test_the_dense_weight_count_is_vidurs_param_counter():
     from simulator.vidur.configs import ReplicaConfig
     from simulator.vidur.runtime import ParamCounter
 
-    from simulator.models.catalog import known_models, shape_of
+    from simulator.vidur.models import known_models, shape_of
     from simulator.profiles.sharding import shardable
 
     checked = 0

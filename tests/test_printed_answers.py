@@ -80,7 +80,7 @@ def test_a_local_config_without_its_name_gets_a_hint(tmp_path):
 
 
 def test_help_lists_the_catalog_and_every_gpu():
-    from simulator.models.catalog import known_models
+    from simulator.vidur.models import known_models
     from simulator.profiles.hardware import known_devices
 
     for module in ("simulator", "simulator.paysoff"):

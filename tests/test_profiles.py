@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from simulator.models.catalog import model_shape
+from simulator.vidur.models import model_shape
 from simulator.util.errors import ConfigError
 from simulator.profiles import builtin, roofline
 from simulator.profiles.hardware import get_device

@@ -184,7 +184,7 @@ def test_cli_checks_output_paths_before_simulating(tmp_path):
 
 @pytest.mark.simulation
 def test_stock_decode_past_the_profiled_batch_is_extrapolated(tmp_path):
-    from simulator.models.catalog import model_shape
+    from simulator.vidur.models import model_shape
     from simulator.profiles import builtin
     from simulator.profiles.hardware import get_device
     from simulator.profiles.vidur_format import write_profile

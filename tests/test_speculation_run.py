@@ -8,7 +8,7 @@ import simulator
 from simulator.runs.config import ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.engine import simulation
 from simulator.engine.batch import SpeculativeBatch
-from simulator.models.catalog import shape_of
+from simulator.vidur.models import shape_of
 from simulator.engine.memory_plan import model_memory
 from simulator.engine.resolve import resolve_run
 from simulator.engine.scheduler import SpeculativeSarathiScheduler

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import simulator
-from simulator.models.catalog import model_config, model_shape
+from simulator.vidur.models import model_config, model_shape
 from simulator.runs.config import PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.engine import simulation
 from simulator.engine.analytic import AnalyticPredictor, batch_rows

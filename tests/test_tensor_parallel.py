@@ -16,7 +16,7 @@ from tiers import requires
 
 import simulator
 from repo import SHARED_DIR
-from simulator.models.catalog import model_config, model_shape
+from simulator.vidur.models import model_config, model_shape
 from simulator.runs.config import PoissonWorkload, RunConfig, SpeculationConfig
 from simulator.engine.resolve import resolve_run
 from simulator.util.errors import ConfigError
@@ -39,7 +39,7 @@ needs_shared = requires(
 
 # --- the built-in generator ------------------------------------------------------------------
 def test_builtin_profile_has_sharded_rows_and_all_reduce_rows(tmp_path):
-    directory = source.builtin_profile_dir(L70, "a100", tmp_path)
+    directory = source.builtin_profile_dir(L70, model_shape(L70), "a100", tmp_path)
     mlp = pd.read_csv(directory / "mlp.csv")
     attention = pd.read_csv(directory / "attention.csv")
     all_reduce = pd.read_csv(directory / "all_reduce.csv")

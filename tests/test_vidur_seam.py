@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from simulator.models.catalog import model_shape
+from simulator.vidur.models import model_shape
 from simulator.runs.config import PoissonWorkload, RunConfig
 from simulator.engine import simulation
 from simulator.engine.resolve import resolve_run
@@ -209,7 +209,7 @@ def test_training_frames_are_read_by_vidurs_own_filters(tmp_path):
     """The seam's reader of a profile directory (what tests/test_measure.py checks measured profiles
     with): Vidur's loaders keep only the rows of the model and block size asked for, and add
     Vidur's derived attention features."""
-    from simulator.models.catalog import model_config
+    from simulator.vidur.models import model_config
 
     name = "meta-llama/Llama-2-7b-hf"
     shape, dev = model_shape(name), get_device("a100")

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 def _models() -> tuple[list[str], list[str]]:
     """(targets, drafters) of the catalog: a drafter is an EAGLE head or a DFlash drafter."""
-    from simulator.models.catalog import CATALOG, known_models
+    from simulator.models.catalog import CATALOG
+    from simulator.vidur.models import known_models
 
     drafters = {name for name, spec in CATALOG.items() if spec.eagle is not None or spec.dflash is not None}
     names = known_models()

@@ -262,7 +262,7 @@ def workload_from_args(args, limits: Optional[vllm_serve.Limits] = None):
     if not 0 <= ratio < 1:
         raise ConfigError(f"--random-range-ratio {ratio:g}: must be in [0, 1), as in vllm bench serve")
     if args.trace:
-        from simulator.models.catalog import model_config
+        from simulator.vidur.models import model_config
         from simulator.runs.workloads import trace_workload
 
         if ratio:

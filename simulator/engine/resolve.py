@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, Union
 
-from simulator.models.catalog import ModelEntry, known_entry, mtp_layer_entry
+from simulator.vidur.models import ModelEntry, known_entry, mtp_layer_entry
 from simulator.runs.config import RunConfig
 from simulator.engine.memory_plan import ModelMemory, model_memory, network_memory, plan_kv_blocks
 from simulator.engine.predictor_config import AnalyticPredictorConfig, ProfilePredictorConfig

@@ -16,7 +16,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-from simulator.models.catalog import model_shape
 from simulator.util.errors import ConfigError
 from simulator.util.hashing import text_digest
 from simulator.profiles import builtin, network
@@ -58,9 +57,9 @@ def _builtin_key(model: str, device: str, max_seq_len: int, block_size: int) -> 
     return text_digest(text, 16)
 
 
-def builtin_profile_dir(model: str, device: str, root: Path, max_seq_len: int = 4096, block_size: int = 16) -> Path:
-    """Generate (once) the built-in profile under ``root``; a finished directory is never rewritten."""
-    shape = model_shape(model)
+def builtin_profile_dir(model: str, shape: ModelShape, device: str, root: Path, max_seq_len: int = 4096, block_size: int = 16) -> Path:
+    """Generate (once) the built-in profile of ``model`` (of ``shape``, its cost model's shape) under
+    ``root``; a finished directory is never rewritten."""
     dev = get_device(device)
     target = Path(root) / f"builtin-{device}-{model.replace('/', '--')}-{_builtin_key(model, device, max_seq_len, block_size)}"
     if (target / "metadata.json").is_file():

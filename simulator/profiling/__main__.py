@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import tomli_w
 
-from simulator.models.catalog import model_shape
+from simulator.vidur.models import model_shape
 from simulator.util.errors import ConfigError
 from simulator.util.inputs import read_toml
 from simulator.profiles import network
@@ -176,7 +176,7 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_generate(args) -> int:
-    path = builtin_profile_dir(args.model, args.device, Path(args.out), max_seq_len=args.max_seq_len)
+    path = builtin_profile_dir(args.model, model_shape(args.model), args.device, Path(args.out), max_seq_len=args.max_seq_len)
     print(path)
     return 0
 

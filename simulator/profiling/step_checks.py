@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulator.models.catalog import model_config, model_shape
+from simulator.vidur.models import model_config, model_shape
 from simulator.profiles import roofline
 from simulator.profiles.attention import AttentionRows
 from simulator.profiles.engines import get_engine

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from simulator.models.catalog import model_shape
+from simulator.vidur.models import model_shape
 from simulator.util.errors import ConfigError
 from simulator.profiling import verify_fit
 from simulator.profiling.measured import read_attention

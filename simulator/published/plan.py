@@ -34,7 +34,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from simulator.models.catalog import model_config
+from simulator.vidur.models import model_config
 from simulator.runs.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig
 from simulator.util.errors import ConfigError
 from simulator.runs.results import speedup

@@ -45,7 +45,7 @@ def profile_hash(config: RunConfig) -> str:
         "draft_profile_dir": directory_hash(config.speculation.draft_profile_dir),
         "network_profile_dir": directory_hash(config.network_profile_dir),
     }
-    from simulator.models.catalog import config_digest  # a model given as a config.json path: its numbers
+    from simulator.vidur.models import config_digest  # a model given as a config.json path: its numbers
 
     for key, name in (("model_config", config.model), ("draft_config", config.speculation.draft_model)):
         digest = config_digest(name) if name else None

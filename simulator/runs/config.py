@@ -465,13 +465,13 @@ class RunConfig:
     def _read_local_models(self) -> None:
         """A model or draft given as a local ``config.json`` path is read here, when the run is built
         (and again when a pickled run arrives in another process): resolution then looks both up as
-        values (:func:`simulator.models.catalog.known_model`), and a bad file is refused before anything
+        values (:func:`simulator.vidur.models.known_model`), and a bad file is refused before anything
         runs.  Catalog names need no reading (Vidur loads only for a path)."""
         from simulator.models.files import looks_like_path
 
         for name in (self.model, self.speculation.draft_model):
             if isinstance(name, str) and name and looks_like_path(name):
-                from simulator.models.catalog import model_config
+                from simulator.vidur.models import model_config
 
                 model_config(name)
 

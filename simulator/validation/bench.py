@@ -258,7 +258,7 @@ def served_models(root: str, args, listed: Optional[list] = None) -> tuple[str, 
     """(the name requests go under, the model simulated), as vLLM resolves them: --model and
     --served-model-name, else the first model /v1/models lists (its id and its root).
     ``listed``: the server's /v1/models entries, when the caller has them."""
-    from simulator.models.catalog import model_config
+    from simulator.vidur.models import model_config
 
     if args.model is not None:
         api, simulated = args.served_model_name or args.model, args.model

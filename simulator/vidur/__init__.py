@@ -7,8 +7,9 @@ in ``simulator/``, ``tests/`` or ``bench/``):
 * :mod:`.configs` -- Vidur's config classes the project builds or subclasses, the two config
   subclasses that keep a run in memory (metrics off, no config dump), and, on import, the SKUs;
 * :mod:`.models` -- Vidur's model configs, one class per model spec of the catalog
-  (:mod:`simulator.models.catalog` holds the specs as values and hands them here), and the EAGLE-head
-  and DFlash-drafter config classes;
+  (:mod:`simulator.models.catalog` holds the specs as values, and this module registers them), the
+  EAGLE-head and DFlash-drafter config classes, and the lookup of a model by name (its config, its
+  shape, what a proposer kind reads of it);
 * :mod:`.skus` -- Vidur's device and node SKUs generated from ``simulator/profiles/devices.toml``
   (a new GPU is one TOML table, no Python);
 * :mod:`.entities` -- Vidur's batch and request entities, the request with its 0.0.26

@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 import pandas as pd
 from tqdm import tqdm
 
-from simulator.models.catalog import model_config
+from simulator.vidur.models import model_config
 from simulator.util.errors import ConfigError
 from simulator.profiling.measure import ops, output, shapes as grid, timing
 from simulator.profiling.measure.ops import ATTENTION_BACKENDS
