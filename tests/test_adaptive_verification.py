@@ -211,3 +211,18 @@ def test_paysoff_refuses_the_key_it_decides_itself(capsys):
                          '{"method":"eagle3","model":"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B","num_speculative_tokens":3,"enable_adaptive_verification":true}'])
     assert code == 2
     assert "enable_adaptive_verification" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--vllm-version", "0.24.0"], "--adaptive-verification: vLLM 0.24.0 has no enable_adaptive_verification"),
+    (["--k-schedule", "[[1,1024,3]]"], "--adaptive-verification with a --k-schedule"),
+])
+def test_the_command_exits_2_with_one_line_naming_the_flag(extra, says, capsys):
+    from simulator.cli import simulate as cli
+
+    argv = ["--model", "meta-llama/Llama-3.1-8B-Instruct", "--device", "h100", "--proposer", "eagle3", "--draft-model",
+            "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", "--acceptance", "0.7", "--adaptive-verification", "--num-prompts", "4"]
+    argv += [] if "--k-schedule" in extra else ["-k", "3"]
+    assert cli.main(argv + extra) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0]

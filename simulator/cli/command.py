@@ -66,6 +66,7 @@ RUN_FLAGS = {
     "draft_model": "--draft-model",
     "num_speculative_tokens": "-k",
     "k_schedule": "--k-schedule",
+    "adaptive_verification": "--adaptive-verification",
     "acceptance_rate": "--acceptance",
     "acceptance_per_position": "--acceptance-per-position",
     "proposal_probability": "--proposal-probability",

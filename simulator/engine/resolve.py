@@ -241,7 +241,8 @@ def _check_adaptive_verification(engine, kind, settings) -> None:
     chain of drafts (the budget admits a prefix of each request's draft)."""
     if not engine.adaptive_verification:
         newest = [e.name for e in load_engines().values() if e.adaptive_verification]
-        raise ConfigError(f"adaptive_verification: engine {engine.name} has no enable_adaptive_verification; it needs {' or '.join(newest)}")
+        raise ConfigError(f"adaptive_verification: vLLM {engine.version} has no enable_adaptive_verification (it verifies every draft); "
+                          f"it needs engine {' or '.join(newest)}")
     if engine.runner_for(kind.name) != "mrv2":
         raise ConfigError(
             f"adaptive_verification: proposer '{kind.name}' runs on vLLM {engine.version}'s V1 model runner, and adaptive verification "

@@ -239,10 +239,8 @@ class SpeculationConfig:
         self._check_options(kind)
         _require(self.attention in ATTENTION_MODES, "attention", self.attention, f"must be one of {ATTENTION_MODES}")
         _require(isinstance(self.adaptive_verification, bool), "adaptive_verification", self.adaptive_verification, "must be true or false")
-        _require(
-            not (self.adaptive_verification and self.k_schedule), "adaptive_verification", self.adaptive_verification,
-            "with a k_schedule is not modelled: give one of adaptive verification or num_speculative_tokens_per_batch_size",
-        )
+        if self.adaptive_verification and self.k_schedule:
+            raise ConfigError("adaptive_verification with a k_schedule: the two together are not modelled; give one of them")
         _probability("interpolation", self.interpolation)
         _probability("proposal_probability", self.proposal_probability)
         for name in ("ngram_overhead_ms", "draft_pass_overhead_ms"):
