@@ -1,5 +1,6 @@
-"""The package's layering: the simulator never imports the tools built around it, and only the
-adapter package imports Vidur."""
+"""The package's layering: every package imports only its own rank or a lower one (no folder
+loops), the simulator never imports the tools built around it, and only the adapter package
+imports Vidur."""
 
 import ast
 import re
@@ -196,6 +197,91 @@ def test_no_import_circle_among_simulator_modules():
     for name, imports in graph.items():  # a package may import its own modules, and they their siblings through it
         graph[name] = {m for m in imports if not (m.startswith(name + ".") or name.startswith(m + "."))}
     assert _cycles(graph) == []
+
+
+
+# --- packages that only point down --------------------------------------------------------------
+# Every top-level package and module of simulator/, lowest first.  A file may import its own rank or
+# a lower one, never a higher one, and no two folders import each other (the same rank included),
+# so the data flows up this list: checked inputs and the recorded files' contracts, models as
+# values, the speculation model, the step costs, the adapter that turns them into Vidur's configs,
+# a run's description, the simulation, the public API, the front ends' flags and the build's
+# specifications, the tools that run simulations, the site that renders what they recorded, and the
+# commands.  A new package takes its place here, where its imports put it.
+RANKS = (
+    ("util", "schemas.py"),  # errors, input checking, hashing, atomic writes, how numbers read; the recorded files' contracts
+    ("models",),  # models as values: config.json specs, shapes, precision (nothing of Vidur)
+    ("speculative",),  # the pure speculation model: acceptance, verify cost, progress, the proposer kinds
+    ("profiles",),  # step costs: devices, engines, the analytic step model, Vidur-format profile directories
+    ("vidur",),  # the adapter: Vidur's names, its model configs from the catalog's specs, its SKUs from the device table
+    ("runs",),  # what one run is: config, workload, results, and the cache of results
+    ("engine",),  # one run through Vidur's event loop
+    ("__init__.py",),  # the public API: simulator.run
+    ("cli", "specs"),  # the front ends' flags and vLLM's terms; the build's TOML specifications
+    ("sweep", "validation", "published", "profiling"),  # the tools: sweeps, the vLLM harness, the published rows, measuring and fitting
+    ("website",),  # pages from recorded files
+    ("publish", "paysoff.py", "__main__.py"),  # the commands: the build's pipeline, python -m simulator.paysoff, python -m simulator
+)
+RANK = {name: rank for rank, names in enumerate(RANKS) for name in names}
+
+
+def _folder(module: str) -> str:
+    """Where a module stands: its folder under simulator/ ("speculative/proposers"), or, for a module
+    beside the package's __init__, the module itself ("schemas.py", "__init__.py")."""
+    parts = module.split(".")[1:]
+    if _is_package(module):
+        return "/".join(parts) or "__init__.py"
+    return "/".join(parts[:-1]) or f"{parts[-1]}.py"
+
+
+def _is_package(module: str) -> bool:
+    return (PACKAGE.parent.joinpath(*module.split(".")) / "__init__.py").is_file()
+
+
+def _folder_graph(modules: dict) -> dict:
+    """Folder -> the folders its files import (a folder's import of itself left out)."""
+    graph: dict = {}
+    for module, imports in modules.items():
+        here = _folder(module)
+        graph.setdefault(here, set()).update(_folder(m) for m in imports if _folder(m) != here)
+    return graph
+
+
+def upward_imports(graph: dict, rank: dict) -> list[str]:
+    """Each import of ``graph`` (folder -> folders) into a folder whose top-level entry ranks higher."""
+    top = lambda folder: folder.split("/")[0]  # noqa: E731
+    return sorted(
+        f"{a} (rank {rank[top(a)]}) imports {b} (rank {rank[top(b)]})"
+        for a, imports in graph.items() for b in imports if rank[top(b)] > rank[top(a)]
+    )
+
+
+def test_every_package_has_one_rank():
+    entries = {e.name for e in PACKAGE.iterdir() if e.name != "__pycache__" and (e.suffix == ".py" or (e / "__init__.py").is_file())}
+    named = [name for names in RANKS for name in names]
+    assert len(named) == len(set(named)), "a package is ranked twice"
+    assert set(named) == entries, f"unranked: {sorted(entries - set(named))}; ranked but absent: {sorted(set(named) - entries)}"
+
+
+def test_the_rank_check_sees_an_import_that_points_up():
+    rank = {"low": 0, "mid": 1, "high": 2}
+    assert upward_imports({"high": {"low", "mid/sub"}, "mid/sub": {"low"}, "low": set()}, rank) == []
+    assert upward_imports({"low": {"mid/sub"}, "mid/sub": {"high"}}, rank) == ["low (rank 0) imports mid/sub (rank 1)", "mid/sub (rank 1) imports high (rank 2)"]
+    assert _folder("simulator") == "__init__.py" and _folder("simulator.schemas") == "schemas.py"
+    assert _folder("simulator.speculative.proposers") == _folder("simulator.speculative.proposers.eagle") == "speculative/proposers"
+
+
+def test_packages_import_only_their_own_rank_or_lower():
+    """Every import inside simulator/ (deferred ones inside functions too) goes to the same rank or a
+    lower one: no arrow of the tree points back up."""
+    assert upward_imports(_folder_graph(_import_graph()), RANK) == []
+
+
+def test_no_folder_imports_a_folder_that_imports_it():
+    """No loop of folders, at any depth and within one rank too (A imports B, B imports A; or a
+    longer ring): the module-circle test cannot see one whose modules do not form a circle."""
+    assert _cycles({"a": {"b"}, "b": {"a"}}) == [["a", "b"]]
+    assert _cycles(_folder_graph(_import_graph())) == []
 
 
 def test_the_benchmarks_run_without_the_test_extras():
