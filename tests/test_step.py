@@ -97,3 +97,17 @@ def test_the_step_plan_is_what_every_consumer_reads():
     assert step.samples(0) and step.finishes_prefill(1) and step.samples(1)
     assert decode.acceptance_log == [(3, 3)] and prefill.acceptance_log == []
     assert planner.finish(None) is None  # no batch formed: nothing planned carries over
+
+
+def test_the_context_after_a_step_is_one_rule_for_every_row():
+    from simulator.speculative.step import StepPlan
+
+    decode = SimpleNamespace(num_processed_tokens=100, num_prefill_tokens=50)
+    finishing = SimpleNamespace(num_processed_tokens=0, num_prefill_tokens=64)  # computes its whole 64-token prompt
+    chunk = SimpleNamespace(num_processed_tokens=0, num_prefill_tokens=512)  # computes 64 of 512
+    plan = StepPlan([decode, finishing, chunk], computed=[4, 64, 64], kv_tokens=[104, 64, 64], decode=[True, False, False],
+                    proposals=[3, 0, 0], accepted=[1, 0, 0], progress=[2, 64, 64])
+    # decode: 100 cached before the step + 1 accepted + the bonus token; finishing prefill: its prompt +
+    # its first sampled token; a chunk that does not finish: what it has cached
+    assert [plan.context_after(i) for i in range(3)] == [102, 65, 64]
+    assert [plan.samples(i) for i in range(3)] == [True, True, False]

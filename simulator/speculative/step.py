@@ -119,6 +119,16 @@ class StepPlan:
         """Row ``i`` samples a token this step (every decode row, and a prefill that finishes)."""
         return self.decode[i] or self.finishes_prefill(i)
 
+    def context_after(self, i: int) -> int:
+        """Row ``i``'s context once the step's sampled tokens are in, what a drafter drafts after: a
+        decode row's cache before the step plus what it advances by (accepted + the bonus or
+        corrected token); a prefill that finishes, its prompt and its first sampled token; a prefill
+        chunk that does not, the tokens cached so far."""
+        kv = self.kv_tokens[i]
+        if self.decode[i]:
+            return kv - self.computed[i] + self.progress[i]
+        return kv + 1 if self.finishes_prefill(i) else kv
+
 
 def step_plan(requests: Sequence, computed: Sequence[int], kv_tokens: Sequence[int], rows: dict) -> StepPlan:
     """The step's plan from the batch the scheduler formed and the decode rows it planned

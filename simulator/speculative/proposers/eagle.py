@@ -61,11 +61,7 @@ class EaglePasses:
         rows = tuple(map(PassRow, step.requests, step.computed, step.kv_tokens, step.decode))
         passes = [DraftPass(rows, len(rows), self.fc_inputs, sum(step.computed))]
         # the rows that sample a token (step.samples: every decode row, and a prefill that finishes)
-        sampled = [
-            (r, kv - q + progress if d else kv + 1)
-            for i, (r, q, kv, d, progress) in enumerate(zip(step.requests, step.computed, step.kv_tokens, step.decode, step.progress))
-            if d or step.finishes_prefill(i)
-        ]
+        sampled = [(r, step.context_after(i)) for i, r in enumerate(step.requests) if step.samples(i)]
         for j in range(1, depth):
             step_rows = tuple(PassRow(r, 1, context + j) for r, context in sampled)
             passes.append(DraftPass(step_rows, len(step_rows), self.fc_inputs if self.fc_every_pass else 0, len(step_rows)))

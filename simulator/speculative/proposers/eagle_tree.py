@@ -107,12 +107,11 @@ class _TreePasses:
         extend, sampled = [], []
         for i, (r, q, kv, d, progress) in enumerate(zip(step.requests, step.computed, step.kv_tokens, step.decode, step.progress)):
             if d:  # the accepted path's tokens, over the context they extend
-                extend.append(PassRow(r, progress, kv - q + progress, True))
-                sampled.append((r, kv - q + progress))
+                extend.append(PassRow(r, progress, step.context_after(i), True))
             else:
                 extend.append(PassRow(r, q, kv, False))
-                if step.finishes_prefill(i):
-                    sampled.append((r, kv))
+            if step.samples(i):
+                sampled.append((r, step.context_after(i)))
         passes = [DraftPass(tuple(extend), len(sampled), self.fc_inputs, sum(row.q for row in extend))]
         for j in range(1, self.depth):
             rows = tuple(PassRow(r, self.topk, context + j * self.topk, True) for r, context in sampled)

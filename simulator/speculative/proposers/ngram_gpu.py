@@ -46,7 +46,7 @@ class _GpuScan:
     def work(self, step: StepPlan) -> StepWork:
         if not any(step.decode):
             return StepWork()  # the kernel runs once a step for the decode rows, drafting or not
-        context = sum(kv - q + progress for kv, q, progress, d in zip(step.kv_tokens, step.computed, step.progress, step.decode) if d)
+        context = sum(step.context_after(i) for i, d in enumerate(step.decode) if d)
         return StepWork(scans=tuple(TokenScan(float(context * n * TOKEN_ID_BYTES)) for n in self._sizes))
 
 

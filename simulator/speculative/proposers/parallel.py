@@ -75,10 +75,9 @@ class _BlockPass:
             return StepWork()
         k = step.max_proposals
         rows = []
-        for i, (r, q, kv, progress) in enumerate(zip(step.requests, step.computed, step.kv_tokens, step.progress)):
+        for i, r in enumerate(step.requests):
             if step.samples(i):
-                context = kv - q + progress if step.decode[i] else kv
-                rows.append(PassRow(r, k + 1, context + k + 1, True))
+                rows.append(PassRow(r, k + 1, step.context_after(i) + k + 1, True))
         computed = sum(step.computed)
         return StepWork(passes=(DraftPass(tuple(rows), k * len(rows), self.fc_inputs, computed, context_kv_tokens=computed),))
 
