@@ -107,6 +107,7 @@ def _load(tmp_path, text):
         (lambda s: s.replace('role = "check"', 'role = "check"\ncalibrated_by = "https://example.org/fit"'), r"\(a-b-c\) is a check row but calibrated_by"),
         (lambda s: s.replace('role = "check"', 'role = "calibration"'), r"is a calibration row: name the calibration data its source released"),
         (lambda s: s.replace('role = "check"', 'role = "calibration"\ncalibrated_by = "ftp://x"'), r"is a calibration row: name the calibration data"),
+        (lambda s: s.replace('role = "check"', 'role = "calibration"\ncalibrated_by = "the TP 4 constants"'), r"or the declared calibration entry that examined it"),
         (lambda s: s.replace('role = "check"', 'role = "check"\narrivals = "bursty"'), r"arrivals = 'bursty'"),
         (lambda s: s.replace('value = 130.0', 'value = 130.0\nplausible = { tp = [2, 4] }'), r"plausible.tp = \[2, 4\] must list two or more tensor-parallel degrees, the row's tp = 1 among them"),
         (lambda s: s.replace("value = 130.0", "value = 130.0\nplausible = { output_len = [300, 200] }"), r"plausible.output_len = \[300, 200\] must be \[low, high\]"),
@@ -170,13 +171,26 @@ def test_same_setting_borrowing_is_accepted_and_classified(tmp_path):
     assert load_assumptions(path, measurements).acceptance["x-1"].from_measurement == "x-2"
 
 
-def test_committed_rows_every_one_with_a_role_and_class_and_the_overheads_source_is_calibration():
+def test_committed_rows_every_one_with_a_role_and_class_and_the_calibration_rows_are_the_declared_ones():
+    """Calibration rows are SpecDecode-Bench's (its simulator's fit set the 1.2 ms per-step overhead)
+    and the rows a calibration entry examined while it was set (its examined_rows); every other row
+    is a check row."""
+    from simulator.profiling.calibration_guard import calibration_entries
+
+    calibration = DATA_DIR / "calibration"
+    examined: dict[str, set] = {}
+    for entry in calibration_entries(calibration / "step_time.toml", calibration / "engine_costs.toml"):
+        for row in entry.examined_rows:
+            examined.setdefault(row, set()).add(entry.name)
     measurements, _ = load(PUBLISHED, ASSUMPTIONS)
     for m in measurements:
-        if m.id.startswith("specdecode-bench"):  # its simulator's fit set the 1.2 ms per-step overhead
+        if m.id.startswith("specdecode-bench"):
             assert m.role == "calibration" and "SpecDecode-Bench/simulator" in m.calibrated_by, m.id
+        elif m.id in examined:
+            assert m.role == "calibration" and m.calibrated_by in examined[m.id], m.id
         else:
             assert m.role == "check" and m.calibrated_by is None, m.id
+    assert len(examined) == 22
 
 
 def test_the_committed_measurements_load_and_have_enough_known_hardware():

@@ -1,5 +1,7 @@
 """The step-time model's declared calibration data: every constant set from data is declared with
-its source, quote and version, equals what the simulator uses, and comes from no check row's source."""
+its source, quote, version and the rows examined while it was set, and equals what the simulator
+uses; step-checks calls held out only what is (whether a check shares a source with calibration
+data is tests/test_calibration_guard.py's)."""
 
 from __future__ import annotations
 
@@ -10,21 +12,15 @@ import pytest
 from simulator.util.errors import ConfigError
 from simulator.profiles.hardware import get_device
 from simulator.profiling import step_calibration
-from simulator.specs.published_measurements import load_measurements
 
 REPO = Path(__file__).resolve().parents[1]
 DECLARED = REPO / "data" / "calibration" / "step_time.toml"
-PUBLISHED = REPO / "data" / "published.toml"
 H200_MLP = REPO / "data" / "profiles" / "h200" / "meta-llama" / "Llama-2-7b-hf" / "mlp.csv.xz"
 
 
-def _check_sources() -> tuple[str, ...]:
-    return tuple(m.source_url for m in load_measurements(PUBLISHED) if m.role == "check")
-
-
 def test_every_declared_value_is_the_one_the_simulator_uses():
-    declared = step_calibration.load(DECLARED, _check_sources())
-    assert len(declared.constants) >= 6 and declared.assumptions and declared.checks
+    declared = step_calibration.load(DECLARED)
+    assert len(declared.constants) >= 6 and declared.assumptions and declared.checks and declared.in_sample
     for entry in declared.constants + declared.assumptions:
         assert step_calibration.live_value(entry.name) == pytest.approx(entry.value), entry.name
 
@@ -32,19 +28,6 @@ def test_every_declared_value_is_the_one_the_simulator_uses():
 def test_the_graph_gap_is_derived_from_the_projects_own_h200_profile():
     derived = step_calibration.graph_kernel_gap_us(H200_MLP, get_device("h200"))
     assert round(derived, 1) == step_calibration.live_value("engines.vllm-0.10.1.graph_kernel_gap_us")
-
-
-@pytest.mark.parametrize(
-    "url, key",
-    [
-        ("https://github.com/vllm-project/vllm/pull/16937#issuecomment-2828889840", "github.com/vllm-project/vllm/16937"),
-        ("https://github.com/vllm-project/vllm/issues/20780", "github.com/vllm-project/vllm/20780"),
-        ("https://github.com/SpecDecode-Bench/simulator/blob/main/predictor.py", "github.com/specdecode-bench/simulator"),
-        ("https://blog.vllm.ai/2024/09/05/perf-update.html#appendix", "blog.vllm.ai/2024/09/05/perf-update.html"),
-    ],
-)
-def test_a_source_is_a_thread_a_repository_or_a_page(url, key):
-    assert step_calibration.source_key(url) == key
 
 
 GOOD = """
@@ -56,6 +39,7 @@ source_url = "https://example.org/kernel-benchmark"
 quote = "27.6 us"
 settings = "H100"
 derivation = "arithmetic"
+examined_rows = []
 """
 
 
@@ -64,7 +48,9 @@ derivation = "arithmetic"
     [
         (lambda t: t.replace('quote = "27.6 us"', 'quote = ""'), "quote must say something"),
         (lambda t: t.replace('vllm_version = "0.10.1"\n', ""), "vllm_version"),
-        (lambda t: t.replace("https://example.org/kernel-benchmark", "https://github.com/vllm-project/vllm/issues/20780#x"), "is also a check row's"),
+        (lambda t: t.replace("examined_rows = []", "examined_rows = [3]"), "examined_rows = [3] must list the ids of published rows"),
+        (lambda t: t.replace("examined_rows = []", 'examined_rows = ["a", "a"]'), "each once"),
+        (lambda t: t.replace("examined_rows = []\n", ""), "missing examined_rows"),
         (lambda t: t.replace("https://", "http://"), "must be an https link"),
         (lambda t: t + "\nextra = 1\n", "extra"),
     ],
@@ -73,7 +59,7 @@ def test_a_bad_entry_is_refused_naming_it(tmp_path, edit, named):
     path = tmp_path / "step_time.toml"
     path.write_text(edit(GOOD))
     with pytest.raises(ConfigError, match=r"constant 1 \(devices.h100.attention.kernel_us\)|step-time calibration") as info:
-        step_calibration.load(path, ("https://github.com/vllm-project/vllm/issues/20780",))
+        step_calibration.load(path)
     assert named in str(info.value)
 
 
@@ -83,19 +69,66 @@ def test_the_committed_good_entry_loads(tmp_path):
     assert step_calibration.load(path).constants[0].value == 8.0
 
 
-def test_the_held_out_comparisons_stay_where_the_docs_say():
-    """docs/calibration.md quotes these: a change to the step model that moves them fails here."""
+def test_an_in_sample_comparison_says_why(tmp_path):
+    entry = '\n[[in_sample]]\nname = "a fit"\nsource_url = "https://example.org/fit"\nquote = "q"\nsettings = "s"\nwhat = "w"\nwhy = ""\nfitted_on_rows = []\n'
+    path = tmp_path / "step_time.toml"
+    path.write_text(GOOD + entry)
+    with pytest.raises(ConfigError, match=r"in_sample 1 \(a fit\) why must say why the comparison is not held out"):
+        step_calibration.load(path)
+
+
+def _step_check_sources():
+    """Each step-checks source -> (set a constant, a held-out [[check]], an [[in_sample]] entry), by identity."""
+    from simulator.profiling import calibration_guard, step_checks
+    from simulator.profiling.source_identity import same_source
+
+    calibration = calibration_guard.calibration_sources(DECLARED, DECLARED.with_name("engine_costs.toml"))
+    declared = step_calibration.load(DECLARED)
+    out = {}
+    for name, source in step_checks.SOURCES.items():
+        declared_as = lambda entries: any(same_source(source.url, e.source_url, calibration.aliases) for e in entries)  # noqa: E731
+        out[name] = (calibration.find(source.url) is not None, declared_as(declared.checks), declared_as(declared.in_sample))
+    return out
+
+
+def test_step_checks_call_held_out_only_what_is():
+    """A comparison is held out only if its source set no constant and is a [[check]] entry; the
+    BLIS fit (trained on runs of check rows), the 1.2 ms overhead's fit and the PR #63 points
+    (the decode constants' source, two of them its calibration points) are in-sample."""
     from simulator.profiling import step_checks
 
-    steps = step_checks.step_comparisons()
-    for batch, context, model, specdecode, blis in steps:
-        assert -2 < 100 * (model / specdecode - 1) < 12, (batch, context)  # within the SpecDecode-Bench fit's +2..+10 %
-        assert -20 < 100 * (model / blis - 1) < 5, (batch, context)
-    gemm = {c.what: c.error_pct for c in step_checks.gemm_comparisons()}
-    assert all(-25 < e < 35 for e in gemm.values())
-    assert abs(gemm["vLLM PR #49363: 43008x5376 at 1 tokens"]) < 3  # a memory-bound weight: the bandwidth term alone
+    for name, (set_constant, held_out, in_sample) in _step_check_sources().items():
+        assert set_constant or held_out or in_sample, f"{name}: step-checks compares a source data/calibration/ does not declare"
+        assert (step_checks.SOURCES[name].in_sample is None) == (held_out and not set_constant and not in_sample), name
+    for name in ("SpecDecode-Bench fit", "BLIS fit", "vllm-project/flash-attention PR #63"):
+        assert step_checks.SOURCES[name].in_sample, name
+    attention = {c.what: c for c in step_checks.attention_comparisons()}
+    for tokens in (1024, 16384):
+        point = attention[f"vllm-project/flash-attention PR #63 (Qwen-32B, TP 2): batch 1 x {tokens} tokens"]
+        assert not point.held_out and "a calibration point" in point.label()
+    report = step_checks.report()
+    assert "neither fit is held out" in report and "fitted on 15 runs, 10 of them check rows' runs" in report
+    assert all(("[held out]" in line) != ("PR #63" in line) for line in report.splitlines() if "us, error" not in line and "tokens:" in line and " / " in line)
+
+
+def test_the_held_out_comparisons_meet_their_targets():
+    """Targets an improvement cannot break (|error| below a bound); docs/calibration.md quotes the
+    figures.  The multi-head points time an upstream build streaming at 0.55 of the bandwidth:
+    the model (vLLM's kernel) is faster, and no faster than the bandwidth itself allows."""
+    from simulator.profiling import step_checks
+
+    gemm = {c.what: c for c in step_checks.gemm_comparisons()}
+    assert all(c.held_out and abs(c.error_pct) < 35 for c in gemm.values())
+    assert abs(gemm["vLLM PR #49363: 43008x5376 at 1 tokens"].error_pct) < 3  # a memory-bound weight: the bandwidth term alone
     attention = step_checks.attention_comparisons()
-    assert all(abs(c.error_pct) < 20 for c in attention if "ONNX" not in c.what and "upstream" not in c.what)
-    # the upstream build of that issue streams at 0.55 of the bandwidth where vLLM's kernel is modelled at 0.82
-    assert all(-35 < c.error_pct < -25 for c in attention if "upstream" in c.what and "128 tokens" not in c.what)
-    assert "decode steps" in step_checks.report()
+    assert all(abs(c.error_pct) < 40 for c in attention if c.held_out and "ONNX" in c.what)
+    assert all(-45 < c.error_pct < 0 for c in attention if c.held_out and "upstream" in c.what)
+
+
+def test_the_in_sample_points_reproduce_their_source_but_are_no_evidence():
+    """In-sample, labelled so: the decode constants reproduce the PR they were set from within 20%
+    (the split-KV heuristic at short contexts); this checks the derivation, not the model."""
+    from simulator.profiling import step_checks
+
+    in_sample = [c for c in step_checks.attention_comparisons() if not c.held_out]
+    assert len(in_sample) == 3 and all(abs(c.error_pct) < 20 for c in in_sample)

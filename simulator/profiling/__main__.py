@@ -242,8 +242,12 @@ def build_parser() -> argparse.ArgumentParser:
     fit_verify = sub.add_parser("fit-verify", help="fit lambda of the interpolated verify mode to a measured verify_attention.csv")
     verify_cli.add_arguments(fit_verify)
     fit_verify.set_defaults(handler=verify_cli.main)
-    checks = sub.add_parser("step-checks", help="the step-time model against held-out kernel benchmarks and released step-time fits")
+    checks = sub.add_parser("step-checks", help="the step-time model against kernel benchmarks and released step-time fits, each labelled held out or in-sample")
     checks.set_defaults(handler=_step_checks)
+    guard = sub.add_parser("check-sources", help="refuse a check that calibration data saw (the build's calibration guard), and examined rows that are no row")
+    guard.add_argument("--published", type=Path, required=True, help="the published measurements (data/published.toml)")
+    guard.add_argument("--calibration", type=Path, required=True, help="data/calibration/step_time.toml; engine_costs.toml and source_aliases.toml beside it")
+    guard.set_defaults(handler=_check_sources)
     return parser
 
 
@@ -251,6 +255,18 @@ def _step_checks(args) -> int:
     from simulator.profiling.step_checks import report
 
     print(report())
+    return 0
+
+
+def _check_sources(args) -> int:
+    from simulator.profiling.calibration_guard import check_published_roles, check_row_ids
+    from simulator.specs.published_measurements import load_measurements
+
+    measurements = load_measurements(args.published)
+    check_published_roles(measurements, args.calibration, args.calibration.with_name("engine_costs.toml"))
+    check_row_ids(measurements, args.calibration, args.calibration.with_name("engine_costs.toml"))
+    checks = sum(m.role == "check" for m in measurements)
+    print(f"{checks} check rows and {len(measurements) - checks} calibration rows: no check shares a source with calibration data or was examined by it")
     return 0
 
 

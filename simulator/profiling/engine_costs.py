@@ -3,9 +3,11 @@
 ``data/calibration/engine_costs.toml`` holds, with their sources, the numbers that set
 :mod:`simulator.runs.config`'s engine overhead per step, fixed cost per draft pass and verify-attention
 setting.  None of them is a row of ``data/published.toml``: those rows check the model, these set
-it.  This module reads the file (checked like every other input: a bad file is one
-:class:`ConfigError` naming the table and key) and derives the defaults from it, so a test can
-hold each default to its evidence.  The derivations are pure: numbers in, numbers out.
+it; each names the published rows examined while it was set (``examined_rows``), which are
+therefore calibration rows (:mod:`simulator.profiling.calibration_guard`).  This module reads the
+file (checked like every other input: a bad file is one :class:`ConfigError` naming the table
+and key) and derives the defaults from it, so a test can hold each default to its evidence.  The
+derivations are pure: numbers in, numbers out.
 """
 
 from __future__ import annotations
@@ -14,20 +16,22 @@ from dataclasses import dataclass
 import pandas as pd
 
 from simulator.util.inputs import check_table, non_empty_str, positive_int, positive_number, read_toml, require
+from simulator.profiling.step_calibration import row_ids
 from simulator.profiling.verify_fit import LambdaFit, fit_lambda, same_run_bounds
 
 SERIES_COLUMNS = ("batch_size", "kv_cache_size", "num_query_tokens", "ms")
 
 _OVERHEAD = {
     "value_ms": float, "vllm_version": str, "gpu": str, "source_url": str, "quote": str, "source_value_ms": float,
-    "fitted_on": str, "rounding": str, "corroboration": list,
+    "fitted_on": str, "rounding": str, "corroboration": list, "examined_rows": list,
 }
 _CORROBORATION = {"source_url": str, "value_ms": float, "what": str, "vllm_version": str}
 _DRAFT_PASS = {
     "value_ms": float, "vllm_version": str, "gpu": str, "source_url": str, "quote": str, "source_c_kv_ms": float, "source_c_token_ms": float,
     "source_c_fixed_ms": float, "passes": int, "kv_cache_size": int, "batch_sizes": list, "modelled_draft_step_ms": list, "evidence": list,
+    "examined_rows": list,
 }
-_VERIFY = {"default_series": str, "default_reason": str, "series": list}
+_VERIFY = {"default_series": str, "default_reason": str, "series": list, "examined_rows": list}
 _SERIES = {"name": str, "kernel": str, "source_url": str, "measured_by": str, "columns": list, "rows": list}
 
 
@@ -116,6 +120,8 @@ def read_engine_costs(path) -> EngineCosts:
             f"{where}: [verify_attention] default_series = {verify['default_series']!r}", f"must name one of the series {sorted(series)}")
     for key in ("value_ms", "source_value_ms"):
         require(positive_number(overhead[key]), f"{where}: [engine_overhead] {key} = {overhead[key]!r}", "must be a positive number of milliseconds")
+    for name, table in (("engine_overhead", overhead), ("draft_pass", draft), ("verify_attention", verify)):
+        row_ids(table["examined_rows"], f"{where}: [{name}]", "examined_rows")  # the rows examined while it was set
     for name, table in (("engine_overhead", overhead), ("draft_pass", draft)):
         for key in ("source_url", "quote", "vllm_version"):
             require(non_empty_str(table[key]), f"{where}: [{name}] {key}", "must say something: a constant set from data names its source, quotes it and names the engine version")

@@ -2,13 +2,14 @@
 
 Every constant of the built-in step model that was set from a measurement is declared there, with
 the measurement's source, a verbatim quote of its numbers, the settings it was taken under, the
-engine (vLLM) version it stands for and the arithmetic that turns it into the constant; the
-constants set by judgement instead are declared as assumptions, with why.  This module reads the
-file strictly and refuses, naming the entry:
-
-* a constant without a source, quote, version, settings or derivation;
-* a constant whose source is also the source of a check row of ``data/published.toml``: a
-  measurement cannot both set the model and check it.
+engine (vLLM) version it stands for, the arithmetic that turns it into the constant and the
+published rows examined while it was set (``examined_rows``: explicit, empty when none was); the
+constants set by judgement instead are declared as assumptions, with why (and their examined rows).
+Measurements the model is compared with are ``[[check]]`` entries (held out: they set nothing) or
+``[[in_sample]]`` entries (compared, but not held out, with why: a source that set a constant, a fit
+of runs that are check rows).  :func:`load` reads the file strictly and refuses, naming the entry, a
+constant without a source, quote, version, settings or derivation; whether any source is also a
+check's is :mod:`simulator.profiling.calibration_guard`'s to refuse.
 
 :func:`live_value` reads the value the simulator actually uses (``simulator/profiles/devices.toml``
 or ``engines.toml``) so a test can hold the two equal, and :func:`graph_kernel_gap_us` derives the
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlparse
 
 import numpy as np
 import pandas as pd
@@ -32,9 +32,11 @@ from simulator.profiles.hardware import DEVICES_FILE, DeviceSpec
 
 _CONSTANT = {
     "name": str, "value": float, "vllm_version": str, "source_url": str, "quote": str, "settings": str, "derivation": str,
+    "examined_rows": list,
 }
-_ASSUMPTION = {"name": str, "value": float, "why": str}
+_ASSUMPTION = {"name": str, "value": float, "why": str, "examined_rows": list}
 _CHECK = {"name": str, "source_url": str, "quote": str, "settings": str, "what": str}
+_IN_SAMPLE = dict(_CHECK, why=str, fitted_on_rows=list)
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class Constant:
     quote: str
     settings: str
     derivation: str
+    examined_rows: tuple[str, ...] = ()  # ids of the published rows examined while it was set
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class Assumption:
     name: str
     value: float
     why: str
+    examined_rows: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -67,31 +71,41 @@ class CrossCheck:
 
 
 @dataclass(frozen=True)
+class InSample:
+    """A measurement the model is compared with that is not held out, and why (its source set a
+    constant, or it is a fit of runs that are published check rows: ``fitted_on_rows``)."""
+
+    name: str
+    source_url: str
+    quote: str
+    settings: str
+    what: str
+    why: str
+    fitted_on_rows: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Declared:
     constants: tuple[Constant, ...]
     assumptions: tuple[Assumption, ...]
     checks: tuple[CrossCheck, ...]
+    in_sample: tuple[InSample, ...] = ()
 
 
-def source_key(url: str) -> str:
-    """What counts as one source: a GitHub issue or pull request (comments included), a GitHub
-    repository's files, or a page (host and path, without fragment or query)."""
-    parsed = urlparse(url)
-    host, parts = parsed.netloc.lower(), [p for p in parsed.path.split("/") if p]
-    if host == "github.com" and len(parts) >= 2:
-        if len(parts) >= 4 and parts[2] in ("pull", "issues"):
-            return f"github.com/{parts[0]}/{parts[1]}/{parts[3]}".lower()
-        return f"github.com/{parts[0]}/{parts[1]}".lower()
-    return f"{host}/{'/'.join(parts)}".rstrip("/").lower()
+def row_ids(value, where: str, key: str) -> tuple[str, ...]:
+    """A list of published row ids (``examined_rows``, ``fitted_on_rows``): strings, none repeated; empty allowed."""
+    require(
+        isinstance(value, list) and all(non_empty_str(v) for v in value) and len(set(value)) == len(value), where,
+        f"{key} = {value!r} must list the ids of published rows, each once ([] when none)",
+    )
+    return tuple(value)
 
 
-def load(path, check_row_sources: tuple[str, ...] = ()) -> Declared:
-    """The declared constants, assumptions and cross-checks; ``check_row_sources`` are the source
-    URLs of the check rows, none of which may have set a constant."""
+def load(path) -> Declared:
+    """The declared constants, assumptions, held-out cross-checks and in-sample comparisons, checked."""
     where = f"step-time calibration {path}"
     doc = read_toml(path, "step-time calibration")
-    check_table(doc, {"constant": list, "assumption": list, "check": list}, where, ("constant",))
-    forbidden = {source_key(url): url for url in check_row_sources}
+    check_table(doc, {"constant": list, "assumption": list, "check": list, "in_sample": list}, where, ("constant",))
     constants, names = [], set()
     for i, table in enumerate(doc["constant"]):
         at = f"{where}: constant {i + 1} ({table.get('name', '?') if isinstance(table, dict) else '?'})"
@@ -99,55 +113,29 @@ def load(path, check_row_sources: tuple[str, ...] = ()) -> Declared:
         for key in ("name", "vllm_version", "source_url", "quote", "settings", "derivation"):
             require(non_empty_str(table[key]), at, f"{key} must say something (a constant set from data names its {key})")
         require(table["source_url"].startswith("https://"), at, f"source_url = {table['source_url']!r} must be an https link")
-        clash = forbidden.get(source_key(table["source_url"]))
-        require(
-            clash is None, at,
-            f"its source {table['source_url']} is also a check row's ({clash}): a measurement that sets a constant cannot check the model",
-        )
         require(table["name"] not in names, at, "is declared twice")
         names.add(table["name"])
-        constants.append(Constant(**{key: (float(v) if key == "value" else v) for key, v in table.items()}))
+        values = dict(table, value=float(table["value"]), examined_rows=row_ids(table["examined_rows"], at, "examined_rows"))
+        constants.append(Constant(**values))
     assumptions = []
     for i, table in enumerate(doc.get("assumption", [])):
-        at = f"{where}: assumption {i + 1}"
+        at = f"{where}: assumption {i + 1} ({table.get('name', '?') if isinstance(table, dict) else '?'})"
         check_table(table, _ASSUMPTION, at)
         require(non_empty_str(table["why"]), at, "why must say why the value was chosen")
         require(table["name"] not in names, at, f"{table['name']} is declared twice")
         names.add(table["name"])
-        assumptions.append(Assumption(table["name"], float(table["value"]), table["why"]))
+        assumptions.append(Assumption(table["name"], float(table["value"]), table["why"], row_ids(table["examined_rows"], at, "examined_rows")))
     checks = []
     for i, table in enumerate(doc.get("check", [])):
-        at = f"{where}: check {i + 1}"
-        check_table(table, _CHECK, at)
+        check_table(table, _CHECK, f"{where}: check {i + 1}")
         checks.append(CrossCheck(**table))
-    return Declared(tuple(constants), tuple(assumptions), tuple(checks))
-
-
-def calibration_sources(step_time_path, engine_costs_path) -> dict[str, str]:
-    """source key -> URL of every measurement that set a constant: the step-time constants and
-    the engine costs (per-step overhead, draft-pass cost, the verify-attention series)."""
-    declared = load(step_time_path)
-    costs = read_toml(engine_costs_path, "engine-cost calibration")
-    urls = [c.source_url for c in declared.constants]
-    urls += [costs["engine_overhead"]["source_url"], costs["draft_pass"]["source_url"]]
-    urls += [series["source_url"] for series in costs["verify_attention"]["series"]]
-    return {source_key(url): url for url in urls}
-
-
-def check_published_roles(measurements, step_time_path, engine_costs_path) -> None:
-    """A check row shares no source with calibration data; a calibration row names calibration
-    data its source released (``calibrated_by``)."""
-    sources = calibration_sources(step_time_path, engine_costs_path)
-    load(step_time_path, tuple(m.source_url for m in measurements if m.role == "check"))
-    for m in measurements:
-        if m.role == "check":
-            clash = sources.get(source_key(m.source_url))
-            require(clash is None, f"published measurement {m.id}:", f"is a check row, but its source {m.source_url} set a constant ({clash})")
-        else:
-            require(
-                source_key(m.calibrated_by) in sources, f"published measurement {m.id}:",
-                f"calibrated_by = {m.calibrated_by!r} is none of the calibration data's sources ({', '.join(sorted(sources.values()))})",
-            )
+    in_sample = []
+    for i, table in enumerate(doc.get("in_sample", [])):
+        at = f"{where}: in_sample {i + 1} ({table.get('name', '?') if isinstance(table, dict) else '?'})"
+        check_table(table, _IN_SAMPLE, at)
+        require(non_empty_str(table["why"]), at, "why must say why the comparison is not held out")
+        in_sample.append(InSample(**dict(table, fitted_on_rows=row_ids(table["fitted_on_rows"], at, "fitted_on_rows"))))
+    return Declared(tuple(constants), tuple(assumptions), tuple(checks), tuple(in_sample))
 
 
 def live_value(name: str) -> float:

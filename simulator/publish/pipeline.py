@@ -19,7 +19,7 @@ from simulator.util.progress import say
 from simulator.published import reproduce as published_reproduce
 from simulator.published import speedup_checks
 from simulator.specs import published_measurements as published_spec
-from simulator.profiling import step_calibration
+from simulator.profiling import calibration_guard
 from simulator.sweep import paysoff_runner as paysoff_sweep
 from simulator.sweep.executors import make_executor
 from simulator.specs.paysoff_sweep import load_paysoff_spec
@@ -94,9 +94,9 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
         if options.published.speedup_checks is not None:
             check_writable_file(options.published.speedup_checks, "CSV")
         measurements, assumptions = published_spec.load(options.published.measurements, options.published.assumptions)
-        if options.published.calibration is not None:  # a constant set by a check row's source is refused
+        if options.published.calibration is not None:  # a check that calibration data saw is refused
             engine_costs = options.published.calibration.with_name("engine_costs.toml")
-            step_calibration.check_published_roles(measurements, options.published.calibration, engine_costs)
+            calibration_guard.check_published_roles(measurements, options.published.calibration, engine_costs)
         published = published_reproduce.plans_for(measurements, assumptions)
     executor = make_executor(options.executor, options.jobs, options.progress_bar)
     stages = 2 + (paysoff_spec is not None) + (published is not None)

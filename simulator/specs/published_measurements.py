@@ -6,6 +6,7 @@ fields, wrong types and unknown units fail with the row id and the field.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Optional
@@ -30,11 +31,14 @@ PROPOSERS = (NO_SPECULATION,) + tuple(k.name for k in proposers.KINDS if getattr
 TREE_FIELDS = ("eagle_topk", "num_draft_tokens")
 LOAD_FIELDS = ("batch_size", "concurrency", "qps")
 ARRIVALS = ("poisson", "constant")
-# What a row is for: ``calibration`` rows come from a source whose own released calibration data
-# (named in ``calibrated_by``: a fit of its runs, not the rows themselves) set constants of the
-# model; they are never counted as evidence of its accuracy.  ``check`` rows share no source with
-# any calibration data (data/calibration/, checked by the build).
+# What a row is for: a ``calibration`` row calibrated the model, and ``calibrated_by`` names how:
+# the calibration data its source released (a link: a fit of its runs, not the rows themselves), or
+# the declared calibration entry that examined the row while being set (its name in
+# data/calibration/, e.g. "devices.h100.network.custom_twoshot_us"); it is never counted as
+# evidence of the model's accuracy.  ``check`` rows share no source with any calibration data and
+# no entry examined them (simulator/profiling/calibration_guard.py, run by the build).
 ROLES = ("calibration", "check")
+CALIBRATION_ENTRY = re.compile(r"(devices|engines|engine_costs)\.[A-Za-z0-9_.\-]+")
 # Where the acceptance a row is simulated with comes from (schemas.ACCEPTANCE_CLASSES), most to
 # least independent of guesswork: the row's own source and setting; another run of the same setting
 # (same model, proposer, draft, k and dataset, all stated); a figure measured on another dataset; an assumption.
@@ -56,7 +60,7 @@ class Measurement:
     role: str
     acceptance_class: str
     tp: int = 1
-    calibrated_by: Optional[str] = None  # a calibration row: the calibration data its source released
+    calibrated_by: Optional[str] = None  # a calibration row: the data its source released, or the entry that examined it
     source_date: Optional[str] = None
     engine_version: Optional[str] = None
     gpu: Optional[str] = None
@@ -156,8 +160,8 @@ def _kind_of(proposer: str):
 
 
 def _check_role(table: dict, where: str) -> None:
-    """A row's role and acceptance class: present, known, and only a calibration row names the
-    calibration data its source released."""
+    """A row's role and acceptance class: present, known, and only a calibration row names what
+    calibrated the model from it (``calibrated_by``: released data, or the entry that examined it)."""
     role, cls, by = table["role"], table["acceptance_class"], table.get("calibrated_by")
     require(role in ROLES, where, f"role = {role!r}; expected one of {list(ROLES)}")
     require(cls in ACCEPTANCE_CLASSES, where, f"acceptance_class = {cls!r}; expected one of {list(ACCEPTANCE_CLASSES)}")
@@ -165,8 +169,10 @@ def _check_role(table: dict, where: str) -> None:
         require(by is None, where, f"is a check row but calibrated_by = {by!r}: a row whose source set a constant is a calibration row (role = \"calibration\")")
     else:
         require(
-            isinstance(by, str) and by.startswith("https://"), where,
-            "is a calibration row: name the calibration data its source released in calibrated_by = \"https://...\", or make it a check row",
+            isinstance(by, str) and (by.startswith("https://") or CALIBRATION_ENTRY.fullmatch(by) is not None), where,
+            "is a calibration row: name the calibration data its source released in calibrated_by = \"https://...\", "
+            "or the declared calibration entry that examined it (calibrated_by = \"devices.<gpu>.<table>.<key>\", \"engines....\" or \"engine_costs.<table>\"), "
+            "or make it a check row",
         )
 
 
