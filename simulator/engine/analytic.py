@@ -23,7 +23,7 @@ import operator
 from typing import Optional
 
 from simulator.engine.batch import SpeculativeBatch
-from simulator.engine.predictor_config import AnalyticPredictorConfig  # noqa: F401  (its configuration, importable from here)
+from simulator.engine.predictor_config import AnalyticPredictorConfig, step_seconds  # noqa: F401  (its configuration, importable from here)
 from simulator.engine.types import ExtensionType
 from simulator.profiles.attention import AttentionRows
 from simulator.profiles.step import StepCost, StepModel
@@ -72,9 +72,7 @@ class AnalyticPredictor(WholeStepPredictorSeam):
     def __init__(self, predictor_config, replica_config, cache_config):
         super().__init__(predictor_config, replica_config, cache_config)
         self._model: StepModel = predictor_config.step_model
-        self._overhead_s = predictor_config.engine_overhead_ms * 1e-3
-        self._async = predictor_config.async_scheduling
-        self._async_gap_s = predictor_config.async_step_gap_ms * 1e-3
+        self._timing = predictor_config  # its host-time fields (step_seconds)
         self.proposer = predictor_config.proposer
         self.scales = predictor_config.scales
 
@@ -99,11 +97,7 @@ class AnalyticPredictor(WholeStepPredictorSeam):
         if self.proposer is not None and isinstance(batch, SpeculativeBatch):
             proposing_s = self.proposer.step_seconds(batch)
             gpu_s += proposing_s if scales is None else scales.drafter * proposing_s
-        if self._async:
-            total_s = max(gpu_s, self._overhead_s) + self._async_gap_s
-        else:
-            total_s = gpu_s + self._overhead_s
-        return StepTime(total_s, model_s, cost)
+        return StepTime(step_seconds(gpu_s, self._timing), model_s, cost)
 
 
 ExecutionTimePredictorRegistry.register(ExtensionType.ANALYTIC, AnalyticPredictor)

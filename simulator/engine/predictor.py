@@ -19,7 +19,7 @@ from pathlib import Path
 from sklearn.ensemble import RandomForestRegressor
 
 from simulator.engine.batch import DraftBatch, SpeculativeBatch
-from simulator.engine.predictor_config import ProfilePredictorConfig  # noqa: F401  (its configuration, importable from here)
+from simulator.engine.predictor_config import ProfilePredictorConfig, step_seconds  # noqa: F401  (its configuration, importable from here)
 from simulator.util.hashing import json_digest
 from simulator.util.progress import say
 from simulator.profiles.vidur_format import PREDICTED_MLP_OPS as PREDICTED_OPS
@@ -149,10 +149,11 @@ class ProfilePredictor(ForestPredictorSeam):
 
     def get_execution_time(self, batch, pipeline_stage: int):
         base = super().get_execution_time(batch, pipeline_stage)
-        extra_ms = self.predictor_config.engine_overhead_ms + self.logits_ms(logits_tokens(batch))
+        gpu_s = base.total_time + 1e-3 * self.logits_ms(logits_tokens(batch))
         if self.proposer is not None and isinstance(batch, SpeculativeBatch):
-            extra_ms += 1e3 * self.proposer.step_seconds(batch)
-        return ExecutionTimePlus(base, extra_ms * 1e-3) if extra_ms else base
+            gpu_s += self.proposer.step_seconds(batch)
+        extra_s = step_seconds(gpu_s, self.predictor_config) - base.total_time  # the host time as the built-in profile adds it
+        return ExecutionTimePlus(base, extra_s) if extra_s else base
 
 
 ExecutionTimePredictorRegistry.register(ExtensionType.PROFILE_FOREST, ProfilePredictor)

@@ -17,7 +17,19 @@ from simulator.engine.types import ExtensionType
 from simulator.profiles.logits import LogitsTable
 from simulator.profiles.step import StepModel
 from simulator.profiles.step_scales import StepScales
+from simulator.speculative.verify_cost import DEFAULT_ATTENTION, DEFAULT_INTERPOLATION
 from simulator.vidur.configs import BaseExecutionTimePredictorConfig, RandomForrestExecutionTimePredictorConfig
+
+
+def step_seconds(gpu_s: float, config) -> float:
+    """A step's time from its GPU time and the engine's host time per step, the one rule both
+    predictors follow: their sum in a synchronous engine; with asynchronous scheduling (vLLM >= 0.14,
+    where the proposer keeps it) the host prepares the next step while the GPU runs this one, so
+    the longer of the two plus the hand-over gap.  ``config`` is either predictor's configuration."""
+    host_s = config.engine_overhead_ms * 1e-3
+    if config.async_scheduling:
+        return max(gpu_s, host_s) + config.async_step_gap_ms * 1e-3
+    return gpu_s + host_s
 
 
 @dataclass
@@ -55,9 +67,12 @@ class ProfilePredictorConfig(RandomForrestExecutionTimePredictorConfig):
     min_samples_split: List[int] = field(default_factory=lambda: [2])
     k_fold_cv_splits: int = 3
     prediction_max_tokens_per_request: int = 4096
+    # the engine's host time per step and whether it overlaps the GPU: as the built-in profile's (step_seconds)
+    async_scheduling: bool = False
+    async_step_gap_ms: float = 0.0
     # verify costing (ignored for plain decode batches)
-    attention_mode: str = "kv_once"
-    interpolation: float = 0.5
+    attention_mode: str = DEFAULT_ATTENTION
+    interpolation: float = DEFAULT_INTERPOLATION
     # time outside Vidur's op set, added to every step: LM head + sampler per logits token
     # (an empty table: not costed, as stock Vidur) and the engine's fixed per-step overhead
     logits: Optional[LogitsTable] = None

@@ -426,9 +426,11 @@ def predictor_config(costing: _Costing, shard: ModelShape, profile: ResolvedProf
     same engine step)."""
     files, max_tokens = profile.files, costing.max_tokens
     logits = cached_logits_table(files.mlp, shard, costing.device, max_tokens) if costing.lm_head else None
+    overlaps = costing.async_scheduling
     return ProfilePredictorConfig(
         logits=logits,
         engine_overhead_ms=engine_overhead_ms,
+        async_scheduling=overlaps, async_step_gap_ms=costing.engine.async_step_gap_us * 1e-3 if overlaps else 0.0,
         mlp_csv=str(files.mlp) if files and files.mlp else "",
         attention_csv=str(files.attention) if files and files.attention else "",
         all_reduce_csv=str(files.all_reduce) if files and files.all_reduce else "",

@@ -56,7 +56,7 @@ import numpy as np
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec
 from simulator.models.shapes import DENSE_LAYER, LayerKind, ModelShape
-from simulator.speculative.verify_cost import DecodeLookup, verify_attention_ms
+from simulator.speculative.verify_cost import DEFAULT_ATTENTION, DEFAULT_INTERPOLATION, DecodeLookup, blend, verify_attention_ms
 
 KV_BLOCK = 128  # keys per tile (FlashAttention-3, head dim <= 128)
 QUERY_TILE = 128  # queries per prefill tile
@@ -182,8 +182,7 @@ def _mla_rows_ms(rows, shape: ModelShape, dev: DeviceSpec, mode: str, interpolat
     once = mla_decode_ms(rows, shape, dev)
     if mode == "kv_once":
         return once
-    each = mla_decode_ms([(1, kv) for q, kv in rows for _ in range(q)], shape, dev)
-    return each if mode == "per_token" else (1 - interpolation) * once + interpolation * each
+    return blend(once, mla_decode_ms([(1, kv) for q, kv in rows for _ in range(q)], shape, dev), mode, interpolation)
 
 
 def decode_lookup(shape: ModelShape, dev: DeviceSpec) -> DecodeLookup:
@@ -195,7 +194,7 @@ def decode_lookup(shape: ModelShape, dev: DeviceSpec) -> DecodeLookup:
 
 
 def attention_ms(
-    rows: AttentionRows, shape: ModelShape, dev: DeviceSpec, mode: str = "kv_once", interpolation: float = 0.0, kind: LayerKind = DENSE_LAYER,
+    rows: AttentionRows, shape: ModelShape, dev: DeviceSpec, mode: str = DEFAULT_ATTENTION, interpolation: float = DEFAULT_INTERPOLATION, kind: LayerKind = DENSE_LAYER,
     decode_ms: Optional[DecodeLookup] = None,
 ) -> float:
     """The step's attention on one worker, for one layer of ``kind``, by the device's backend.

@@ -58,6 +58,7 @@ from simulator.profiles.engines import EngineSpec
 from simulator.profiles.hardware import DeviceSpec, NetworkSpec
 from simulator.profiles.layers import layer_linear_ms
 from simulator.models.shapes import LayerKind, ModelShape
+from simulator.speculative.verify_cost import DEFAULT_ATTENTION, DEFAULT_INTERPOLATION
 
 # Kernels of one Llama-style decoder layer outside attention and the all-reduces (table above),
 # and the attention call itself (the KV-cache write runs inside it in eager and piecewise modes);
@@ -117,8 +118,8 @@ class StepModel:
     device: DeviceSpec
     engine: EngineSpec
     network: Optional[NetworkSpec] = None
-    attention_mode: str = "kv_once"
-    interpolation: float = 0.0
+    attention_mode: str = DEFAULT_ATTENTION
+    interpolation: float = DEFAULT_INTERPOLATION
     lm_head: bool = True
     max_tokens: int = 8192
     # memoised pure terms; not an init field, so dataclasses.replace gives the copy a memo of its own

@@ -13,14 +13,15 @@ from typing import Optional, Union
 
 from simulator.util.errors import ConfigError
 from simulator.profiles.engines import DEFAULT_ENGINE  # the newest vLLM release the engine profiles model
+from simulator.profiles.hardware import DEFAULT_DEVICE
 from simulator.profiles.step_scales import StepScales
 from simulator.speculative import proposers
+from simulator.speculative.verify_cost import ATTENTION_MODES, DEFAULT_ATTENTION, DEFAULT_INTERPOLATION
 
 # The proposer kinds, by the simulator's name (each kind's facts: simulator.speculative.proposers)
 PROPOSERS = proposers.names()
 # Proposers that run a draft network named by draft_model (a draft model, an EAGLE head, a parallel drafter)
 MODEL_PROPOSERS = proposers.draft_model_names()
-ATTENTION_MODES = ("kv_once", "per_token", "interpolated")
 SCHEDULERS = ("sarathi",)
 DEFAULT_NGRAM_OVERHEAD_MS = 0.1
 # The serving engine's CPU time per step outside the GPU's kernels (scheduling, input
@@ -34,9 +35,8 @@ DEFAULT_ENGINE_OVERHEAD_MS = 1.2
 DEFAULT_DRAFT_PASS_OVERHEAD_MS = 0.37
 # Verify attention: the evidence (data/calibration/engine_costs.toml [verify_attention]) puts
 # the prefill-style kernel vLLM runs on Hopper at the lower bound, kv_once: its fitted lambda is
-# 0 (held to [0, 1]), the interpolation default below.
-DEFAULT_ATTENTION = "kv_once"
-DEFAULT_INTERPOLATION = 0.0
+# 0 (held to [0, 1]).  The modes and defaults (ATTENTION_MODES, DEFAULT_ATTENTION,
+# DEFAULT_INTERPOLATION) are defined once, beside the blend they name, in speculative/verify_cost.py.
 # The scheduler's limits a RunConfig gets when none are given: what `vllm serve` (vLLM 0.10.1, V1
 # engine) picks on an A100 and on GPUs under 70 GiB.  The command lines take vLLM's own rule for
 # the device and version instead (simulator/cli/vllm_serve.py, the one place it is written).
@@ -321,7 +321,7 @@ class RunConfig:
     workload: Workload = field(default_factory=PoissonWorkload)
     speculation: SpeculationConfig = field(default_factory=SpeculationConfig)
     model: str = "meta-llama/Llama-2-7b-hf"
-    device: str = "a100"
+    device: str = DEFAULT_DEVICE
     profile_dir: Optional[str] = None  # a Vidur-format directory; None = built-in generator
     scheduler: str = "sarathi"
     # vLLM's max_num_batched_tokens: Sarathi's token budget per step (prompt chunks plus decode tokens)

@@ -20,6 +20,24 @@ from typing import Callable, Sequence
 
 DecodeLookup = Callable[[int, float], float]
 
+# The verify assumptions and the default every front end, predictor and step model takes: one
+# definition (docs/model.md "What decided the default: kv_once").
+ATTENTION_MODES = ("kv_once", "per_token", "interpolated")
+DEFAULT_ATTENTION = "kv_once"
+DEFAULT_INTERPOLATION = 0.0
+
+
+def blend(kv_once: float, per_token: float, mode: str, interpolation: float = DEFAULT_INTERPOLATION) -> float:
+    """A verify row's attention under ``mode`` from its two bounds (``interpolated``: lambda of
+    the way from the lower bound to the upper)."""
+    if mode == "kv_once":
+        return kv_once
+    if mode == "per_token":
+        return per_token
+    if mode == "interpolated":
+        return (1 - interpolation) * kv_once + interpolation * per_token
+    raise ValueError(f"unknown attention mode {mode!r}")
+
 
 _KV = operator.itemgetter(1)
 
@@ -38,15 +56,13 @@ def per_token_ms(rows: Sequence[tuple[int, int]], decode_ms: DecodeLookup) -> fl
     return decode_ms(sum(q for q, _ in rows), _mean_kv(rows, weighted=True)) if rows else 0.0
 
 
-def verify_attention_ms(rows: Sequence[tuple[int, int]], decode_ms: DecodeLookup, mode: str, interpolation: float = 0.5) -> float:
+def verify_attention_ms(rows: Sequence[tuple[int, int]], decode_ms: DecodeLookup, mode: str, interpolation: float = DEFAULT_INTERPOLATION) -> float:
     """Decode-kernel time of one step whose decode rows are ``rows`` = [(queries, kv), ...]."""
     if mode == "kv_once":
         return kv_once_ms(rows, decode_ms)
     if mode == "per_token":
         return per_token_ms(rows, decode_ms)
-    if mode == "interpolated":
-        return (1 - interpolation) * kv_once_ms(rows, decode_ms) + interpolation * per_token_ms(rows, decode_ms)
-    raise ValueError(f"unknown attention mode {mode!r}")
+    return blend(kv_once_ms(rows, decode_ms), per_token_ms(rows, decode_ms), mode, interpolation)
 
 
 def extrapolate_batch(decode_ms: DecodeLookup, max_batch: int) -> DecodeLookup:
