@@ -148,6 +148,26 @@ def test_device_names_match_case_insensitively(name):
     assert config.device == name.strip().lower()
 
 
+def test_every_device_flag_takes_its_default_and_its_list_from_the_device_table(monkeypatch):
+    """The default GPU and the GPUs --help lists come from simulator/profiles/devices.toml alone
+    (simulator.profiles.hardware): a GPU added to the table is listed by every command, with no
+    help string to edit; the printed default is still the A100."""
+    from simulator import paysoff
+    from simulator.profiles import hardware
+    from simulator.validation.cli import build_parser as validation_parser
+
+    assert hardware.DEFAULT_DEVICE in hardware.device_names()
+    table = {**hardware.known_devices(), "gpu_x": hardware.get_device("h100")}
+    monkeypatch.setattr(hardware, "known_devices", lambda path=hardware.DEVICES_FILE: table)
+    steps = validation_parser()._subparsers._group_actions[0].choices
+    parsers = {"simulator": cli.build_parser(), "paysoff": paysoff.build_parser(), **{f"validation {n}": steps[n] for n in ("simulate", "bench", "fit")}}
+    for name, parser in parsers.items():
+        device = next(a for a in parser._actions if "--device" in a.option_strings)
+        assert device.default == "a100", name
+        assert all(gpu in device.help for gpu in table), (name, device.help)
+    assert RunConfig().device == "a100"
+
+
 def test_seed_sweep_keeps_its_scheduler_limits():
     """The simulator's defaults became vLLM's; the published sweep pins what it always ran with."""
     from simulator.sweep.runner import expand, expand_progress

@@ -27,6 +27,6 @@ def drafter_names() -> list[str]:
 
 def device_help() -> str:
     """``--device``'s help: every GPU of ``simulator/profiles/devices.toml``."""
-    from simulator.profiles.hardware import known_devices
+    from simulator.profiles.hardware import device_names
 
-    return f"GPU, case-insensitive: {', '.join(known_devices())}"
+    return f"GPU, case-insensitive: {', '.join(device_names())}"

@@ -22,6 +22,9 @@ from simulator.util.inputs import read_toml
 
 # Package data: found the same way from a checkout, an editable install or a wheel.
 DEVICES_FILE = Path(str(resources.files("simulator.profiles").joinpath("devices.toml")))
+# The GPU a run, a sweep row and every command's --device get when none is named: the A100 80GB,
+# the GPU of Vidur's own measured profiles.  The one place it is spelled; a device of DEVICES_FILE.
+DEFAULT_DEVICE = "a100"
 
 
 @dataclass(frozen=True)
@@ -272,6 +275,11 @@ def known_devices(path: Path = DEVICES_FILE) -> dict[str, DeviceSpec]:
     except OSError:
         return load_devices(path)  # reports the missing file as a ConfigError
     return _devices_at(str(path), stat.st_mtime_ns, stat.st_size)
+
+
+def device_names(path: Path = DEVICES_FILE) -> list[str]:
+    """Every device of ``path``, in the table's order: what --help lists and --device accepts."""
+    return list(known_devices(path))
 
 
 def get_device(name: str, path: Path = DEVICES_FILE) -> DeviceSpec:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from simulator.profiles.engines import DEFAULT_ENGINE
+from simulator.profiles.hardware import DEFAULT_DEVICE
 from simulator.profiles.step_scales import StepScales
 from simulator.runs.config import RunConfig, SpeculationConfig
 from simulator.util.errors import ConfigError
@@ -103,7 +104,7 @@ class AcceptanceProfile:
     deployment: str = ""
     deployment_label: str = ""
     model: str = "meta-llama/Llama-2-7b-hf"
-    device: str = "a100"
+    device: str = DEFAULT_DEVICE
     tensor_parallel_size: int = 1
     proposer: str = dataclasses.field(default_factory=lambda: SpeculationConfig().proposer)
     draft_model: Optional[str] = None

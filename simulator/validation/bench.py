@@ -30,6 +30,7 @@ from typing import Optional
 
 from simulator.cli.argtypes import Synonyms, positive_int, request_rate, speculative_tokens
 from simulator.cli.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
+from simulator.profiles.hardware import DEFAULT_DEVICE, device_names
 from simulator.util.errors import ConfigError
 from simulator.validation.random_dataset import RAMP_UP_STRATEGIES
 
@@ -153,7 +154,7 @@ def add_bench_parser(steps, epilog: str) -> None:
     sampling.add_argument("--top-k", type=int, help="top-k (default: not sent)")
     sampling.add_argument("--min-p", type=float, help="min-p (default: not sent)")
     h = b.add_argument_group("this harness's own (not vllm bench serve's)")
-    h.add_argument("--device", default="a100", help="GPU SKU the server runs on, for the simulation: a100, h100 or h200 (default: a100)")
+    h.add_argument("--device", default=DEFAULT_DEVICE, help=f"GPU SKU the server runs on, for the simulation: {', '.join(device_names())} (default: {DEFAULT_DEVICE})")
     h.add_argument("--profile-dir", help="a Vidur-format profile measured on that GPU (default: the built-in profile)")
     add_proposer_flags(h, options=False)
     h.add_argument("--draft-model", help=draft_model_help())

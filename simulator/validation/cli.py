@@ -17,6 +17,7 @@ from typing import Optional, Sequence
 
 from simulator.cli.argtypes import DeprecatedAlias, positive_int, speculative_tokens
 from simulator.cli.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
+from simulator.profiles.hardware import DEFAULT_DEVICE, device_names
 from simulator.util.errors import ConfigError
 from simulator.validation.exits import EXIT_BAD_INPUT, EXIT_CLOSING_SCRAPE_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_REQUESTS_FAILED, unfinished_message
 
@@ -309,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--calibration", required=True)
     s.add_argument("--out", required=True, help="directory for simulated.csv and simulated.json")
     s.add_argument("--model", default="meta-llama/Llama-2-7b-hf")
-    s.add_argument("--device", default="a100", help="GPU SKU the server ran on: a100, h100 or h200 (default: a100)")
+    s.add_argument("--device", default=DEFAULT_DEVICE, help=f"GPU SKU the server ran on: {', '.join(device_names())} (default: {DEFAULT_DEVICE})")
     s.add_argument("--profile-dir", help="a Vidur-format profile directory measured on that GPU (default: the built-in profile)")
     add_proposer_flags(s, options=False)
     s.add_argument("--draft-model", help=draft_model_help())

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from simulator.cli.argtypes import positive_int, speculative_tokens
 from simulator.cli.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
+from simulator.profiles.hardware import DEFAULT_DEVICE, device_names
 from simulator.util.errors import ConfigError
 
 
@@ -54,7 +55,7 @@ def add_fit_parser(steps, epilog: str) -> None:
     h.add_argument("--levels", type=_levels, default=(1, 8, 32, 128), help="closed-loop concurrencies to measure, each as vllm bench serve --max-concurrency C --request-rate inf (default: 1,8,32,128)")
     h.add_argument("--held-out", type=_levels, help="levels left out of the fit and predicted (default: the largest of --levels)")
     h.add_argument("--waves", type=positive_int, default=3, help="requests per level = waves x concurrency, at least 8 (default: 3)")
-    h.add_argument("--device", default="a100", help="the GPU the server runs on (default: a100)")
+    h.add_argument("--device", default=DEFAULT_DEVICE, help=f"the GPU the server runs on: {', '.join(device_names())} (default: {DEFAULT_DEVICE})")
     h.add_argument("--tensor-parallel-size", type=positive_int, default=1, help="the server's --tensor-parallel-size (default: 1)")
     h.add_argument("--vllm-version", help="the server's vLLM release (default: what its /version says)")
     h.add_argument("--max-num-seqs", type=positive_int, help="the server's --max-num-seqs (default: vllm serve's for the version and GPU)")

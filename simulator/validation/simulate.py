@@ -12,6 +12,7 @@ from typing import Optional
 
 import numpy as np
 
+from simulator.profiles.hardware import DEFAULT_DEVICE
 from simulator.runs.config import ExplicitWorkload, RunConfig
 from simulator.util.errors import ConfigError
 from simulator.util.inputs import read_json
@@ -34,7 +35,7 @@ def build_run_config(
     workload: Workload,
     calibration: dict,
     model: str = "meta-llama/Llama-2-7b-hf",
-    device: str = "a100",
+    device: str = DEFAULT_DEVICE,
     profile_dir: Optional[str] = None,
     proposer: str = "ngram",
     draft_model: Optional[str] = None,
