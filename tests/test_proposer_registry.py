@@ -8,6 +8,7 @@ and fails the table checks until its row is added.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from types import SimpleNamespace
 
@@ -17,13 +18,14 @@ import pytest
 from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.proposers import ProposerCost
 from simulator.util.errors import ConfigError
-from simulator.profiles import roofline
 from simulator.profiles.hardware import get_device
 from simulator.models.shapes import ModelShape
 from simulator.speculative import proposers
 from simulator.speculative.memory import BYTES, ModelMemory
-from simulator.speculative.proposers.base import ACCEPTANCE_INPUTS, DraftSource, ModelFacts, NetworkMemory, SpeculationSettings
+from simulator.speculative.proposers.base import ACCEPTANCE_INPUTS, DraftPass, DraftSource, ModelFacts, NetworkMemory, SpeculationSettings, StepWork, TokenScan
 from simulator.speculative.step import StepPlan
+
+from round_device import ROUND, SMALL
 
 KINDS = {kind.name: kind for kind in proposers.KINDS}
 # vLLM's num_lookahead_tokens per method (vllm/v1/core/sched/scheduler.py; docs/sources/proposers.md
@@ -132,15 +134,30 @@ def test_memory_matches_its_definition(name):
 # --- a step's cost is the sum of its passes --------------------------------------------------
 
 class RecordingPredictor:
-    """A draft predictor whose pass costs a known function of its batch; it records each pass."""
+    """A draft predictor whose pass costs some function of its batch (any would do: the checks
+    below read what it returned, not its formula); it records each pass and what it cost."""
 
-    def __init__(self):
+    def __init__(self, scale: float = 1.0):
+        self.scale = scale
         self.batches = []
+        self.returned = []
 
     def pass_seconds(self, batch, logits_rows):
         multi = getattr(batch, "decode_rows", None)
         self.batches.append((list(batch.num_q_tokens), list(batch.num_kv_tokens), logits_rows, multi))
-        return 1e-6 * sum(batch.num_q_tokens) + 1e-8 * sum(batch.num_kv_tokens) + 1e-5 * logits_rows
+        seconds = self.scale * (1e-6 * sum(batch.num_q_tokens) + 1e-8 * sum(batch.num_kv_tokens) + 1e-5 * logits_rows)
+        self.returned.append(seconds)
+        return seconds
+
+
+class ConstantPredictor:
+    """A draft predictor whose every pass costs ``ms``, whatever its batch."""
+
+    def __init__(self, ms: float):
+        self.seconds = ms * 1e-3
+
+    def pass_seconds(self, batch, logits_rows):
+        return self.seconds
 
 
 def _request(processed: int, prompt: int = 100):
@@ -166,20 +183,26 @@ SHAPE = ModelShape(num_q_heads=8, num_kv_heads=2, embedding_dim=H, mlp_hidden_di
 OVERHEAD_MS = 0.3
 
 
-def independent_cost(work, predictor: RecordingPredictor, layers: int) -> float:
-    """The step's cost from its work, priced term by term without ProposerCost."""
-    total = work.host_seconds
-    for scan in work.scans:
-        total += 1e-3 * float(roofline.streaming_ms(scan.bytes, DEVICE.constants.add_eff, DEVICE))
-    for draft_pass in work.passes:
-        q = [r.q for r in draft_pass.rows]
-        kv = [r.kv for r in draft_pass.rows]
-        total += 1e-6 * sum(q) + 1e-8 * sum(kv) + 1e-5 * draft_pass.logits_rows + OVERHEAD_MS * 1e-3
-        if draft_pass.fc_inputs and draft_pass.fc_tokens:
-            total += 1e-3 * float(roofline.gemm_ms(draft_pass.fc_tokens, H, draft_pass.fc_inputs * H, DEVICE))
-        if draft_pass.context_kv_tokens:
-            total += layers * 1e-3 * float(roofline.gemm_ms(draft_pass.context_kv_tokens, 2 * 2 * (H // 8), H, DEVICE))
-    return total
+def test_a_steps_cost_worked_by_hand():
+    """Host time, a token scan and two passes (one with the fc GEMM and the context K/V
+    projections), each priced by hand on round numbers (tests/round_device.py) for a 3-layer
+    drafter of hidden 256 with 2 KV heads of 64: every term once, the fixed cost once per pass."""
+    cost = ProposerCost(None, ConstantPredictor(1.0), SMALL, 3, ROUND, pass_overhead_ms=0.3)
+    work = StepWork(
+        host_seconds=5e-6,
+        scans=(TokenScan(1e6),),
+        passes=(DraftPass((), 0, fc_inputs=3, fc_tokens=64, context_kv_tokens=64), DraftPass((), 0)),
+    )
+    us = (
+        5  # host
+        + 2 + 1e6 / (1e6 / 4)  # the scan: 1 MB at add 1/4 of 1 TB/s, 2 us launch: 6
+        + 1000 + 300  # first pass: the predictor's 1 ms and the fixed 0.3 ms
+        + 10 + 2 * (64 * 768 + 256 * 768 + 64 * 256) / 1e6  # its fc GEMM [64, 3 x 256] x [768, 256]: 10.524288
+        + 3 * (10 + 2 * (64 * 256 + 256 * 256 + 64 * 256) / 1e6)  # K and V of 64 tokens, [64, 256] x [256, 2 x 2 x 64], 3 layers: 30.589824
+        + 1000 + 300  # second pass
+    )
+    assert us == pytest.approx(2652.114112, rel=1e-12)
+    assert cost.work_seconds(work) == pytest.approx(2652.114112e-6, rel=1e-9)
 
 
 def expected_passes(name: str, step: StepPlan, s: SpeculationSettings) -> int:
@@ -204,8 +227,22 @@ def test_a_steps_cost_is_the_sum_of_its_passes(name, seed):
     cost = ProposerCost(kind.step_cost(s), predictor, SHAPE, 3, DEVICE, OVERHEAD_MS)
     seconds = cost.step_seconds(SpeculativeBatch.of_plan(0, step))
     work = kind.step_cost(s).work(step)
-    assert seconds == pytest.approx(independent_cost(work, RecordingPredictor(), 3), rel=1e-12)
     assert len(work.passes) == len(predictor.batches) == expected_passes(name, step, s)
+    n = len(work.passes)
+
+    def priced(predictor, overhead_ms=OVERHEAD_MS, what=work):
+        return ProposerCost(kind.step_cost(s), predictor, SHAPE, 3, DEVICE, overhead_ms).work_seconds(what)
+
+    # each pass's forward counts once, as the predictor priced it: doubling the predictor adds what it returned
+    doubled = RecordingPredictor(scale=2.0)
+    assert priced(doubled) - seconds == pytest.approx(sum(predictor.returned), rel=1e-9, abs=1e-15)
+    assert sum(doubled.returned) == pytest.approx(2 * sum(predictor.returned), rel=1e-12)
+    # each pass pays the fixed cost once
+    assert seconds - priced(RecordingPredictor(), overhead_ms=0.0) == pytest.approx(n * OVERHEAD_MS * 1e-3, rel=1e-9, abs=1e-15)
+    # additive across a split of the step's work: the host time and scans with the first passes, then the rest
+    for i in range(n + 1):
+        first, rest = dataclasses.replace(work, passes=work.passes[:i]), StepWork(passes=work.passes[i:])
+        assert priced(RecordingPredictor(), what=first) + priced(RecordingPredictor(), what=rest) == pytest.approx(seconds, rel=1e-12)
     sampling = sum(step.samples(i) for i in range(len(step.requests)))
     if name in ("eagle", "eagle3", "mtp") and work.passes:
         assert predictor.batches[0][0] == step.computed  # pass 0 over every token the target computed

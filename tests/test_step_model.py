@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import numpy as np
 import pytest
 
 import simulator
@@ -22,10 +21,11 @@ from simulator.profiles import collectives, roofline
 from simulator.profiles.attention import AttentionRows, attention_ms
 from simulator.profiles.engines import get_engine, vllm_capture_sizes
 from simulator.profiles.hardware import get_device
-from simulator.profiles.step import ALL_REDUCES_PER_LAYER, ATTENTION_KERNELS, LAYER_KERNELS, StepModel
+from simulator.profiles.step import ALL_REDUCES_PER_LAYER, LayerCost, StepCost, StepModel
 from simulator.vidur.entities import Batch, Request
 from simulator.vidur.seam import mark_prefill_complete
 from simulator.models.shapes import DENSE_LAYER
+from round_device import ROUND, SMALL
 
 L7 = "meta-llama/Llama-2-7b-hf"
 L8 = "meta-llama/Llama-3.1-8B-Instruct"
@@ -61,15 +61,26 @@ def test_a_builtin_run_uses_the_step_model():
     assert predictor.predictor_config.step_model.engine.name == "vllm-0.30.0"  # the newest release modelled is the default
 
 
+def test_a_step_and_a_layer_total_each_of_their_terms_once():
+    # each term a distinct power of two: a term left out, counted twice or swapped for another changes the sum
+    assert StepCost("full", 8, 1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0).total_ms == 127.0  # 1 + 2 + 4 + ... + 64
+    assert LayerCost(1.0, 2.0, 4.0, 8.0, 16.0).total_ms == 31.0  # 1 + 2 + 4 + 8 + 16
+
+
 @pytest.mark.parametrize("name, device, tp", [(L7, "a100", 1), (L8, "h100", 1), (L70, "h200", 4)])
 def test_a_step_is_its_terms_and_each_term_is_its_kernel_model(name, device, tp):
     model = _model(name, device, tp)
     shape, dev, layers = model.shape, model.device, model.num_layers
+    doubled = dataclasses.replace(model, num_layers=2 * layers)
     for batch, kv in ((1, 100), (7, 1500), (64, 900), (200, 3000)):
         rows = _decode(batch, kv)
         cost = model.forward(rows, batch, batch, uniform_decode=True)
-        terms = (cost.linear_ms + cost.attention_ms + cost.all_reduce_ms + cost.gaps_ms + cost.cpu_bound_ms + cost.outside_layers_ms + cost.logits_ms)
-        assert cost.total_ms == pytest.approx(terms, rel=1e-12)
+        # twice the layers: every layer term doubles, the embedding, final norm and logits do not
+        twice = doubled.forward(rows, batch, batch, uniform_decode=True)
+        for term in ("linear_ms", "attention_ms", "all_reduce_ms", "gaps_ms", "cpu_bound_ms"):
+            assert getattr(twice, term) == pytest.approx(2 * getattr(cost, term), rel=1e-12), term
+        assert (twice.outside_layers_ms, twice.logits_ms) == (cost.outside_layers_ms, cost.logits_ms)
+        assert twice.total_ms - cost.total_ms == pytest.approx(cost.total_ms - cost.outside_layers_ms - cost.logits_ms, rel=1e-12)
         padded = cost.padded_tokens
         assert padded >= batch and padded in vllm_capture_sizes(512)
         gemms = (
@@ -83,7 +94,7 @@ def test_a_step_is_its_terms_and_each_term_is_its_kernel_model(name, device, tp)
         size = padded * shape.embedding_dim * 2
         expected_ar = layers * ALL_REDUCES_PER_LAYER * collectives.all_reduce_ms(size, tp, dev.network, 8 * 2**20) if tp > 1 else 0.0
         assert cost.all_reduce_ms == pytest.approx(expected_ar, rel=1e-12)
-        kernels = LAYER_KERNELS + ATTENTION_KERNELS + (ALL_REDUCES_PER_LAYER if tp > 1 else 0)
+        kernels = 9 + 1 + (2 if tp > 1 else 0)  # a Llama layer's nine kernels, its attention call, two all-reduces at TP > 1
         assert cost.gaps_ms == pytest.approx(layers * kernels * model.engine.graph_kernel_gap_us * 1e-3)
 
 
@@ -119,7 +130,7 @@ def test_eager_steps_run_unpadded_and_launch_every_kernel():
     rows = AttentionRows(prefill=((2000, 0),))
     cost = model.forward(rows, 2000, 1, uniform_decode=False)
     assert cost.mode == "eager" and cost.padded_tokens == 2000
-    assert cost.gaps_ms == pytest.approx(model.num_layers * (LAYER_KERNELS + ATTENTION_KERNELS) * model.engine.stream_kernel_gap_us * 1e-3)
+    assert cost.gaps_ms == pytest.approx(model.num_layers * (9 + 1) * model.engine.stream_kernel_gap_us * 1e-3)  # nine kernels and the attention call
 
 
 def test_tensor_parallelism_halves_the_weights_and_adds_the_custom_all_reduce():
@@ -235,24 +246,24 @@ def test_a_prompt_chunk_longer_than_the_tables_is_costed():
     assert beyond.total_ms == pytest.approx(within.total_ms, rel=1e-12)
 
 
-def test_the_linear_table_matches_its_own_formula_everywhere():
-    """A Llama layer's linear part is its nine kernels (the table in simulator/profiles/step.py),
-    in the per-token table and computed afresh beyond it."""
-    model = _model(L8)
-    shape, dev, c = model.shape, model.device, model.device.constants
-    t = np.array([1, 7, 64, 513, 4096], dtype=float)
-    h, f, hd = shape.embedding_dim, shape.mlp_hidden_per_worker, shape.head_dim
-    expected = (
-        2 * roofline.rmsnorm_ms(t, h, dev)
-        + roofline.gemm_ms(t, shape.qkv_dim, h, dev)
-        + roofline.streaming_ms(t * 2 * (shape.q_heads_per_worker + shape.kv_heads_per_worker) * hd * 2, c.rope_eff, dev)
-        + roofline.kv_cache_save_ms(t, shape, dev)
-        + roofline.gemm_ms(t, h, shape.q_heads_per_worker * hd, dev)
-        + roofline.gemm_ms(t, 2 * f, h, dev)
-        + roofline.streaming_ms(t * 3 * f * 2, c.act_eff, dev)
-        + roofline.gemm_ms(t, h, f, dev)
+def test_a_llama_layers_linear_part_is_its_nine_kernels_worked_by_hand():
+    """A Llama layer's linear part is the nine kernels of the table in simulator/profiles/step.py,
+    worked by hand at 64 tokens on round numbers (tests/round_device.py: GEMMs 10 us + bytes at
+    1 TB/s, norms 3 us + 0.32 of a 1 us wave, streaming kernels 2 us + bytes at act 1/2, add 1/4,
+    rope 1/8 of 1 TB/s), in the per-token table and computed afresh beyond it."""
+    model = StepModel(shape=SMALL, num_layers=2, device=ROUND, engine=get_engine("vllm-0.10.1"), max_tokens=8192)
+    us = (
+        2 * (3 + 64 / 200)  # two fused add + RMSNorms: 3.32 us each
+        + 10 + 2 * (64 * 256 + 512 * 256 + 64 * 512) / 1e6  # QKV GEMM [64, 256] x [256, 512]: 10.360448
+        + 2 + 64 * 2 * (4 + 2) * 64 * 2 / (1e6 / 8)  # rotary over Q and K, 98,304 bytes at rope 1/8: 2.786432
+        + 2 + 64 * 2 * 2 * 64 * (2 + 2) / (1e6 / 4)  # K and V read and written to the cache, 65,536 bytes at add 1/4: 2.262144
+        + 10 + 2 * (64 * 256 + 256 * 256 + 64 * 256) / 1e6  # output GEMM [64, 256] x [256, 256]: 10.196608
+        + 10 + 2 * (64 * 256 + 1024 * 256 + 64 * 1024) / 1e6  # gate/up GEMM [64, 256] x [256, 1024]: 10.688128
+        + 2 + 64 * (1024 + 512) * 2 / (1e6 / 2)  # SiLU-and-mul, 196,608 bytes at act 1/2: 2.393216
+        + 10 + 2 * (64 * 512 + 256 * 512 + 64 * 256) / 1e6  # down GEMM [64, 512] x [512, 256]: 10.360448
     )
-    assert np.allclose(model._tables[DENSE_LAYER][t.astype(int)], expected, rtol=1e-12)
-    assert model.layer_kernels(DENSE_LAYER) == LAYER_KERNELS
-    small = dataclasses.replace(model, max_tokens=8)
-    assert small._per_token(DENSE_LAYER, 4096) == pytest.approx(float(expected[-1]), rel=1e-12)
+    assert us == pytest.approx(55.687424, rel=1e-12)
+    assert model._per_token(DENSE_LAYER, 64) == pytest.approx(55.687424e-3, rel=1e-9)
+    assert model.layer_kernels(DENSE_LAYER) == 9
+    small = dataclasses.replace(model, max_tokens=8)  # 64 tokens lie beyond its table
+    assert small._per_token(DENSE_LAYER, 64) == pytest.approx(55.687424e-3, rel=1e-9)
