@@ -88,7 +88,8 @@ PROGRESS_NUMERIC = ("num_speculative_tokens", "acceptance_rate", "simulated_prog
 
 PUBLISHED_COLUMNS = (
     "id", "source_url", "metric", "published", "simulated", "error_pct", "unit", "status", "reason",
-    "role", "acceptance_class", "calibrated_by", "plausible", "error_range_pct", "source", "engine", "engine_version", "gpu", "tp", "model", "proposer", "draft", "k",
+    "role", "acceptance_class", "calibrated_by", "plausible", "error_range_pct", "source", "engine", "engine_version",
+    "engine_profile", "engine_class", "engine_basis", "gpu", "tp", "model", "proposer", "draft", "k",
     "batch_size", "concurrency", "qps", "dataset", "input_len", "output_len", "acceptance_used", "acceptance_source",
     *PROVENANCE_COLUMNS, "seed", "engine_overhead_ms",
 )
@@ -96,8 +97,17 @@ PUBLISHED_COLUMNS = (
 SIMULATED, NOT_REPRODUCIBLE = "simulated", "not reproducible"
 # the ``acceptance_class`` column: how close the acceptance a row was simulated with is to its setting
 ACCEPTANCE_CLASSES = ("same_source", "same_setting_other_run", "other_dataset", "assumed")
-# columns added with roles and acceptance classes: a CSV recorded before them still renders, unlabelled
-PUBLISHED_LATER_COLUMNS = ("role", "acceptance_class", "calibrated_by", "plausible", "error_range_pct")
+# the engines a published row may name (its ``engine``): those the rows come from
+ROW_ENGINES = ("vllm", "sglang", "tensorrt-llm")
+# the ``engine_class`` column (simulator/published/plan.py engine_identity): a vLLM row modelled by
+# its own version's engine generation, which alone makes the headline; a vLLM V0 row (run on the
+# oldest profile, informational); a vLLM row of unknown version and date, and another engine's row
+# (both run on a proxy profile), reported apart
+VLLM, VLLM_V0, VLLM_UNKNOWN, OTHER_ENGINE = "vllm", "vllm V0", "vllm version unknown", "other engine"
+ENGINE_CLASSES = (VLLM, VLLM_V0, VLLM_UNKNOWN, OTHER_ENGINE)
+# columns added with roles and acceptance classes, and with engine classes: a CSV recorded before
+# them still renders, unlabelled
+PUBLISHED_LATER_COLUMNS = ("role", "acceptance_class", "calibrated_by", "plausible", "error_range_pct", "engine_profile", "engine_class", "engine_basis")
 
 # ---- simulator/published/speedup_checks.csv: each speculative check row's speedup error, by regime ----
 # (package data: the pays-off answer's error bar, simulator/sweep/error_bar.py)

@@ -458,8 +458,8 @@ def test_best_k_at_batch_one_as_published(committed):
 
 
 def test_summary_counts_check_rows_only_by_class_and_calibration_apart():
-    def row(role, cls, metric, error, status=SIMULATED, by=""):
-        return {"status": status, "role": role, "acceptance_class": cls, "metric": metric, "error_pct": error, "calibrated_by": by}
+    def row(role, cls, metric, error, status=SIMULATED, by=""):  # vLLM rows on their own version's profile (test_engine_identity.py: the rest)
+        return {"status": status, "role": role, "acceptance_class": cls, "metric": metric, "error_pct": error, "calibrated_by": by, "engine_class": "vllm"}
 
     rows = [
         row("calibration", "same_source", "speedup", 40.0, by="https://example.org/fit"),

@@ -641,7 +641,8 @@ def _published_rows() -> list[dict]:
         base = {c: "" for c in COLUMNS}
         base.update(id=id_, source_url="https://example.org/" + id_, metric=metric, published=published, simulated=simulated,
                     error_pct=100 * (simulated - published) / published, unit="x" if metric == "speedup" else "output tokens/s",
-                    status="simulated", role=role, acceptance_class=cls, source=id_.split("-")[0], engine="vllm", gpu="h100", tp=1,
+                    status="simulated", role=role, acceptance_class=cls, source=id_.split("-")[0], engine="vllm",
+                    engine_version="0.15.1", engine_profile="vllm-0.15.1", engine_class="vllm", gpu="h100", tp=1,
                     model="meta-llama/Llama-3.1-8B-Instruct", proposer=proposer, k="" if proposer == "none" else 3,
                     batch_size=1, dataset="mt-bench", acceptance_used=acceptance, **extra)
         return base
@@ -714,7 +715,7 @@ def test_published_check_and_calibration_rows_are_apart_in_table_chart_and_headl
     assert by_class == {CLASS_LABELS[c]: n for c, n in {"same_source": "2", "same_setting_other_run": "0", "other_dataset": "0", "assumed": "1"}.items()}
     assert _table(page, "published-table")[0][0] == "example.org"  # the source in words, not the row's slug
     summary = page.locator("#summary").inner_text()
-    assert "Check rows (3;" in summary and "1 of 1" in summary  # the calibration row's speedup miss is not counted
+    assert "vLLM check rows (3," in summary and "1 of 1" in summary  # the calibration row's speedup miss is not counted
     page.goto(published_site.as_uri() + "/index.html")
     assert "3 check rows" in page.locator("main").inner_text() and "1 calibration row shown apart" in page.locator("main").inner_text()
 

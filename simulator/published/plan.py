@@ -21,6 +21,9 @@ The mapping, the same for every row (no per-row tuning):
   states, else what ``vllm serve`` of its engine profile picks on its GPU (:mod:`simulator.cli.vllm_serve`), with ``max_num_seqs`` = B for an
   offline batch of B); a draft
   model's tensor parallelism is the row's ``draft_tp``, else vLLM's default (the target's).
+* engine: :func:`engine_identity`, one rule: the profile of the vLLM version the source states,
+  else of the release current at its date; a V0 release, another engine, or a vLLM row of no
+  version and no date runs on a named profile and is reported apart from the vLLM headline.
 * proposer: the row's kind (:mod:`simulator.speculative.proposers`); a ``drafting = "tree"`` row
   runs its kind's tree variant with the row's ``eagle_topk`` and ``num_draft_tokens`` at depth
   ``k``, its acceptance the accept length the engine reported.
@@ -34,12 +37,15 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
+from packaging.version import Version
+
 from simulator.vidur.models import model_config
 from simulator.runs.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig
 from simulator.util.errors import ConfigError
 from simulator.runs.results import speedup
 from simulator.profiles.engines import engine_for_version, get_engine
 from simulator.profiles.hardware import known_devices
+from simulator.schemas import OTHER_ENGINE, VLLM, VLLM_UNKNOWN, VLLM_V0
 from simulator.specs.published_measurements import NO_SPECULATION, TREE_FIELDS, Assumptions, Measurement
 from simulator.speculative import proposers
 from simulator.speculative.acceptance_convert import conditional_from_unconditional, iid_rate_from_length
@@ -221,19 +227,79 @@ def _runs(
     return run, (RunConfig.from_deployment(**base) if m.metric == "speedup" else None)
 
 
-# The engine profile of a row whose source states no vLLM version, and of another engine's rows:
-# vLLM 0.10.1, the version the per-step overheads stand for (data/calibration/engine_costs.toml).
-# Not the commands' default (the newest release modelled): the check rows keep the profile they
-# were checked under until each is priced by the engine that ran it (issue 31).
-UNSTATED_ENGINE = "vllm-0.10.1"
+# ---- the engine that ran a row (issue 31): one rule, :func:`engine_identity` ----
+# The proxy profile of another engine's rows (SGLang, TensorRT-LLM) and of a vLLM row whose source
+# states neither a version nor a date: vLLM 0.10.1, the version the per-step overheads stand for
+# (data/calibration/engine_costs.toml).  No profile of another engine exists, and none can be
+# sourced offline today; such rows are simulated on the proxy and reported apart from the vLLM
+# headline, labelled so.
+PROXY_ENGINE = "vllm-0.10.1"
+# vLLM's V1 engine is the default from 0.8.0 on; before it the V0 engine (its own scheduler and
+# model runner, multi-step scheduling from 0.6.0, FlashAttention-2), which no engine profile
+# here models (every profile is V1's).
+V1_SINCE = "0.8.0"
+# The release dates of vLLM 0.8.0 and of every release an engine profile models: the day each
+# release's package was built for PyPI (the PKG-INFO of its sdist; 0.15.1, published as wheels
+# only, the METADATA of its wheel), read with `pip download --no-deps vllm==X.Y.Z`
+# (docs/sources/engines.md, "Release dates").  A row whose source states no vLLM version runs the
+# release current at its source_date.
+VLLM_RELEASE_DATES = {
+    "0.8.0": "2025-03-18", "0.10.1": "2025-08-18", "0.11.0": "2025-10-04", "0.14.0": "2026-01-20",
+    "0.15.1": "2026-02-04", "0.19.0": "2026-04-03", "0.24.0": "2026-06-30", "0.29.0": "2026-09-09",
+    "0.30.0": "2026-09-22",
+}
+ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM"}
+
+
+@dataclass(frozen=True)
+class EngineIdentity:
+    profile: str  # the engine profile the row is simulated on (simulator/profiles/engines.toml)
+    engine_class: str  # schemas.ENGINE_CLASSES: "vllm" rows make the headline, the rest are reported apart
+    basis: str  # why, in words: the version stated, the release current at the source's date, or the proxy
+
+
+def _release_at(date: str) -> Optional[str]:
+    """The newest release of :data:`VLLM_RELEASE_DATES` out by ``date`` (ISO), None before all."""
+    out = [v for v, released in VLLM_RELEASE_DATES.items() if released <= date]
+    return max(out, key=Version) if out else None
+
+
+def _vllm(version: str, how: str) -> EngineIdentity:
+    """A vLLM release to its profile: the newest at or below it when that models its engine
+    generation (V1); a V0 release runs on the oldest profile, informational."""
+    profile = engine_for_version(version)
+    if Version(version) < Version(V1_SINCE):
+        return EngineIdentity(profile.name, VLLM_V0, f"{how}: the V0 engine (multi-step scheduling, FlashAttention-2), "
+                              f"which no V1 profile models; run on the oldest profile, {profile.name}, and reported apart")
+    if Version(profile.version) > Version(version):
+        return EngineIdentity(profile.name, VLLM, f"{how}: V1, older than every profile; run on the oldest, {profile.name}, the nearest V1 profile")
+    return EngineIdentity(profile.name, VLLM, f"{how}: {profile.name}, the newest profile at or below it")
+
+
+def engine_identity(m: Measurement) -> EngineIdentity:
+    """The engine profile a row runs under and its engine class, by one rule: a vLLM row runs the
+    version its source states, else the release current at its source's date (the newest of
+    :data:`VLLM_RELEASE_DATES` out by then), else the proxy; a V0 release (before :data:`V1_SINCE`)
+    runs on the oldest profile as "vllm V0"; another engine's row runs on :data:`PROXY_ENGINE` as
+    "other engine"."""
+    if m.engine != VLLM:
+        stated = f" {m.engine_version}" if m.engine_version else " (version not stated)"
+        return EngineIdentity(PROXY_ENGINE, OTHER_ENGINE, f"{ENGINE_NAMES.get(m.engine, m.engine)}{stated}: no engine profile of its own; run on the proxy profile {PROXY_ENGINE}")
+    if m.engine_version:
+        return _vllm(m.engine_version, f"vLLM {m.engine_version} (stated)")
+    if m.source_date:
+        release = _release_at(m.source_date)
+        if release is None:  # before 0.8.0: a V0 release, which one unknown
+            oldest = engine_for_version("0")
+            return EngineIdentity(oldest.name, VLLM_V0, f"vLLM of {m.source_date} (version not stated), before {V1_SINCE} ({VLLM_RELEASE_DATES[V1_SINCE]}): "
+                                  f"the V0 engine, which no V1 profile models; run on the oldest profile, {oldest.name}, and reported apart")
+        return _vllm(release, f"vLLM of {m.source_date} (version not stated): {release} (released {VLLM_RELEASE_DATES[release]}), the newest dated release out by then")
+    return EngineIdentity(PROXY_ENGINE, VLLM_UNKNOWN, f"vLLM, neither version nor date stated: run on the proxy profile {PROXY_ENGINE}, and reported apart")
 
 
 def engine_of(m: Measurement) -> str:
-    """The engine profile a row runs under: the newest at or below the vLLM version its source
-    states; :data:`UNSTATED_ENGINE` for an unstated version and for other engines."""
-    if m.engine == "vllm" and m.engine_version:
-        return engine_for_version(m.engine_version).name
-    return UNSTATED_ENGINE
+    """The engine profile a row runs under (:func:`engine_identity`)."""
+    return engine_identity(m).profile
 
 
 def simulated_value(m: Measurement, record: dict, baseline: Optional[dict]) -> float:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from simulator.published.plan import Plan, plan, simulated_value
+from simulator.published.plan import Plan, engine_identity, plan, simulated_value
 from simulator.specs.published_measurements import METRICS, Assumptions, Measurement
 from simulator.schemas import NOT_REPRODUCIBLE, PROVENANCE_COLUMNS, PUBLISHED_COLUMNS as COLUMNS, SIMULATED
 from simulator.sweep.runner import simulate_all, to_csv_text
@@ -52,10 +52,12 @@ def _error_range(p: Plan, by_config: dict) -> str:
 def _row(p: Plan, by_config: dict) -> dict:
     m = p.measurement
     record, baseline = by_config.get(p.run), by_config.get(p.baseline)
+    engine = engine_identity(m)
     row = {
         "id": m.id, "source_url": m.source_url, "metric": m.metric, "unit": METRICS[m.metric], "published": m.value,
         "role": m.role, "acceptance_class": m.acceptance_class, "calibrated_by": m.calibrated_by or "",
         "plausible": "; ".join(_range_text(key, values) for key, values in m.plausible), "source": source_of(m),
+        "engine_profile": engine.profile, "engine_class": engine.engine_class, "engine_basis": engine.basis,
         **{key: getattr(m, key) for key in ("engine", "engine_version", "gpu", "tp", "model", "proposer", "draft", "k",
                                            "batch_size", "concurrency", "qps", "dataset", "input_len", "output_len")},
     }

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 from simulator.util.errors import ConfigError
-from simulator.schemas import ACCEPTANCE_CLASSES
+from simulator.schemas import ACCEPTANCE_CLASSES, ROW_ENGINES
 from simulator.util.inputs import check_table, non_empty_str, positive_int, positive_number, probability, read_toml, require
 from simulator.speculative import proposers
 from simulator.speculative.proposers.base import DraftSource
@@ -108,6 +108,12 @@ def _measurement(table: dict, where: str) -> Measurement:
     require(table["metric"] in METRICS, where, f"metric = {table['metric']!r} is an unknown unit; expected one of {sorted(METRICS)}")
     require(positive_number(table["value"]), where, f"value = {table['value']!r} must be a positive number")
     require(table["proposer"] in PROPOSERS, where, f"proposer = {table['proposer']!r}; expected one of {list(PROPOSERS)}")
+    require(table["engine"] in ROW_ENGINES, where, f"engine = {table['engine']!r} is not a known engine; expected one of {list(ROW_ENGINES)}")
+    # the engine profile a row runs on is picked by its version, else its date (simulator/published/plan.py engine_identity)
+    if "source_date" in table:
+        require(ISO_DATE.fullmatch(table["source_date"]) is not None, where, f"source_date = {table['source_date']!r} must be a date as YYYY-MM-DD")
+    if table["engine"] == "vllm" and "engine_version" in table:
+        require(_is_version(table["engine_version"]), where, f"engine_version = {table['engine_version']!r} is not a vLLM version (PEP 440, e.g. \"0.15.1\")")
     require(positive_int(table["tp"]), where, f"tp = {table['tp']!r} must be a positive integer")
     require(table.get("drafting", "chain") in ("chain", "tree"), where, f"drafting = {table.get('drafting')!r}; expected 'chain' or 'tree'")
     _check_role(table, where)
@@ -152,6 +158,19 @@ def _measurement(table: dict, where: str) -> Measurement:
         require(positive_int(table["draft_tp"]), where, f"draft_tp = {table['draft_tp']!r} must be a positive integer")
     table = {**table, "plausible": _plausible(table.get("plausible", {}), where, table.get("gpu"), table["tp"])}
     return Measurement(**{key: (float(v) if _TYPES[key] in ("float", "Optional[float]") else v) for key, v in table.items()})
+
+
+ISO_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def _is_version(text: str) -> bool:
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
 
 
 def _kind_of(proposer: str):

@@ -26,7 +26,7 @@ ACCEPTANCE_CLASS_WORDS = {
 # answer's uncertainty"; both are true, and now each says both).
 BAND_MEANING = ("the uncertainty that comes from what verify attention costs (the two bounds of that cost), "
                 "not a statistical confidence interval")
-ENGINES = {"vllm": "vLLM", "sglang": "SGLang"}
+ENGINES = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM"}
 # GitHub repositories by their owner/name, as their projects write them
 REPOSITORIES = {"vllm": "vLLM", "sglang": "SGLang", "SpecForge": "SpecForge", "EAGLE": "EAGLE", "AngelSlim": "AngelSlim"}
 # sites whose pages are one source each, by host

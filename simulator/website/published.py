@@ -13,7 +13,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from simulator.util.errors import ConfigError
-from simulator.schemas import ACCEPTANCE_CLASSES, PUBLISHED_COLUMNS, PUBLISHED_LATER_COLUMNS, SIMULATED
+from simulator.schemas import ACCEPTANCE_CLASSES, ENGINE_CLASSES, OTHER_ENGINE, PUBLISHED_COLUMNS, PUBLISHED_LATER_COLUMNS, SIMULATED, VLLM, VLLM_UNKNOWN, VLLM_V0
 from simulator.website.charts import PLOT_CONFIG, REFERENCE_COLOR, _style, export_layout, figure_json
 from simulator.website import misses as miss_causes
 from simulator.util import units
@@ -46,6 +46,16 @@ NARROW_LAYOUT = {
 CALIBRATION_COLOR = "#888888"  # calibration rows: hollow grey markers, their own legend entries
 CLASS_LABELS = {c: f"acceptance {label}" for c, label in names.ACCEPTANCE_CLASS_WORDS.items()}
 CLASS_SHORT = {"same_source": "same source", "same_setting_other_run": "another run", "other_dataset": "another dataset", "assumed": "assumed"}
+# The engine classes (simulator/published/plan.py engine_identity): only vLLM rows run on their own
+# version's engine generation make the headline; the others are reported apart, as run on the
+# oldest profile or a proxy profile (issue 31).
+ENGINE_CLASS_LABELS = {
+    VLLM: "vLLM, on its own version's profile (the headline)",
+    VLLM_V0: "vLLM V0 (before 0.8.0): informational, on the oldest profile",
+    VLLM_UNKNOWN: "vLLM, neither version nor date stated: on a proxy profile",
+    OTHER_ENGINE: "another engine (SGLang, TensorRT-LLM): on a proxy profile",
+}
+ENGINE_CLASS_SHORT = {VLLM: "vLLM", VLLM_V0: "vLLM V0", VLLM_UNKNOWN: "unversioned vLLM", OTHER_ENGINE: "other engines"}
 
 
 def load_published(path: Path) -> pd.DataFrame:
@@ -156,6 +166,20 @@ def _text_cell(value) -> str:
     return "" if _blank(value) else str(value)
 
 
+def engine_text(row: dict) -> str:
+    """The engine that ran the row and the profile it was simulated on: "vLLM 0.15.1: profile
+    vllm-0.15.1", "SGLang: another engine, on the proxy vllm-0.10.1" ('' when not recorded)."""
+    cls, profile = _text_cell(row.get("engine_class")), _text_cell(row.get("engine_profile"))
+    if not cls:
+        return ""
+    version = _text_cell(row.get("engine_version"))
+    name = names.engine(_text_cell(row.get("engine"))) + (f" {version}" if version else "")
+    return name + {
+        VLLM: f": profile {profile}", VLLM_V0: f": V0, informational, on {profile}",
+        VLLM_UNKNOWN: f": version unknown, on the proxy {profile}", OTHER_ENGINE: f": another engine, on the proxy {profile}",
+    }.get(cls, f": {cls}, on {profile}")
+
+
 def context(path: Path, setup_line: str) -> dict:
     """What templates/published.html shows."""
     frame = load_published(path)
@@ -168,7 +192,8 @@ def context(path: Path, setup_line: str) -> dict:
         row["acceptance_text"] = units.acceptance_lengths_in_text(_text_cell(row["acceptance_used"])) or ("none needed (no speculation)" if row["proposer"] == "none" else "—")
         row["class_text"] = names.acceptance_class(_text_cell(row["acceptance_class"]))
         row["source_label"] = names.source(row["source_url"])
-        for key in ("role", "acceptance_class", "plausible", "error_range_pct", "calibrated_by"):
+        row["engine_text"] = engine_text(row)
+        for key in ("role", "acceptance_class", "plausible", "error_range_pct", "calibrated_by", "engine_profile", "engine_class", "engine_basis"):
             row[key] = _text_cell(row[key])
     simulated = [r for r in records if r["status"] == SIMULATED]
     checks = [r for r in simulated if r["role"] == "check"]
@@ -182,6 +207,9 @@ def context(path: Path, setup_line: str) -> dict:
         "unlabelled": [r for r in simulated if r["role"] not in ("check", "calibration")],
         "unreproducible": [r for r in records if r["status"] != SIMULATED],
         "misses": misses,
+        # the headline's misses: check rows of vLLM run on their own version's profile
+        "headline_misses": [r for r in misses if r["engine_class"] == VLLM],
+        "engines": [(c, ENGINE_CLASS_LABELS[c]) for c in ENGINE_CLASSES],
         "miss_groups": miss_causes.groups(misses),
         "speculative_at_load": _speculative_at_load(checks),
         "trend_misses": _trend_misses(figures["trends"]["misses"], {r["id"]: r for r in records}),
@@ -234,14 +262,18 @@ def targets_met(figures: dict) -> dict:
 
 
 def headline(records) -> list[str]:
-    """The home page's summary, one short line each: check rows only, by acceptance class, with
-    the calibration rows apart (issue 26: one five-line sentence before)."""
+    """The home page's summary, one short line each: vLLM check rows run on their own version's
+    profile only, by acceptance class, with the other engines and the calibration rows apart
+    (issue 26: one five-line sentence before; issue 31: every engine counted as vLLM 0.10.1)."""
     s = summary(records)
     check = s["check"]
     if not check["rows"]:
-        return ["No check rows are recorded yet."]
-    misses = sum(1 for r in records if r["status"] == SIMULATED and _text_cell(r.get("role")) == "check" and abs(r["error_pct"]) > MISS_PCT)
-    lines = [f"{check['rows']} check rows; {misses} miss by more than {MISS_PCT:g} %."]
+        return ["No vLLM check rows with an engine class are recorded yet."]
+    misses = sum(
+        1 for r in records
+        if r["status"] == SIMULATED and _text_cell(r.get("role")) == "check" and _text_cell(r.get("engine_class")) == VLLM and abs(r["error_pct"]) > MISS_PCT
+    )
+    lines = [f"vLLM, on its own version's profile: {check['rows']} check rows; {misses} miss by more than {MISS_PCT:g} %."]
     if check["absolute_rows"]:
         lines.append(
             f"Tokens/s and TPOT: median |error| {check['absolute_median_abs_error_pct']:.0f} %, "
@@ -254,6 +286,12 @@ def headline(records) -> list[str]:
         for c in ACCEPTANCE_CLASSES if s["by_class"][c]["rows"]
     ]
     lines.append("Median |error| by where the acceptance comes from: " + ", ".join(classes) + ".")
+    apart = [
+        f"{ENGINE_CLASS_SHORT[c]} {s['by_engine'][c]['median_abs_error_pct']:.0f} % ({s['by_engine'][c]['rows']} rows)"
+        for c in ENGINE_CLASSES if c != VLLM and s["by_engine"][c]["rows"]
+    ]
+    if apart:
+        lines.append("Apart, on a proxy profile: " + ", ".join(apart) + ".")
     calibration = s["calibration"]["rows"]
     lines.append(f"{calibration} calibration row{'' if calibration == 1 else 's'} shown apart (they set constants of the model).")
     return lines

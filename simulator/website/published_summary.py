@@ -1,7 +1,8 @@
 """The published comparison's headline figures, computed from its recorded rows.
 
-What the site states about ``data/results/published.csv``: the check rows' errors overall, by acceptance
-class, at load and at batch one, and whether each published trend is reproduced.  It reads rows
+What the site states about ``data/results/published.csv``: the vLLM check rows' errors overall, by
+acceptance class, at load and at batch one, and whether each published trend is reproduced; each
+other engine class's apart.  It reads rows
 only (as recorded, or as built), so the site needs no part of the reproduction that wrote them.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 import statistics
 from typing import Sequence
 
-from simulator.schemas import ACCEPTANCE_CLASSES, SIMULATED
+from simulator.schemas import ACCEPTANCE_CLASSES, ENGINE_CLASSES, SIMULATED, VLLM
 
 
 def _text(value) -> str:
@@ -63,7 +64,8 @@ def load_of(row: dict) -> float:
 
 def at_load(row: dict) -> bool:
     """A check at load: a request rate, a batch or concurrency of 8 or more, or TP >= 2."""
-    return _number(row.get("qps")) > 0 or max(_number(row.get("batch_size")), _number(row.get("concurrency"))) >= 8 or _number(row.get("tp")) >= 2
+    # each compared apart: max(nan, 16) is nan, which counted a concurrency row (blank batch_size) as not at load
+    return _number(row.get("qps")) > 0 or _number(row.get("batch_size")) >= 8 or _number(row.get("concurrency")) >= 8 or _number(row.get("tp")) >= 2
 
 
 def batch_one(row: dict) -> bool:
@@ -99,22 +101,43 @@ def trends(rows: Sequence[dict]) -> dict:
     return {"pairs": pairs, "reproduced": agree, "misses": misses}
 
 
+def _by_engine(checks: Sequence[dict]) -> dict:
+    """Each engine class's check rows: overall and at load, and the engine profiles they ran on."""
+    out = {}
+    for cls in ENGINE_CLASSES:
+        members = [r for r in checks if _text(r.get("engine_class")) == cls]
+        out[cls] = {
+            **_figures(members),
+            "at_load": _figures([r for r in members if at_load(r)]),
+            "profiles": sorted({_text(r.get("engine_profile")) for r in members if _text(r.get("engine_profile"))}),
+        }
+    return out
+
+
 def summary(rows: Sequence[dict]) -> dict:
-    """The headline: simulated check rows only, overall and by acceptance class; calibration rows
-    (which set a constant of the model, so are no evidence of its accuracy) apart."""
+    """The headline: simulated check rows of vLLM run on their own version's engine generation
+    (``engine_class`` "vllm"), overall, by acceptance class, at load and at batch one; the other
+    engine classes (vLLM V0, vLLM of unknown version, other engines: run on a proxy or the oldest
+    profile) apart in ``by_engine``; calibration rows (which set a constant of the model, so are no
+    evidence of its accuracy) apart."""
     simulated = [r for r in rows if r["status"] == SIMULATED]
-    checks = [r for r in simulated if _text(r.get("role")) == "check"]
+    every_check = [r for r in simulated if _text(r.get("role")) == "check"]
+    checks = [r for r in every_check if _text(r.get("engine_class")) == VLLM]
     calibration = [r for r in simulated if _text(r.get("role")) == "calibration"]
     return {
         "rows": len(rows),
         "simulated": len(simulated),
         "not_reproducible": len(rows) - len(simulated),
-        "unlabelled": len(simulated) - len(checks) - len(calibration),  # recorded before rows had a role
+        "unlabelled": len(simulated) - len(every_check) - len(calibration),  # recorded before rows had a role
+        # check rows recorded before rows had an engine class: counted in no engine's figures
+        "engine_unrecorded": sum(_text(r.get("engine_class")) not in ENGINE_CLASSES for r in every_check),
         "check": _figures(checks),
         "by_class": {c: _figures([r for r in checks if r.get("acceptance_class") == c]) for c in ACCEPTANCE_CLASSES},
         "at_load": _figures([r for r in checks if at_load(r)]),
         "batch_one": _figures([r for r in checks if batch_one(r)]),
         "trends": trends(checks),
+        "by_engine": _by_engine(every_check),
+        "every_check": _figures(every_check),
         "calibration": _figures(calibration),
         "calibrated_by": sorted({_text(r.get("calibrated_by")) for r in calibration if _text(r.get("calibrated_by"))}),
     }
