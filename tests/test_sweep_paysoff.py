@@ -513,7 +513,7 @@ def _compared(adaptive, answer, low=None):
     ((1.60, 1.40, 1.20), None, "schedule", "within the sampling noise"),
 ])
 def test_adaptive_verification_is_recommended_only_where_it_never_loses(adaptive, low, kind, note):
-    from simulator.sweep.paysoff_runner import with_adaptive
+    from simulator.sweep.paysoff_choice import with_adaptive
 
     spec = parse_paysoff_spec(SMALL)
     profile = next(p for p in spec.profiles if p.name == "decaying")
