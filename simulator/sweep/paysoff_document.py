@@ -42,6 +42,62 @@ ERROR_BAR_RULE = (
 )
 
 
+def _comparison(spec: PaysoffSpec, acceptance: str, best: dict, rows: Sequence[dict], bounds: list, baseline_noise: dict,
+                guarded: Optional[dict], bars) -> list[dict]:
+    """One deployment's comparison entries, per mode and load: the re-simulated schedule (and its
+    band under the bounds, widened by the error bar), its k = 0 server, the best fixed k."""
+    scheduled = {(r["mode"], x_of(r), r["attention"]): r for r in rows if r["acceptance"] == acceptance and r["k_schedule"] and not r["drafter_idle"]}
+    idle = {x_of(r): r for r in rows if r["acceptance"] == acceptance and r["drafter_idle"]}
+    compared = []
+    for (mode, name, att, x), (k, s) in sorted(best.items(), key=lambda item: (item[0][0], item[0][3])):
+        if name != acceptance or att != spec.attention:
+            continue
+        row = scheduled.get((mode, x, spec.attention))
+        entry = {
+            "mode": mode,
+            "x": x,
+            "schedule_tpot_speedup": round(value(row), 4) if row else 1.0,  # at most the closed loop's ceiling
+            "schedule_tpot_speedup_simulated": round(row["tpot_speedup"], 4) if row else 1.0,
+            "schedule_noise": round(noise(row), 5) if row else baseline_noise.get((mode, x), 0.0),
+            "idle_tpot_speedup": round(value(idle[x]), 4) if mode == "closed_loop" and x in idle else None,
+            "schedule_mean_k": round(row["mean_scheduled_k"], 3) if row else 0.0,
+            "best_fixed_k": k,
+            "best_fixed_tpot_speedup": round(s, 4),
+            "no_speculation_tpot_speedup": 1.0,
+        }
+        band = [scheduled[(mode, x, b)]["tpot_speedup"] if (mode, x, b) in scheduled else 1.0 for b in bounds]
+        entry["band"] = {b: round(v, 4) for b, v in zip(bounds, band)}
+        entry["band_low"], entry["band_high"] = round(min(band + [entry["schedule_tpot_speedup"]]), 4), round(max(band + [entry["schedule_tpot_speedup"]]), 4)
+        entry["best_k_under_bounds"] = {b: best[(mode, name, b, x)][0] for b in bounds if (mode, name, b, x) in best}
+        bar = bars(mode, name, x) if bars is not None else None
+        entry["error_bar"] = bar.as_dict() if bar is not None else None
+        guarded_band = bar.guarded(entry["band_low"], entry["band_high"]) if bar is not None else (entry["band_low"], entry["band_high"])
+        entry["guarded_band_low"], entry["guarded_band_high"] = round(guarded_band[0], 4), round(guarded_band[1], 4)
+        if guarded is not None and (mode, name, att, x) in guarded:
+            entry["guarded_best_k"] = guarded[(mode, name, att, x)][0]
+        compared.append(entry)
+    return compared
+
+
+def _add_alternatives(spec: PaysoffSpec, acceptance: str, compared: list[dict], rows: Sequence[dict], k: int, baseline_noise: dict, bars) -> dict:
+    """Beside each closed-loop entry, what the recommendation weighs the schedule against: the
+    fallback's fixed ``k`` (or no speculation) and adaptive verification where it ran (its speedup
+    widened by the error bar); returns the adaptive runs by concurrency."""
+    closed = [r for r in rows if r["acceptance"] == acceptance and r["mode"] == "closed_loop"]
+    fixed = {x_of(r): r for r in closed if fixed_k(r) and r["attention"] == spec.attention and r["num_speculative_tokens"] == k}
+    adaptive = {x_of(r): r for r in closed if r["adaptive_verification"]}
+    for c in compared:
+        r = fixed.get(c["x"]) if c["mode"] == "closed_loop" else None
+        c["fallback_tpot_speedup"] = round(value(r), 4) if r else 1.0
+        c["fallback_noise"] = round(noise(r), 5) if r else baseline_noise.get((c["mode"], c["x"]), 0.0)
+        a = adaptive.get(c["x"]) if c["mode"] == "closed_loop" else None
+        if a is not None:
+            bar = bars(c["mode"], acceptance, c["x"]) if bars is not None else None
+            c["adaptive_tpot_speedup"], c["adaptive_noise"] = round(value(a), 4), round(noise(a), 5)
+            c["adaptive_guarded_low"] = round(bar.guarded(value(a), value(a))[0] if bar is not None else value(a), 4)
+    return adaptive
+
+
 def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequence[dict], guarded: Optional[dict] = None, bars=None) -> dict:
     """``data/results/recommended_schedules.json``: per deployment, the schedule in vLLM's format, the exact
     ``--speculative-config`` and ``vllm serve`` command, and the schedule simulated at every
@@ -56,49 +112,9 @@ def schedule_document(spec: PaysoffSpec, schedules: dict, best: dict, rows: Sequ
     for profile in spec.profiles:
         schedule = schedules[profile.name]
         config = speculative_config(profile, schedule)
-        scheduled = {(r["mode"], x_of(r), r["attention"]): r for r in rows if r["acceptance"] == profile.name and r["k_schedule"] and not r["drafter_idle"]}
-        idle = {x_of(r): r for r in rows if r["acceptance"] == profile.name and r["drafter_idle"]}
-        compared = []
-        for (mode, name, att, x), (k, s) in sorted(best.items(), key=lambda item: (item[0][0], item[0][3])):
-            if name != profile.name or att != spec.attention:
-                continue
-            row = scheduled.get((mode, x, spec.attention))
-            entry = {
-                "mode": mode,
-                "x": x,
-                "schedule_tpot_speedup": round(value(row), 4) if row else 1.0,  # at most the closed loop's ceiling
-                "schedule_tpot_speedup_simulated": round(row["tpot_speedup"], 4) if row else 1.0,
-                "schedule_noise": round(noise(row), 5) if row else baseline_noise.get((mode, x), 0.0),
-                "idle_tpot_speedup": round(value(idle[x]), 4) if mode == "closed_loop" and x in idle else None,
-                "schedule_mean_k": round(row["mean_scheduled_k"], 3) if row else 0.0,
-                "best_fixed_k": k,
-                "best_fixed_tpot_speedup": round(s, 4),
-                "no_speculation_tpot_speedup": 1.0,
-            }
-            band = [scheduled[(mode, x, b)]["tpot_speedup"] if (mode, x, b) in scheduled else 1.0 for b in bounds]
-            entry["band"] = {b: round(v, 4) for b, v in zip(bounds, band)}
-            entry["band_low"], entry["band_high"] = round(min(band + [entry["schedule_tpot_speedup"]]), 4), round(max(band + [entry["schedule_tpot_speedup"]]), 4)
-            entry["best_k_under_bounds"] = {b: best[(mode, name, b, x)][0] for b in bounds if (mode, name, b, x) in best}
-            bar = bars(mode, name, x) if bars is not None else None
-            entry["error_bar"] = bar.as_dict() if bar is not None else None
-            guarded_band = bar.guarded(entry["band_low"], entry["band_high"]) if bar is not None else (entry["band_low"], entry["band_high"])
-            entry["guarded_band_low"], entry["guarded_band_high"] = round(guarded_band[0], 4), round(guarded_band[1], 4)
-            if guarded is not None and (mode, name, att, x) in guarded:
-                entry["guarded_best_k"] = guarded[(mode, name, att, x)][0]
-            compared.append(entry)
+        compared = _comparison(spec, profile.name, best, rows, bounds, baseline_noise, guarded, bars)
         fallback = fixed_k_fallback(spec, profile, rows, bars)
-        fixed = {x_of(r): r for r in rows if r["acceptance"] == profile.name and r["mode"] == "closed_loop" and fixed_k(r)
-                 and r["attention"] == spec.attention and r["num_speculative_tokens"] == fallback["num_speculative_tokens"]}
-        adaptive = {x_of(r): r for r in rows if r["acceptance"] == profile.name and r["mode"] == "closed_loop" and r["adaptive_verification"]}
-        for c in compared:
-            r = fixed.get(c["x"]) if c["mode"] == "closed_loop" else None
-            c["fallback_tpot_speedup"] = round(value(r), 4) if r else 1.0
-            c["fallback_noise"] = round(noise(r), 5) if r else baseline_noise.get((c["mode"], c["x"]), 0.0)
-            a = adaptive.get(c["x"]) if c["mode"] == "closed_loop" else None
-            if a is not None:
-                bar = bars(c["mode"], profile.name, c["x"]) if bars is not None else None
-                c["adaptive_tpot_speedup"], c["adaptive_noise"] = round(value(a), 4), round(noise(a), 5)
-                c["adaptive_guarded_low"] = round(bar.guarded(value(a), value(a))[0] if bar is not None else value(a), 4)
+        adaptive = _add_alternatives(spec, profile.name, compared, rows, fallback["num_speculative_tokens"], baseline_noise, bars)
         off = {m: stops_paying(best, profile, m, spec.batch_size_cap) for m in spec.attention_modes}
         if guarded is not None:
             off[spec.attention] = stops_paying(guarded, profile, spec.attention, spec.batch_size_cap)
