@@ -163,7 +163,7 @@ def documented(name: str) -> set[str]:
 def schedule_document_keys() -> tuple[set[str], set[str], set[str]]:
     """The keys recommended_schedules.json has (top level, per schedule, per comparison), from the
     code that writes it, fed a schedule for every deployment of data/paysoff.toml (nothing simulated)."""
-    from simulator.sweep.paysoff_runner import schedule_document
+    from simulator.sweep.paysoff_document import schedule_document
     from simulator.specs.paysoff_sweep import load_paysoff_spec
 
     spec = load_paysoff_spec(REPO_ROOT / "data" / "paysoff.toml")
