@@ -23,6 +23,7 @@ RESULTS_DIR = DATA_DIR / "results"  # what a build records (CSV, JSON): kept apa
 DEFAULT_VALIDATION_REPORT = REPO_ROOT / "validation" / "report.json"
 # where bench/measure_verify_h200.sh writes the verify tables the modeling page shows (pending until measured)
 VERIFY_TABLES_DIR = DATA_DIR / "profiles" / "h200" / "meta-llama" / "Llama-2-7b-hf"
+PEER_CSV = DATA_DIR / "peer" / "aiconfigurator.csv"  # bench/peer_aiconfigurator.py: the published page's side-by-side (optional)
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -120,6 +121,7 @@ def main(argv=None) -> int:
                     schedules_json=args.schedules_json if recorded_paysoff else None,
                     published_csv=args.published_csv if (args.no_published or args.skip_sweep) and args.published_csv.is_file() else None,
                     verify_tables_dir=VERIFY_TABLES_DIR,
+                    peer_csv=PEER_CSV if PEER_CSV.is_file() else None,
                 ),
                 published=None if args.no_published else PublishedInputs(
                     args.published, args.published_assumptions, args.published_csv, args.step_calibration, _speedup_checks_path(args)

@@ -28,6 +28,7 @@ PEER_COLUMNS = (
     "peer_setting", "note",
 )
 CLOSER = ("project", "peer", "tie")
+CSV_NAME = "peer-aiconfigurator.csv"  # the site's download of data/peer/aiconfigurator.csv
 WITHIN_PCT = 15.0  # the published page's "within +-15 %"
 TIE_PP = 0.5  # |errors| closer than half a percentage point: neither tool is closer
 NOT_RUN = "The side-by-side with AIConfigurator was not run (data/peer/aiconfigurator.csv is absent): python bench/peer_aiconfigurator.py"
@@ -103,7 +104,11 @@ def peer_context(csv_path) -> Optional[dict]:
     rows = parse_rows(path.read_text(encoding="utf-8"), str(path.name))
     sidecar = path.with_suffix(".json")
     provenance = json.loads(sidecar.read_text(encoding="utf-8")) if sidecar.is_file() else {}
+    line = (f"{provenance.get('peer', 'the peer')} {provenance.get('aiconfigurator_version', '(version not recorded)')}, recorded "
+            f"{provenance.get('date', '(date not recorded)')} against this project's simulator "
+            f"{', '.join(provenance.get('project_simulator_source_hash', [])) or '(not recorded)'} by {provenance.get('command', 'bench/peer_aiconfigurator.py')}")
     return {
+        "provenance_line": line,
         "rows": [r for r in rows if both_express(r)],
         "not_expressed": [r for r in rows if not both_express(r)],
         "figures": summarize(rows),

@@ -25,6 +25,7 @@ from simulator.website import fonts
 from simulator.website import markdown as site_markdown
 from simulator.website import names
 from simulator.website import paysoff_page
+from simulator.website import peer
 from simulator.website import provenance as page_provenance
 from simulator.website import published as published_page
 from simulator.website import verify as verify_section
@@ -68,6 +69,8 @@ class SiteSources:
     paysoff_crossovers_csv: Optional[Path] = None
     schedules_json: Optional[Path] = None
     published_csv: Optional[Path] = None  # data/results/published.csv: the published-measurements page
+    # data/peer/aiconfigurator.csv (bench/peer_aiconfigurator.py): the published page's side-by-side with a peer; None: not run
+    peer_csv: Optional[Path] = None
     verify_tables_dir: Optional[Path] = None  # a profile dir with verify_attention.csv: the measured verify step
 
 
@@ -144,6 +147,9 @@ def render_into(sources: SiteSources, directory: Path) -> None:
         "source_url": sources.source_url,
         "paysoff": paysoff_page.context(paysoff_data, published_frame),
         "published": published_page.context(sources.published_csv, page_provenance.published_line(published_frame)) if sources.published_csv else None,
+        "peer": peer.peer_context(sources.peer_csv) if sources.peer_csv else None,
+        "peer_not_run": peer.NOT_RUN,
+        "peer_file": peer.CSV_NAME,
         "verify": verify,
         "band_meaning": names.BAND_MEANING,
     }
@@ -186,6 +192,8 @@ def render_into(sources: SiteSources, directory: Path) -> None:
     paysoff_page.copy_files(sources.paysoff_csv, sources.paysoff_crossovers_csv, sources.schedules_json, directory)
     if sources.published_csv:
         shutil.copyfile(sources.published_csv, directory / published_page.CSV_NAME)
+    if sources.peer_csv and sources.peer_csv.is_file():
+        shutil.copyfile(sources.peer_csv, directory / peer.CSV_NAME)
 
 
 def _copy(markdown, sources: SiteSources) -> dict:
