@@ -40,7 +40,8 @@ NARROW_LAYOUT = {
     "yaxis": {"title": {"text": "TPOT speedup (×)"}},
 }
 # shorter legend names on a phone, where the legend has two columns of half the plot's width
-NARROW_NAMES = {"recommended schedule": "schedule", "1× = no speculation": "1× (none)"}
+ADAPTIVE_NAME = "adaptive verification"  # its k is in the hover text: a phone's legend has room for a short name only
+NARROW_NAMES = {"recommended schedule": "schedule", "1× = no speculation": "1× (none)", ADAPTIVE_NAME: "adaptive"}
 
 def _axis(title: str, log: bool = False) -> dict:
     axis = {"title": {"text": title, "standoff": 8}, "gridcolor": "#e5e7eb", "zeroline": False, "automargin": True}
@@ -138,7 +139,7 @@ def speedup_vs_x(rows: pd.DataFrame, crossovers: pd.DataFrame, mode: str, entry:
         k_max = int(adaptive["num_speculative_tokens"].iloc[0])
         fig.add_trace(
             go.Scatter(
-                x=adaptive[x_name].tolist(), y=adaptive["tpot_speedup"].round(4).tolist(), mode="lines+markers", name=f"adaptive verification (k = {k_max})",
+                x=adaptive[x_name].tolist(), y=adaptive["tpot_speedup"].round(4).tolist(), mode="lines+markers", name=ADAPTIVE_NAME,
                 legendrank=5, line={"color": SCHEDULE_COLOR, "width": 2, "dash": "dot"}, marker={"size": 7, "symbol": "circle-open"},
                 hovertemplate=f"adaptive verification, k = {k_max}, %{{x}}{unit}: %{{y:.2f}}× median TPOT speedup<extra></extra>",
             )
