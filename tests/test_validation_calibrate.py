@@ -223,3 +223,14 @@ def test_restarts_without_a_start_time_are_told_by_the_sessions_records(tmp_path
     assert "spec-decode counters did not move while its records show 20 multi-token decode chunks" in reasons[1]
     # without the records (an older caller) nothing tells them apart
     assert collect_counters(tmp_path).used == [0, 1, 2]
+
+
+def test_rising_counters_are_refused_as_every_other_input_is():
+    """One conversion, one behaviour (issue 34): a server whose per-position counters rise is
+    refused naming the counter, not clamped silently."""
+    from simulator.speculative.acceptance_convert import conditional_from_unconditional as the_one
+    from simulator.util.errors import ConfigError
+
+    assert conditional_from_unconditional is the_one
+    with pytest.raises(ConfigError, match=r"vllm:spec_decode_num_accepted_tokens_per_pos_total / drafts\[1\] = 0.7: exceeds position 0's 0.5"):
+        conditional_from_unconditional((0.5, 0.7), "vllm:spec_decode_num_accepted_tokens_per_pos_total / drafts")

@@ -36,15 +36,18 @@ def unconditional_rates(conditional: Sequence[float]) -> tuple[float, ...]:
     return tuple(rates)
 
 
-def conditional_from_unconditional(rates: Sequence[float]) -> tuple[float, ...]:
-    """p_i = a_i / a_{i-1} (a_{-1} = 1); a position after a never-accepted one gets 0."""
+def conditional_from_unconditional(rates: Sequence[float], name: str = "acceptance_per_position") -> tuple[float, ...]:
+    """p_i = a_i / a_{i-1} (a_{-1} = 1); a position after a never-accepted one gets 0.  The one
+    conversion for every input of vLLM's unconditional rates (a spec's, a published row's, a
+    server's counters, ``name`` saying which in a refusal): a rate above the one before it is
+    refused, since a chain accepts position i only after i - 1."""
     previous, out = 1.0, []
     for i, a in enumerate(rates):
         if not 0 <= a <= 1:
-            raise ConfigError(f"acceptance_per_position[{i}] = {a}: must be in [0, 1]")
+            raise ConfigError(f"{name}[{i}] = {a}: must be in [0, 1]")
         if a > previous + 1e-9:
             raise ConfigError(
-                f"acceptance_per_position[{i}] = {a}: exceeds position {i - 1}'s {previous}; unconditional rates cannot increase"
+                f"{name}[{i}] = {a}: exceeds position {i - 1}'s {previous}; unconditional rates cannot increase"
             )
         out.append(min(1.0, a / previous) if previous > 0 else 0.0)
         previous = a

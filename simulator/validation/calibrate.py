@@ -17,8 +17,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from scipy.optimize import brentq
-
+from simulator.speculative.acceptance_convert import conditional_from_unconditional, iid_rate_from_length
 from simulator.util.errors import ConfigError
 from simulator.util.inputs import read_json, read_text
 from simulator.validation.files import check_schema
@@ -52,23 +51,15 @@ class Acceptance:
     counts_at_k: Optional[dict] = None
 
 
-def conditional_from_unconditional(unconditional: Sequence[float]) -> tuple[float, ...]:
-    """p_0 = u_0, p_i = u_i / u_{i-1}; a position never reached gets 0 (it cannot be accepted)."""
-    result = []
-    previous = 1.0
-    for u in unconditional:
-        result.append(min(1.0, u / previous) if previous > 0 else 0.0)
-        previous = u
-    return tuple(result)
-
-
 def iid_alpha(mean_accepted_per_step: float, k: int) -> float:
-    """The i.i.d. per-token rate a with a + a^2 + ... + a^k = accepted tokens per verify step."""
+    """The i.i.d. per-token rate a with a + a^2 + ... + a^k = accepted tokens per verify step: the
+    one conversion from a length (:func:`~simulator.speculative.acceptance_convert.iid_rate_from_length`,
+    length = 1 + accepted), held to [0, 1] at the ends a server's counters can reach."""
     if k <= 0 or mean_accepted_per_step <= 0:
         return 0.0
     if mean_accepted_per_step >= k:
         return 1.0
-    return float(brentq(lambda a: sum(a**i for i in range(1, k + 1)) - mean_accepted_per_step, 0.0, 1.0, xtol=1e-12))
+    return iid_rate_from_length(1 + mean_accepted_per_step, k)
 
 
 def _missing(counts: Snapshot, names: Sequence[str]) -> list[str]:
@@ -129,7 +120,7 @@ def _v1(counts: Snapshot, expected_k: Optional[int], source: str, force: bool = 
         num_speculative_tokens=k,
         acceptance_rate=at_k["accepted_tokens"] / at_k["draft_tokens"],
         mean_acceptance_length=1 + at_k["accepted_tokens"] / at_k["drafts"],
-        acceptance_per_position=conditional_from_unconditional(unconditional),
+        acceptance_per_position=conditional_from_unconditional(unconditional, f"{PER_POSITION} / drafts"),
         acceptance_per_position_unconditional=unconditional,
         method="V1 counters: per-position accepted / drafts, made conditional",
         counts_at_k=at_k,
