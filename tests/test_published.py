@@ -113,7 +113,7 @@ def _load(tmp_path, text):
         (lambda s: s.replace("value = 130.0", "value = 130.0\nplausible = { output_len = [300, 200] }"), r"plausible.output_len = \[300, 200\] must be \[low, high\]"),
         (lambda s: s.replace("value = 130.0", "value = 130.0\nplausible = { seed = [1, 2] }"), r"plausible.seed: only"),
         (lambda s: s.replace("value = 130.0", 'value = 130.0\nplausible = { gpu = ["a100", "h200"] }'), r"the row's gpu = 'h100' among them"),
-        (lambda s: s.replace("value = 130.0", "value = 130.0\ndraft_tp = 1"), r"draft_tp is for rows of a draft-model proposer"),
+        (lambda s: s.replace("value = 130.0", "value = 130.0\ndraft_tp = 1"), r"draft_tp is for rows whose proposer runs a draft network"),
     ],
 )
 def test_bad_published_rows_are_refused_naming_the_field(tmp_path, change, message):

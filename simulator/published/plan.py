@@ -20,7 +20,7 @@ The mapping, the same for every row (no per-row tuning):
   engine overhead per step, LM head costed, KV-once verify attention; the scheduler limits the row
   states, else what ``vllm serve`` of its engine profile picks on its GPU (:mod:`simulator.cli.vllm_serve`), with ``max_num_seqs`` = B for an
   offline batch of B); a draft
-  model's tensor parallelism is the row's ``draft_tp``, else vLLM's default (the target's).
+  network's tensor parallelism is the row's ``draft_tp`` (any proposer with a network), else vLLM's default (the target's).
 * engine: :func:`engine_identity`, one rule: the profile of the vLLM version the source states,
   else of the release current at its date; a V0 release, another engine, or a vLLM row of no
   version and no date runs on a named profile and is reported apart from the vLLM headline.
@@ -49,7 +49,6 @@ from simulator.schemas import OTHER_ENGINE, VLLM, VLLM_UNKNOWN, VLLM_V0
 from simulator.specs.published_measurements import NO_SPECULATION, TREE_FIELDS, Assumptions, Measurement
 from simulator.speculative import proposers
 from simulator.speculative.acceptance_convert import conditional_from_unconditional, iid_rate_from_length
-from simulator.speculative.proposers.base import DraftSource
 
 SEED = 0
 WORKLOAD_SEED = 42
@@ -169,7 +168,7 @@ def _speculation(m: Measurement, acceptance: Optional[Acceptance]) -> dict:
         proposer=kind.name,
         options=options,
         draft_model=m.draft,
-        draft_tensor_parallel_size=m.draft_tp if kind.drafts_with is DraftSource.DRAFT_MODEL else None,
+        draft_tensor_parallel_size=m.draft_tp,  # RunConfig's draft-TP rule decides, for every kind with a network
     )
 
 

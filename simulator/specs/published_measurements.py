@@ -15,7 +15,6 @@ from simulator.util.errors import ConfigError
 from simulator.schemas import ACCEPTANCE_CLASSES, ROW_ENGINES
 from simulator.util.inputs import check_table, non_empty_str, positive_int, positive_number, probability, read_toml, require
 from simulator.speculative import proposers
-from simulator.speculative.proposers.base import DraftSource
 from simulator.speculative.acceptance_convert import conditional_from_unconditional
 
 # metric -> unit, as printed on the site
@@ -78,7 +77,7 @@ class Measurement:
     drafting: str = "chain"  # "tree": several candidates per position (k then is the tree's depth)
     eagle_topk: Optional[int] = None  # a tree's candidates per step (SGLang's --speculative-eagle-topk)
     num_draft_tokens: Optional[int] = None  # a tree's verified tokens per request, root included
-    draft_tp: Optional[int] = None  # the draft model's tensor parallelism (proposer "draft")
+    draft_tp: Optional[int] = None  # the draft network's tensor parallelism (any proposer that runs one)
     # the engine's scheduler limits where the source states them (else vLLM's defaults for the GPU)
     max_num_seqs: Optional[int] = None
     max_num_batched_tokens: Optional[int] = None
@@ -154,7 +153,8 @@ def _measurement(table: dict, where: str) -> Measurement:
             require(positive_int(table[key]), where, f"{key} = {table[key]!r} must be a positive integer")
     if "draft_tp" in table:
         kind = _kind_of(table["proposer"])
-        require(kind is not None and kind.drafts_with is DraftSource.DRAFT_MODEL, where, "draft_tp is for rows of a draft-model proposer (proposer = \"draft\")")
+        # the kind's own fact, as RunConfig's draft-TP rule reads it: any proposer that runs a draft network
+        require(kind is not None and kind.runs_network, where, "draft_tp is for rows whose proposer runs a draft network (a draft model, a head, MTP layers, a drafter)")
         require(positive_int(table["draft_tp"]), where, f"draft_tp = {table['draft_tp']!r} must be a positive integer")
     table = {**table, "plausible": _plausible(table.get("plausible", {}), where, table.get("gpu"), table["tp"])}
     return Measurement(**{key: (float(v) if _TYPES[key] in ("float", "Optional[float]") else v) for key, v in table.items()})
