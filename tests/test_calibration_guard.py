@@ -17,7 +17,7 @@ from simulator.profiling.__main__ import main as profiling_main
 from simulator.profiling.source_identity import NO_ALIASES, canonical, implied_identities, parse_aliases, same_source
 from simulator.specs.published_measurements import Measurement, load_measurements
 
-from repo import DATA_DIR
+from repo import DATA_DIR, published_row
 
 PUBLISHED = DATA_DIR / "published.toml"
 CALIBRATION = DATA_DIR / "calibration"
@@ -322,23 +322,7 @@ def test_the_committed_rows_and_calibration_data_pass():
     calibration_guard.check_row_ids(rows, step_time, step_time.with_name("engine_costs.toml"))
 
 
-ROW = """
-[[measurement]]
-id = "a-b-c"
-source_url = "{url}"
-engine = "vllm"
-gpu = "h100"
-tp = 1
-model = "meta-llama/Llama-3.1-8B-Instruct"
-proposer = "none"
-k = 0
-batch_size = 1
-dataset = "mt-bench"
-metric = "output_tokens_per_s"
-value = 130.0
-role = "check"
-acceptance_class = "same_source"
-"""
+ROW = published_row(source_url="{url}")
 
 
 def test_the_command_exits_2_with_one_line_naming_the_row(tmp_path, capsys):

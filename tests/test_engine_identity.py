@@ -14,6 +14,8 @@ from simulator.schemas import ENGINE_CLASSES, OTHER_ENGINE, PUBLISHED_COLUMNS, S
 from simulator.specs.published_measurements import Measurement, load_measurements
 from simulator.util.errors import ConfigError
 from simulator.website.published import context, headline
+
+from repo import published_row
 from simulator.website.published_summary import summary
 
 
@@ -143,23 +145,7 @@ def test_a_csv_recorded_before_engine_classes_counts_in_no_engine(tmp_path):
 
 
 # --- bad input ---------------------------------------------------------------------------------------
-ROW = """
-[[measurement]]
-id = "a-b-c"
-source_url = "https://example.org/x"
-engine = "lmdeploy"
-gpu = "h100"
-tp = 1
-model = "meta-llama/Llama-3.1-8B-Instruct"
-proposer = "none"
-k = 0
-batch_size = 1
-dataset = "mt-bench"
-metric = "output_tokens_per_s"
-value = 130.0
-role = "check"
-acceptance_class = "same_source"
-"""
+ROW = published_row(engine="lmdeploy")
 
 
 def test_an_engine_the_loader_does_not_know_is_refused_naming_the_row_and_field(tmp_path):

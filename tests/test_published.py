@@ -19,7 +19,7 @@ from simulator.speculative.acceptance_convert import (
 )
 from simulator.speculative.progress import expected_progress
 
-from repo import DATA_DIR, RESULTS_DIR
+from repo import DATA_DIR, RESULTS_DIR, published_row
 
 PUBLISHED, ASSUMPTIONS = DATA_DIR / "published.toml", DATA_DIR / "published_assumptions.toml"
 
@@ -60,23 +60,7 @@ def test_impossible_acceptance_figures_are_refused(call, message):
 
 
 # --- the spec -----------------------------------------------------------------------------------
-ROW = """
-[[measurement]]
-id = "a-b-c"
-source_url = "https://example.org/x"
-engine = "vllm"
-gpu = "h100"
-tp = 1
-model = "meta-llama/Llama-3.1-8B-Instruct"
-proposer = "none"
-k = 0
-batch_size = 1
-dataset = "mt-bench"
-metric = "output_tokens_per_s"
-value = 130.0
-role = "check"
-acceptance_class = "same_source"
-"""
+ROW = published_row()
 
 
 def _load(tmp_path, text):
