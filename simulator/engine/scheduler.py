@@ -132,10 +132,11 @@ class SpeculativeSarathiScheduler(TrackedSarathiScheduler):
             self.step.start(self.requests_holding_kv)
         batch = super().next_batch(time)
         self._missing_blocks.clear()
-        plan = self.step.finish(None if batch is None else (batch.requests, batch.num_q_tokens, batch.num_kv_tokens), self.verify_budget())
+        budget = self.verify_budget()
+        plan = self.step.finish(None if batch is None else (batch.requests, batch.num_q_tokens, batch.num_kv_tokens), budget)
         if batch is None:
             return batch
-        if plan.computed != batch.num_q_tokens:  # adaptive verification cut verify rows
+        if budget is not None and plan.computed != batch.num_q_tokens:  # adaptive verification cut verify rows
             retoken(batch, plan.computed, plan.kv_tokens)
         self.scheduled_k_steps += 1
         self.scheduled_k_sum += self.step.step_k

@@ -24,6 +24,7 @@ next capture size.
 from __future__ import annotations
 
 import bisect
+import re
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from importlib import resources
@@ -78,6 +79,8 @@ class EngineSpec:
     # vLLM's enable_adaptive_verification exists (config/speculative.py; Model Runner V2 only): each
     # step verifies a draft budget picked from start-up cost tables (simulator.speculative.adaptive_verification)
     adaptive_verification: bool = False
+    # the release's date (ISO): a published row that states no version runs the release current at its date
+    released: str = ""
     # set by :meth:`for_run`: the query length of the run's uniform verify batches (1 + k; 0: any
     # uniform batch takes the full graph, as the fixed profiles have it), and the query lengths
     # Model Runner V2 captures full graphs for (1 + k, and every 1 + k of a schedule)
@@ -218,7 +221,7 @@ _FIELDS = {
     "custom_all_reduce_max_bytes": int, "source": str, "async_scheduling": bool, "async_step_gap_us": float,
     "custom_all_reduce_max_mib_by_tp": dict, "symm_mem_all_reduce_max_mib_by_tp": dict, "symm_mem_multimem_tp": list,
     "runner": str, "mrv2_methods": list, "capture_rule": str, "async_methods": list, "dynamic_sd_piecewise_on_v1": bool,
-    "adaptive_verification": bool,
+    "adaptive_verification": bool, "released": str,
 }
 _OPTIONAL = ("async_scheduling", "async_step_gap_us", "custom_all_reduce_max_mib_by_tp", "symm_mem_all_reduce_max_mib_by_tp", "symm_mem_multimem_tp",
              "runner", "mrv2_methods", "capture_rule", "async_methods", "dynamic_sd_piecewise_on_v1", "adaptive_verification")
@@ -236,6 +239,7 @@ def _engine(name: str, table: dict, where: str) -> EngineSpec:
             require(table[key] >= 0, at, f"{key} = {table[key]} must be >= 0")
     require(table["max_capture_size"] >= 1, at, f"max_capture_size = {table['max_capture_size']} must be >= 1")
     require(table["source"].strip() != "", at, "source must say where the numbers come from")
+    require(re.fullmatch(r"\d{4}-\d{2}-\d{2}", table["released"]) is not None, at, f"released = {table['released']!r} must be the release's date, YYYY-MM-DD")
     limits = {key: _limits_by_tp(table.get(key, {}), key, at) for key in _BY_TP}
     multimem = table.get("symm_mem_multimem_tp", [])
     require(all(isinstance(tp, int) and tp > 1 for tp in multimem), at, f"symm_mem_multimem_tp = {multimem!r} must list TP degrees > 1")

@@ -43,7 +43,7 @@ from simulator.vidur.models import model_config
 from simulator.runs.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig
 from simulator.util.errors import ConfigError
 from simulator.runs.results import speedup
-from simulator.profiles.engines import engine_for_version, get_engine
+from simulator.profiles.engines import engine_for_version, get_engine, load_engines
 from simulator.profiles.hardware import known_devices
 from simulator.schemas import OTHER_ENGINE, VLLM, VLLM_UNKNOWN, VLLM_V0
 from simulator.specs.published_measurements import NO_SPECULATION, TREE_FIELDS, Assumptions, Measurement
@@ -237,16 +237,12 @@ PROXY_ENGINE = "vllm-0.10.1"
 # model runner, multi-step scheduling from 0.6.0, FlashAttention-2), which no engine profile
 # here models (every profile is V1's).
 V1_SINCE = "0.8.0"
-# The release dates of vLLM 0.8.0 and of every release an engine profile models: the day each
-# release's package was built for PyPI (the PKG-INFO of its sdist; 0.15.1, published as wheels
-# only, the METADATA of its wheel), read with `pip download --no-deps vllm==X.Y.Z`
-# (docs/sources/engines.md, "Release dates").  A row whose source states no vLLM version runs the
+# The release dates: vLLM 0.8.0's (the first V1 default) and every engine profile's own
+# (``released`` in simulator/profiles/engines.toml: the day its package was built for PyPI,
+# docs/sources/engines.md "Release dates").  A row whose source states no vLLM version runs the
 # release current at its source_date.
-VLLM_RELEASE_DATES = {
-    "0.8.0": "2025-03-18", "0.10.1": "2025-08-18", "0.11.0": "2025-10-04", "0.14.0": "2026-01-20",
-    "0.15.1": "2026-02-04", "0.19.0": "2026-04-03", "0.24.0": "2026-06-30", "0.29.0": "2026-09-09",
-    "0.30.0": "2026-09-22",
-}
+V1_SINCE_RELEASED = "2025-03-18"
+VLLM_RELEASE_DATES = {V1_SINCE: V1_SINCE_RELEASED, **{e.version: e.released for e in load_engines().values()}}
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM"}
 
 
