@@ -158,10 +158,9 @@ def _ints(text: str, flag: str, doubling: bool) -> tuple[int, ...]:
 
 
 def _acceptance(args, deployment: dict):
-    from simulator.speculative.acceptance_convert import conditional_from_unconditional
     from simulator.specs.paysoff_sweep import acceptance_profile
 
-    flags = {"rate": "--acceptance", "per_position": "--acceptance-per-position", "length": "--acceptance-length", "at_k": "-k", "lengths": "--acceptance-per-position-vllm"}
+    flags = {"rate": "--acceptance", "per_position": "--acceptance-per-position", "length": "--acceptance-length", "at_k": "-k", "unconditional": "--acceptance-per-position-vllm"}
     given = [f for f, v in (("--acceptance-length", args.acceptance_length), ("--acceptance", args.acceptance), ("--acceptance-per-position", args.acceptance_per_position),
                             ("--acceptance-per-position-vllm", args.acceptance_per_position_vllm)) if v is not None]
     if not given:
@@ -180,23 +179,10 @@ def _acceptance(args, deployment: dict):
     name = "cli"
     label = f"{deployment['proposer']} on {deployment['model']}"
     common = dict(where="", flags=flags, deployment="cli", deployment_label=label, **deployment)
-    if args.acceptance_per_position_vllm is not None:
-        unconditional = comma_floats(args.acceptance_per_position_vllm, "--acceptance-per-position-vllm", "rates in [0, 1]")
-        try:
-            conditional = conditional_from_unconditional(unconditional)
-        except ConfigError as exc:
-            raise ConfigError(f"--acceptance-per-position-vllm: {exc}") from None
-        profile = acceptance_profile(name, label, source, per_position=conditional, **{**common, "flags": {**flags, "per_position": "--acceptance-per-position-vllm"}})
-        import dataclasses
-
-        return dataclasses.replace(
-            profile,
-            derivation=f"vLLM per-position rates {', '.join(f'{v:g}' for v in unconditional)} (accepted_per_pos[i] / num_drafts) -> conditional rates "
-            f"{', '.join(f'{v:.4f}' for v in conditional)} (p_i = a_i / a_(i-1); acceptance_convert.conditional_from_unconditional)",
-        )
+    unconditional = comma_floats(args.acceptance_per_position_vllm, "--acceptance-per-position-vllm", "rates in [0, 1]") if args.acceptance_per_position_vllm is not None else None
     per_position = comma_floats(args.acceptance_per_position, "--acceptance-per-position", "probabilities") if args.acceptance_per_position is not None else None
     at_k = args.at_k if args.acceptance_length is not None else None  # a config's k without a length is the user's k, not an input
-    return acceptance_profile(name, label, source, rate=args.acceptance, per_position=per_position, length=args.acceptance_length, at_k=at_k, **common)
+    return acceptance_profile(name, label, source, rate=args.acceptance, per_position=per_position, length=args.acceptance_length, at_k=at_k, unconditional=unconditional, **common)
 
 
 def _k_from_config(args) -> bool:

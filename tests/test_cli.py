@@ -194,7 +194,7 @@ def test_a_run_says_which_rate_it_ran_with(capsys):
     code, out, _ = _main(capsys, *SMALL, "-k", "4", "--acceptance-length", "2.6", "--max-num-seqs", "128", "--max-num-batched-tokens", "512")
     assert code == 0
     rate, _, _ = cli.acceptance_from_args(_parse("-k", "4", "--acceptance-length", "2.6"))
-    assert f"ran with: per-token rate {rate:.4f}" in out and "mean acceptance length at k = 4 is 2.6" in out
+    assert f"i.i.d. rate {rate:.4f}" in out and "mean acceptance length 2.6 at k = 4" in out
     assert "Acceptance rate (%):" in out and "Acceptance length:" in out
 
 
@@ -205,10 +205,10 @@ def test_a_run_says_which_rate_it_ran_with(capsys):
         (["-k", "0", "--acceptance", "0.7"], ["without speculation (-k 0)"]),
         (["--acceptance-length", "2.5"], ["--acceptance-length 2.5 without speculation"]),
         (["-k", "3"], ["-k 3: speculation needs an acceptance", "--acceptance RATE", "--acceptance-length L", "--acceptance-per-position"]),
-        (["-k", "4", "--acceptance-length", "6"], ["--acceptance-length 6 at -k 4: must be in [1, k + 1 = 5]"]),
+        (["-k", "4", "--acceptance-length", "6"], ["--acceptance-length 6 at -k 4 is outside [1, 5]", "counts the bonus token"]),
         (["-k", "4", "--acceptance-length", "0.5"], ["--acceptance-length 0.5 at -k 4"]),
         (["-k", "2", "--acceptance", "0.7", "--acceptance-length", "2"], ["--acceptance and --acceptance-length: give one acceptance"]),
-        (["-k", "2", "--acceptance", "1.5"], ["--acceptance 1.5: must be a per-token rate in [0, 1]"]),
+        (["-k", "2", "--acceptance", "1.5"], ["--acceptance 1.5: must be a probability in [0, 1]"]),
         (["-k", "2", "--acceptance-per-position", "0.9,x"], ["--acceptance-per-position '0.9,x'"]),
         (["-k", "2", "--acceptance", "0.5", "--proposer", "eagle"], ["--proposer eagle needs --draft-model"]),
         (["-k", "-1", "--acceptance", "0.5"], ["-k", "-1 must be >= 0"]),

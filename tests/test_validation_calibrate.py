@@ -3,7 +3,8 @@
 import pytest
 
 from simulator.util.errors import ConfigError
-from simulator.validation.calibrate import acceptance_from_counters, collect_counters, conditional_from_unconditional, iid_alpha
+from simulator.speculative.acceptance_convert import conditional_from_unconditional
+from simulator.validation.calibrate import acceptance_from_counters, collect_counters, iid_alpha
 from simulator.validation.metrics import Snapshot, delta, parse_metrics
 from simulator.validation.replay_files import scrape_path
 
@@ -227,10 +228,13 @@ def test_restarts_without_a_start_time_are_told_by_the_sessions_records(tmp_path
 
 def test_rising_counters_are_refused_as_every_other_input_is():
     """One conversion, one behaviour (issue 34): a server whose per-position counters rise is
-    refused naming the counter, not clamped silently."""
-    from simulator.speculative.acceptance_convert import conditional_from_unconditional as the_one
+    refused naming the counter, not clamped silently; a spec's or a flag's rising rates are
+    refused by the same conversion."""
+    from simulator.speculative.acceptance_convert import AcceptanceInput
     from simulator.util.errors import ConfigError
 
-    assert conditional_from_unconditional is the_one
+    rising = Snapshot(drafts=100, draft_tokens=200, accepted_tokens=120, accepted_per_pos={0: 50, 1: 70})
     with pytest.raises(ConfigError, match=r"vllm:spec_decode_num_accepted_tokens_per_pos_total / drafts\[1\] = 0.7: exceeds position 0's 0.5"):
-        conditional_from_unconditional((0.5, 0.7), "vllm:spec_decode_num_accepted_tokens_per_pos_total / drafts")
+        acceptance_from_counters(rising, 2, "scrapes")
+    with pytest.raises(ConfigError, match=r"--acceptance-per-position-vllm\[1\] = 0.7: exceeds position 0's 0.5"):
+        AcceptanceInput.given(unconditional=(0.5, 0.7), names={"unconditional": "--acceptance-per-position-vllm"})

@@ -28,6 +28,7 @@ from simulator.cli.proposer_flags import check_acceptance_input, max_acceptance_
 from simulator.cli.simulate_flags import DATASETS, PROG, _default, build_parser  # noqa: F401  (build_parser: the command's parser, importable from here)
 from simulator.cli.summary import format_summary
 from simulator.runs.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig
+from simulator.speculative.acceptance_convert import AcceptanceInput
 from simulator.speculative.proposers.base import SpeculationSettings
 from simulator.util.errors import ConfigError
 from simulator.util.textio import atomic_write_text, check_writable_file
@@ -130,40 +131,26 @@ def acceptance_from_args(args) -> tuple[Optional[float], Optional[tuple], Option
     flag, value = given[0]
     kind = proposer_kind(args)
     check_acceptance_input(kind, {"--acceptance": "rate", "--acceptance-per-position": "per_position", "--acceptance-length": "length"}[flag])
-    if flag == "--acceptance":
-        if not 0 <= value <= 1:
-            raise ConfigError(f"--acceptance {value:g}: must be a per-token rate in [0, 1]; a mean acceptance length goes in --acceptance-length")
-        return value, None, f"per-token rate {value:.4g}, i.i.d. over positions (--acceptance)"
-    if flag == "--acceptance-per-position":
-        vector = comma_floats(value, "--acceptance-per-position", example="0.8,0.7,0.6")
-        bad = [x for x in vector if not 0 <= x <= 1]
-        if bad:
-            raise ConfigError(f"--acceptance-per-position {value}: {bad[0]:g} is not a rate in [0, 1]")
-        needed = k if k > 0 else max(row[2] for row in _schedule_from_args(args))
-        if len(vector) < needed:
-            raise ConfigError(f"--acceptance-per-position {value}: {len(vector)} rate(s), but k = {needed} proposals need one per position")
-        return None, vector, "per-position rates " + ", ".join(f"{x:.4g}" for x in vector) + " (--acceptance-per-position)"
-    from simulator.speculative.acceptance_convert import iid_rate_from_length
-
-    if k == 0:
-        raise ConfigError(f"--acceptance-length {value:g}: give -k, the number of proposals it was measured at")
-    options = options_from_args(args, kind)
-    top = max_acceptance_length(kind, k, options)
-    if not 1 <= value <= top:
-        if kind.tree(SpeculationSettings(k=k, options=kind.resolve_options(dict(options)))) is not None:  # its depth or its nodes bound a step
-            raise ConfigError(
+    if flag == "--acceptance-length":
+        if k == 0:
+            raise ConfigError(f"--acceptance-length {value:g}: give -k, the number of proposals it was measured at")
+        options = options_from_args(args, kind)
+        top = max_acceptance_length(kind, k, options)
+        if kind.tree(SpeculationSettings(k=k, options=kind.resolve_options(dict(options)))) is not None and not 1 <= value <= top:
+            raise ConfigError(  # its depth or its nodes bound a step
                 f"--acceptance-length {value:g}: a tree of depth {k} (-k) verifying {option_value(args, kind, 'num_draft_tokens')} tokens "
                 f"(--speculative-num-draft-tokens, N + 1) advances at most {top} tokens a step; give an accept length in [1, {top}]"
             )
-        raise ConfigError(
-            f"--acceptance-length {value:g} at -k {k}: must be in [1, k + 1 = {k + 1}] (vLLM's mean acceptance length "
-            f"counts the bonus token); a per-token rate goes in --acceptance"
-        )
-    rate = iid_rate_from_length(value, k)
-    return rate, None, (
-        f"per-token rate {rate:.4f}, i.i.d. over positions: the rate whose mean acceptance length at k = {k} is "
-        f"{value:g} (--acceptance-length)"
+    per_position = comma_floats(value, flag, example="0.8,0.7,0.6") if flag == "--acceptance-per-position" else None
+    acceptance = AcceptanceInput.given(
+        rate=value if flag == "--acceptance" else None, per_position=per_position, length=value if flag == "--acceptance-length" else None,
+        at_k=k, names={"rate": "--acceptance", "per_position": "--acceptance-per-position", "length": "--acceptance-length", "at_k": "-k"},
     )
+    if per_position is not None:
+        needed = k if k > 0 else max(row[2] for row in _schedule_from_args(args))
+        if len(per_position) < needed:
+            raise ConfigError(f"--acceptance-per-position {value}: {len(per_position)} rate(s), but k = {needed} proposals need one per position")
+    return acceptance.rate, acceptance.per_position, f"{acceptance.derivation} ({flag})"
 
 
 def option_value(args, kind, name: str):

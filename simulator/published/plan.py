@@ -48,7 +48,7 @@ from simulator.profiles.hardware import known_devices
 from simulator.schemas import OTHER_ENGINE, VLLM, VLLM_UNKNOWN, VLLM_V0
 from simulator.specs.published_measurements import NO_SPECULATION, TREE_FIELDS, Assumptions, Measurement
 from simulator.speculative import proposers
-from simulator.speculative.acceptance_convert import conditional_from_unconditional, iid_rate_from_length
+from simulator.speculative.acceptance_convert import AcceptanceInput
 
 SEED = 0
 WORKLOAD_SEED = 42
@@ -78,15 +78,15 @@ class Plan:
 
 
 def _from_length(length: float, k_measured: int, k: int, what: str, source: str) -> Acceptance:
-    alpha = iid_rate_from_length(length, k_measured)
-    return Acceptance((alpha,) * k, f"length {length:g} at k = {k_measured} ({what}): i.i.d. {alpha:.3f}", source)
+    figure = AcceptanceInput.given(length=length, at_k=k_measured)
+    return Acceptance(figure.conditional(k), f"length {length:g} at k = {k_measured} ({what}): i.i.d. {figure.rate:.3f}", source)
 
 
 def acceptance_for(m: Measurement, assumptions: Assumptions, rows: dict) -> Optional[Acceptance]:
     k = m.k or 0
     if m.acceptance_per_position is not None and len(m.acceptance_per_position) >= k:
-        conditional = conditional_from_unconditional(m.acceptance_per_position)[:k]
-        return Acceptance(conditional, "per-position rates (this row)", m.source_url)
+        figure = AcceptanceInput.given(unconditional=m.acceptance_per_position)
+        return Acceptance(figure.conditional(k), "per-position rates (this row)", m.source_url)
     if m.acceptance_length is not None:
         return _from_length(m.acceptance_length, k, k, "this row", m.source_url)
     assumed = assumptions.acceptance.get(m.id)
@@ -99,7 +99,7 @@ def acceptance_for(m: Measurement, assumptions: Assumptions, rows: dict) -> Opti
         return _from_length(other.acceptance_length, other.k, k, f"from {other.id}", other.source_url)
     if assumed.acceptance_length is not None:
         return _from_length(assumed.acceptance_length, assumed.k, k, "assumed", assumed.source_url)
-    return Acceptance((assumed.acceptance_rate,) * k, f"i.i.d. {assumed.acceptance_rate:g} (assumed)", assumed.source_url)
+    return Acceptance(AcceptanceInput.given(rate=assumed.acceptance_rate).conditional(k), f"i.i.d. {assumed.acceptance_rate:g} (assumed)", assumed.source_url)
 
 
 def _unreproducible(m: Measurement, devices, assumptions: Assumptions) -> str:

@@ -9,8 +9,8 @@ from its flags (:func:`single_deployment`), so the command and the build run one
 
 Acceptance comes as the user has it: an i.i.d. ``rate``, per-position conditional rates, vLLM's
 mean acceptance length at one k (converted to the i.i.d. rate that reproduces it), or mean
-lengths at consecutive k (converted to per-position rates): :func:`acceptance_profile`, with the
-conversions of :mod:`simulator.speculative.acceptance_convert`; the profile records how.
+lengths at consecutive k (converted to per-position rates), or vLLM's unconditional per-position
+rates: one :class:`~simulator.speculative.acceptance_convert.AcceptanceInput`, which records how.
 
 The verify-attention cost is not a spec key: the primary answer uses the simulator's default
 (:class:`simulator.runs.config.SpeculationConfig`), and the two bounds are always simulated as the
@@ -45,7 +45,7 @@ from simulator.util.inputs import (
     probability,
     read_text,
 )
-from simulator.speculative.acceptance_convert import acceptance_length, conditional_from_lengths, iid_rate_from_length
+from simulator.speculative.acceptance_convert import AcceptanceInput
 
 BOUNDS = ("kv_once", "per_token")  # the verify-attention cost's lower and upper bound: the band
 
@@ -96,10 +96,9 @@ class AcceptanceProfile:
 
     name: str
     label: str
-    rate: Optional[float] = None
-    per_position: Optional[tuple[float, ...]] = None
+    acceptance: AcceptanceInput
     source: str = ""
-    derivation: str = ""
+    note: str = ""  # the spec's own words on the figure, recorded after its derivation
     # the deployment
     deployment: str = ""
     deployment_label: str = ""
@@ -111,7 +110,6 @@ class AcceptanceProfile:
     draft_tensor_parallel_size: Optional[int] = None  # 1 or the target's (None: the target's, vLLM's default)
     poisson: bool = True  # also run the open-loop (Poisson) grid
     options: tuple = ()  # the proposer kind's options, (name, value) pairs
-    given: str = ""  # which acceptance input it came from: "rate", "per_position", "length" or "lengths"
     # P(the proposer drafts at a decode step): below 1 for n-gram misses (SpeculationConfig.proposal_probability)
     proposal_probability: float = 1.0
     served_model_name: Optional[str] = None  # the name a printed vllm serve line gives the model (None: its own)
@@ -120,6 +118,27 @@ class AcceptanceProfile:
     def kind(self):
         """The proposer kind (:mod:`simulator.speculative.proposers`)."""
         return proposers.kind(self.proposer)
+
+    @property
+    def rate(self) -> Optional[float]:
+        """The i.i.d. rate the runs take (None: per-position rates)."""
+        return self.acceptance.rate
+
+    @property
+    def per_position(self) -> Optional[tuple[float, ...]]:
+        """The conditional per-position rates the runs take (None: an i.i.d. rate)."""
+        return self.acceptance.per_position
+
+    @property
+    def given(self) -> str:
+        """Which of a proposer kind's acceptance inputs the figure is ("rate", "per_position",
+        "length" or "lengths"; vLLM's unconditional rates are per-position ones)."""
+        return "per_position" if self.acceptance.form == "unconditional" else self.acceptance.form
+
+    @property
+    def derivation(self) -> str:
+        """How the figure became the runs' acceptance, and the spec's note on it."""
+        return self.acceptance.derivation + (f"; {self.note}" if self.note else "")
 
     @property
     def method(self) -> str:
@@ -184,80 +203,21 @@ def verify_settings() -> tuple[str, float, str]:
 
 
 def acceptance_profile(name: str, label: str, source: str, *, rate=None, per_position=None, length=None, at_k=None, lengths=None, from_k=None,
-                       where: str = "acceptance", flags: Optional[dict] = None, **deployment) -> AcceptanceProfile:
-    """One acceptance input, converted to what the simulator runs with.
-
-    Exactly one of ``rate``, ``per_position``, ``length`` (with ``at_k``) or ``lengths`` (with
-    ``from_k``).  ``flags`` maps the argument names to how the user spelled them (CLI flags or
-    spec keys), so a refusal names the input the user gave: with flags a value reads ``--acceptance
-    1.5``, as typed, and an empty ``where`` adds no prefix (the command adds its own once).
-    """
-    spell = {"rate": "rate", "per_position": "per_position", "length": "acceptance_length", "at_k": "at_k", "lengths": "acceptance_lengths", "from_k": "from_k"}
-    spell.update(flags or {})
-    typed = flags is not None
-
-    def said(key: str, value) -> str:
-        return f"{spell[key]} {value:g}" if typed and isinstance(value, (int, float)) and not isinstance(value, bool) else f"{spell[key]} = {value!r}"
-
-    where = f"{where}: " if where else ""
-    given = [key for key, value in (("rate", rate), ("per_position", per_position), ("length", length), ("lengths", lengths)) if value is not None]
-    if len(given) != 1:
-        names = " / ".join(spell[k] for k in ("rate", "per_position", "length", "lengths"))
-        raise ConfigError(f"{where}give exactly one of {names} (got {', '.join(spell[k] for k in given) or 'none'})")
-    if rate is not None:
-        if not probability(rate):
-            raise ConfigError(f"{where}{said('rate', rate)}{':' if typed else ''} must be a probability in [0, 1] (accepted / proposed tokens)")
-        return AcceptanceProfile(name, label, rate=float(rate), source=source, derivation=f"i.i.d. acceptance rate {rate:g} per proposed token, as given", given="rate", **deployment)
-    if per_position is not None:
-        values = list(per_position)
-        if not values:
-            raise ConfigError(f"{where}{spell['per_position']} is empty; give P(position i accepted | earlier accepted) for i = 1..k")
-        for j, p in enumerate(values):
-            if not probability(p):
-                raise ConfigError(f"{where}{spell['per_position']}[{j}] = {p!r} must be a probability in [0, 1]")
-        return AcceptanceProfile(
-            name, label, per_position=tuple(float(p) for p in values), source=source,
-            derivation="per-position conditional rates P(position i accepted | earlier accepted), as given", given="per_position", **deployment,
-        )
-    if length is not None:
-        if at_k is None or not positive_int(at_k):
-            raise ConfigError(f"{where}{said('length', length)} needs {spell['at_k']}, the k it was measured at (a positive integer), got {at_k!r}")
-        if not isinstance(length, (int, float)) or isinstance(length, bool) or not 1 <= length <= at_k + 1:
-            raise ConfigError(
-                f"{where}{said('length', length)} at {said('at_k', at_k)} is outside [1, {at_k + 1}]; vLLM's mean acceptance "
-                f"length counts the bonus token, so it lies between 1 and k + 1: check the value or the k it was measured at"
-            )
-        alpha = iid_rate_from_length(float(length), at_k)
-        return AcceptanceProfile(
-            name, label, rate=alpha, source=source,
-            derivation=f"mean acceptance length {length:g} at k = {at_k} (vLLM's, bonus token included) -> i.i.d. rate {alpha:.4f}, the rate "
-            f"that reproduces it (1 + a + ... + a^k = L, solved by simulator.speculative.acceptance_convert.iid_rate_from_length)",
-            given="length", **deployment,
-        )
-    if from_k is None or not positive_int(from_k):
-        raise ConfigError(f"{where}{spell['lengths']} needs {spell['from_k']}, the k of its first value (a positive integer), got {from_k!r}")
-    by_k = {}
-    for j, value in enumerate(lengths):
-        k = from_k + j
-        if not isinstance(value, (int, float)) or isinstance(value, bool) or not 1 <= value <= k + 1:
-            raise ConfigError(f"{where}{spell['lengths']}[{j}] = {value!r} (k = {k}) is outside [1, {k + 1}]")
-        by_k[k] = float(value)
-    if not by_k:
-        raise ConfigError(f"{where}{spell['lengths']} is empty")
-    rates = conditional_from_lengths(by_k)
-    return AcceptanceProfile(
-        name, label, per_position=rates, source=source,
-        derivation=f"mean acceptance lengths {', '.join(f'{v:g}' for v in by_k.values())} at k = {min(by_k)}..{max(by_k)} -> per-position "
-        f"rates (L(k) - L(k-1) is P(first k accepted); positions below k = {min(by_k)} share the i.i.d. rate that reproduces L({min(by_k)}); "
-        "simulator.speculative.acceptance_convert.conditional_from_lengths)",
-        given="lengths", **deployment,
+                       unconditional=None, where: str = "acceptance", flags: Optional[dict] = None, **deployment) -> AcceptanceProfile:
+    """One deployment with one acceptance input (:meth:`AcceptanceInput.given`: exactly one of
+    ``rate``, ``per_position``, ``length`` with ``at_k``, ``lengths`` with ``from_k``, or vLLM's
+    ``unconditional`` per-position rates).  ``flags`` maps the argument names to how the user
+    spelled them (CLI flags or spec keys), so a refusal names the input the user gave; an empty
+    ``where`` adds no prefix (the command adds its own once)."""
+    acceptance = AcceptanceInput.given(
+        rate=rate, per_position=per_position, length=length, at_k=at_k, lengths=lengths, from_k=from_k, unconditional=unconditional, names=flags, where=where,
     )
+    return AcceptanceProfile(name, label, acceptance, source=source, **deployment)
 
 
 def profile_length(profile: AcceptanceProfile, k: int) -> float:
     """The mean acceptance length the profile gives at k (bonus included): what vLLM would log."""
-    rates = profile.per_position[:k] if profile.per_position is not None else (profile.rate,) * k
-    return acceptance_length(rates)
+    return profile.acceptance.length(k)
 
 
 def check_spec(spec: PaysoffSpec, where: str = "pays-off spec") -> PaysoffSpec:
@@ -392,7 +352,7 @@ def parse_paysoff_spec(text: str, source: str = "<spec>") -> PaysoffSpec:
                 where=where_acc, **deployment,
             )
             if acc.get("note"):
-                profile = dataclasses.replace(profile, derivation=profile.derivation + "; " + acc["note"])
+                profile = dataclasses.replace(profile, note=acc["note"])
             profiles.append(profile)
     spec = PaysoffSpec(
         seed=scalar("run", "seed", non_negative_int, "must be an integer >= 0"),

@@ -1,6 +1,7 @@
 """Acceptance and KV budget from a replay's ``/metrics`` scrapes.
 
-The math is pure (:func:`acceptance_from_counters`, :func:`conditional_from_unconditional`,
+The math is pure (:func:`acceptance_from_counters`, with the conversions of
+:class:`~simulator.speculative.acceptance_convert.AcceptanceInput`,
 :func:`iid_alpha`); :func:`calibrate` does the reading.
 
 vLLM V1 counts, per verify step with drafts, how many draft positions were accepted:
@@ -17,7 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Optional, Sequence
 
-from simulator.speculative.acceptance_convert import conditional_from_unconditional, iid_rate_from_length
+from simulator.speculative.acceptance_convert import AcceptanceInput, iid_rate_from_length
 from simulator.util.errors import ConfigError
 from simulator.util.inputs import read_json, read_text
 from simulator.validation.files import check_schema
@@ -38,7 +39,11 @@ K_TOO_LARGE_EXPECTED_CHUNKS = 20.0
 
 
 @dataclass(frozen=True)
-class Acceptance:
+class MeasuredAcceptance:
+    """What a server's spec-decode counters measured between two scrapes (a record of the
+    measurement; the figure a run takes is its conditional ``acceptance_per_position``, converted
+    by :class:`~simulator.speculative.acceptance_convert.AcceptanceInput`)."""
+
     engine: Optional[str]  # "v1", "v0", or None when speculation is off
     num_speculative_tokens: int
     acceptance_rate: Optional[float]
@@ -66,14 +71,14 @@ def _missing(counts: Snapshot, names: Sequence[str]) -> list[str]:
     return [COUNTERS[name] for name in names if getattr(counts, name) is None]
 
 
-def acceptance_from_counters(counts: Snapshot, expected_k: Optional[int], source: str, force: bool = False, warnings: Optional[list] = None) -> Acceptance:
-    """Acceptance from counter deltas.
+def acceptance_from_counters(counts: Snapshot, expected_k: Optional[int], source: str, force: bool = False, warnings: Optional[list] = None) -> MeasuredAcceptance:
+    """The acceptance a server measured, from counter deltas.
 
     ``expected_k``: None infers it (and treats absent counters as "speculation off"); 0 says
     speculation is off; k > 0 requires the counters and checks that they agree with k.
     """
     if expected_k == 0 or (expected_k is None and counts.engine is None and not counts.accepted_per_pos):
-        return Acceptance(None, 0, None, None, (), (), "speculative decoding off: no spec-decode counters" if expected_k is None else "speculative decoding off (k = 0 given)")
+        return MeasuredAcceptance(None, 0, None, None, (), (), "speculative decoding off: no spec-decode counters" if expected_k is None else "speculative decoding off (k = 0 given)")
     if counts.drafts is not None or counts.accepted_per_pos:
         return _v1(counts, expected_k, source, force, warnings if warnings is not None else [])
     if counts.emitted_tokens is not None:
@@ -98,7 +103,7 @@ def check_no_speculation_seen(tokens_per_decode_chunk: Optional[float], source: 
     )
 
 
-def _v1(counts: Snapshot, expected_k: Optional[int], source: str, force: bool = False, warnings: Optional[list] = None) -> Acceptance:
+def _v1(counts: Snapshot, expected_k: Optional[int], source: str, force: bool = False, warnings: Optional[list] = None) -> MeasuredAcceptance:
     missing = _missing(counts, V1_NEEDS) + ([] if counts.accepted_per_pos else [PER_POSITION])
     if missing:
         raise ConfigError(f"{source}: V1 spec-decode counters are incomplete, missing {', '.join(missing)}")
@@ -115,12 +120,12 @@ def _v1(counts: Snapshot, expected_k: Optional[int], source: str, force: bool = 
         k = expected_k
     unconditional = tuple(counts.accepted_per_pos.get(i, 0.0) / counts.drafts for i in range(k))
     at_k = _v1_counts_at_k(counts, counted, k)
-    return Acceptance(
+    return MeasuredAcceptance(
         engine="v1",
         num_speculative_tokens=k,
         acceptance_rate=at_k["accepted_tokens"] / at_k["draft_tokens"],
         mean_acceptance_length=1 + at_k["accepted_tokens"] / at_k["drafts"],
-        acceptance_per_position=conditional_from_unconditional(unconditional, f"{PER_POSITION} / drafts"),
+        acceptance_per_position=AcceptanceInput.given(unconditional=unconditional, names={"unconditional": f"{PER_POSITION} / drafts"}).per_position,
         acceptance_per_position_unconditional=unconditional,
         method="V1 counters: per-position accepted / drafts, made conditional",
         counts_at_k=at_k,
@@ -142,7 +147,7 @@ def _v1_counts_at_k(counts: Snapshot, counted: int, k: int) -> dict:
     }
 
 
-def _v0(counts: Snapshot, expected_k: Optional[int], source: str) -> Acceptance:
+def _v0(counts: Snapshot, expected_k: Optional[int], source: str) -> MeasuredAcceptance:
     missing = _missing(counts, V0_NEEDS)
     if missing:
         raise ConfigError(f"{source}: V0 spec-decode counters are incomplete, missing {', '.join(missing)}")
@@ -154,12 +159,12 @@ def _v0(counts: Snapshot, expected_k: Optional[int], source: str) -> Acceptance:
     steps = counts.draft_tokens / k
     mean_accepted = max(0.0, counts.emitted_tokens / steps - 1)
     alpha = iid_alpha(mean_accepted, k)
-    return Acceptance(
+    return MeasuredAcceptance(
         engine="v0",
         num_speculative_tokens=k,
         acceptance_rate=mean_accepted / k,
         mean_acceptance_length=1 + mean_accepted,
-        acceptance_per_position=(alpha,) * k,
+        acceptance_per_position=AcceptanceInput.given(rate=alpha).conditional(k),
         acceptance_per_position_unconditional=tuple(alpha ** (i + 1) for i in range(k)),
         method="V0 emitted tokens: i.i.d. rate matching emitted tokens per verify step",
         counts_at_k={"drafts": steps, "draft_tokens": counts.draft_tokens, "accepted_tokens": mean_accepted * steps},
@@ -394,7 +399,7 @@ def proposal_probability(counts: Snapshot, records: list, k: int, notes: list) -
     return ratio, probability, how
 
 
-def check_k(acceptance: Acceptance, counts: Snapshot, records: list, force: bool, warnings: list) -> None:
+def check_k(acceptance: MeasuredAcceptance, counts: Snapshot, records: list, force: bool, warnings: list) -> None:
     """The client's chunks bound k: a decode chunk is one engine step, 1 + accepted tokens, so
     a chunk of n tokens proves k >= n - 1.  With V0 counters (k given, not counted) a k that is
     too large shows as chunks that never reach the lengths its fitted acceptance expects."""
