@@ -29,6 +29,7 @@ from simulator.sweep.paysoff_text import format_answer
 from simulator.cli.catalog_help import device_help, model_help
 from simulator.cli.argtypes import DeprecatedAlias, Synonyms, comma_floats
 from simulator.runs.config import KV_CACHE_DTYPES, QUANTIZATIONS, RunConfig
+from simulator.runs.deployment import Deployment, Parallelism, Speculation
 from simulator.util.errors import ConfigError
 from simulator.cli.proposer_flags import add_proposer_flags, check_acceptance_input, draft_model_help, options_from_args, proposer_kind, require_draft_model
 
@@ -295,9 +296,10 @@ def spec_from_args(args):
     kind = proposer_kind(args)
     # the deployment's cross-field rules (the draft-TP rule) are the run configuration's; the refusal
     # names its fields, which guarded() writes as this command's flags
-    RunConfig.from_deployment(
-        model=args.model, device=device, tensor_parallel_size=args.tensor_parallel_size, proposer=kind.name, draft_tensor_parallel_size=args.draft_tensor_parallel_size
-    )
+    Deployment(
+        model=args.model, device=device, parallelism=Parallelism(tensor=args.tensor_parallel_size),
+        speculation=Speculation(proposer=kind.name, draft_tensor_parallel_size=args.draft_tensor_parallel_size),
+    ).checked()
     deployment = dict(model=args.model, device=device, tensor_parallel_size=args.tensor_parallel_size, proposer=kind.name, draft_model=args.draft_model,
                       draft_tensor_parallel_size=args.draft_tensor_parallel_size, options=options_from_args(args, kind),
                       proposal_probability=args.proposal_probability, served_model_name=args.served_model_name)

@@ -183,8 +183,9 @@ def test_seed_sweep_keeps_its_scheduler_limits():
 
 @pytest.mark.parametrize(("k", "length"), [(4, 2.6), (1, 1.5), (3, 4.0), (2, 1.0)])
 def test_acceptance_length_becomes_the_iid_rate_with_that_length(k, length):
-    rate, vector, note = cli.acceptance_from_args(_parse("-k", str(k), "--acceptance-length", str(length)))
-    assert vector is None
+    acceptance, note = cli.acceptance_from_args(_parse("-k", str(k), "--acceptance-length", str(length)))
+    rate = acceptance.rate
+    assert acceptance.per_position is None
     assert acceptance_length((rate,) * k) == pytest.approx(length, abs=1e-9)
     assert f"{rate:.4f}" in note and f"k = {k}" in note
 
@@ -193,7 +194,7 @@ def test_acceptance_length_becomes_the_iid_rate_with_that_length(k, length):
 def test_a_run_says_which_rate_it_ran_with(capsys):
     code, out, _ = _main(capsys, *SMALL, "-k", "4", "--acceptance-length", "2.6", "--max-num-seqs", "128", "--max-num-batched-tokens", "512")
     assert code == 0
-    rate, _, _ = cli.acceptance_from_args(_parse("-k", "4", "--acceptance-length", "2.6"))
+    rate = cli.acceptance_from_args(_parse("-k", "4", "--acceptance-length", "2.6"))[0].rate
     assert f"i.i.d. rate {rate:.4f}" in out and "mean acceptance length 2.6 at k = 4" in out
     assert "Acceptance rate (%):" in out and "Acceptance length:" in out
 

@@ -10,15 +10,20 @@ server-side histograms the fit reads are the law's exactly.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
 from fake_vllm import FakeServer, FakeServerConfig
 from simulator.profiles.fitted import TERMS, FittedProfile, FittedTerm, profile_text, read_fitted_profile
 from simulator.profiles.step_scales import StepScales
+from simulator.runs.deployment import Deployment, Parallelism, SchedulerLimits, Speculation, StepCosts
+from simulator.speculative.acceptance_convert import AcceptanceInput
 from simulator.util.errors import ConfigError
 from simulator.validation.fit_measure import FitPlan, client_loop
 from simulator.validation.server_times import parse_server_times
+
+WIDE = SchedulerLimits(max_num_batched_tokens=8192, max_num_seqs=1024)  # a server's limits, wider than the levels need
 
 MODEL = "meta-llama/Llama-3.1-8B-Instruct"
 SYNC = "vllm-0.10.1"  # synchronous scheduling: the CPU time per step shows in every step
@@ -123,7 +128,7 @@ START = {"cpu_ms": 1.2, "gemm": 1.0, "attention": 1.0, "all_reduce": 1.0, "draft
 def test_each_term_is_recovered_from_a_law_with_that_term_alone_changed(term, value, tp, engine):
     from simulator.validation.fit import fit_with_holdout
 
-    deployment = dict(model=MODEL, device="h100", engine=engine, tensor_parallel_size=tp)
+    deployment = Deployment(model=MODEL, device="h100", engine=engine, parallelism=Parallelism(tensor=tp))
     truth = {**START, term: value}
     # attention shows at long contexts: its level set runs 4,096-token prompts
     prompt = 4096 if term == "attention" else 512
@@ -141,7 +146,7 @@ def test_each_term_is_recovered_from_a_law_with_that_term_alone_changed(term, va
 def test_a_cpu_time_hidden_under_async_scheduling_is_not_placed():
     from simulator.validation.fit import fit_with_holdout
 
-    deployment = dict(model=MODEL, device="h100", engine="vllm-0.30.0")
+    deployment = Deployment(model=MODEL, device="h100", engine="vllm-0.30.0")
     result = fit_with_holdout(deployment, _levels_from(deployment, {**START, "gemm": 1.2}), [64], START)
     assert not result.placed["cpu_ms"] and "async" in result.notes["cpu_ms"]
     assert result.terms["gemm"] == pytest.approx(1.2, rel=0.03)
@@ -153,11 +158,11 @@ def _law(engine: str, jump_above: int = 0, jump_s: float = 0.0, **terms):
     """The fake's step law: the package's step model at ``terms``, plus a jump the model cannot
     express (``jump_s`` more per step once a step holds more than ``jump_above`` decode rows)."""
     from simulator.engine.step_price import StepPricer
-    from simulator.runs.config import ClosedLoopWorkload, RunConfig
+    from simulator.runs.config import ClosedLoopWorkload
 
     cpu = terms.pop("cpu_ms", 1.2)
-    pricer = StepPricer(RunConfig.from_deployment(workload=ClosedLoopWorkload(1, (512,), (64,)), model=MODEL, device="h100", engine=engine,
-                                                  engine_overhead_ms=cpu, step_scales=StepScales(**terms)))
+    costs = StepCosts(engine_overhead_ms=cpu, step_scales=StepScales(**terms))
+    pricer = StepPricer(Deployment(model=MODEL, device="h100", engine=engine, costs=costs).run(ClosedLoopWorkload(1, (512,), (64,))))
 
     def law(prefill_rows, decode_rows):
         return pricer.seconds(prefill_rows, decode_rows) + (jump_s if jump_above and len(decode_rows) > jump_above else 0.0)
@@ -198,13 +203,13 @@ def test_the_fit_predicts_the_held_out_level_four_times_the_largest(tmp_path, ca
 
     levels = [Level(**{k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}) for row in profile.plan["measured"]]
     assert [l.concurrency for l in levels] == [1, 4, 16, 64]
-    held = [(levels[-1], simulate_level(dict(model=MODEL, device="h100", engine=SYNC, batch_size_cap=1024, chunk_size=8192), levels[-1],
+    held = [(levels[-1], simulate_level(Deployment(model=MODEL, device="h100", engine=SYNC, limits=WIDE), levels[-1],
                                         {name: profile.terms[name].value for name in TERMS}))]
     recomputed = FitResult({}, {}, {}, {}, (), tuple(held)).held_out_error_pct
     assert f"within {recomputed:.1f}%" in printed.out and recomputed == pytest.approx(profile.held_out_error_pct, rel=1e-9)
     # the fake's own answer (its law's terms) and the fitted profile's, at levels never measured
     fitted = {name: profile.terms[name].value for name in TERMS}
-    deployment = dict(model=MODEL, device="h100", engine=SYNC, batch_size_cap=1024, chunk_size=8192)
+    deployment = Deployment(model=MODEL, device="h100", engine=SYNC, limits=WIDE)
     for c in (64, 128):
         level = Level(c, 2 * c, 512, 64, 1.0, 1.0, 1.0)
         own, answered = simulate_level(deployment, level, truth), simulate_level(deployment, level, fitted)
@@ -253,7 +258,7 @@ def test_levels_above_the_servers_max_num_seqs_are_refused(tmp_path, capsys):
 @pytest.mark.simulation
 def test_python_m_simulator_answers_with_the_fitted_terms(tmp_path, capsys):
     from simulator.cli.simulate import main
-    from simulator.runs.config import ClosedLoopWorkload, RunConfig
+    from simulator.runs.config import ClosedLoopWorkload
     from simulator import run
 
     terms = {**_profile().terms, "gemm": FittedTerm(1.4, 0.05, True, ""), "cpu_ms": FittedTerm(2.0, 0.1, True, "")}
@@ -266,8 +271,8 @@ def test_python_m_simulator_answers_with_the_fitted_terms(tmp_path, capsys):
     import json
 
     answered = json.loads((tmp_path / "o.json").read_text())["summary"]["tpot_mean_s"]
-    expected = run(RunConfig.from_deployment(workload=ClosedLoopWorkload(4, (256,) * 8, (32,) * 8), model=MODEL, device="h100", engine=SYNC,
-                                             engine_overhead_ms=2.0, step_scales=StepScales(gemm=1.4), batch_size_cap=1024, chunk_size=8192)).summary["tpot_mean_s"]
+    fitted = Deployment(model=MODEL, device="h100", engine=SYNC, limits=WIDE, costs=StepCosts(engine_overhead_ms=2.0, step_scales=StepScales(gemm=1.4)))
+    expected = run(fitted.run(ClosedLoopWorkload(4, (256,) * 8, (32,) * 8))).summary["tpot_mean_s"]
     assert answered == pytest.approx(expected, rel=1e-9)
     assert main(["--engine-profile", str(path), "--model", MODEL, "--device", "a100"]) == 2
     assert main(["--engine-profile", str(path), "--model", MODEL, "--device", "h100", "--vllm-version", "0.30.0"]) == 2
@@ -278,24 +283,23 @@ def test_scales_refuse_bad_values_and_a_profile_directory(tmp_path):
         StepScales(gemm=0.0)
     with pytest.raises(ValueError, match="attention"):
         StepScales(attention=math.nan)
-    from simulator.runs.config import RunConfig
-
     with pytest.raises(ConfigError, match="profile directory"):
-        RunConfig.from_deployment(step_scales=StepScales(), profile_dir=str(tmp_path))
+        Deployment(costs=StepCosts(step_scales=StepScales(), profile_dir=str(tmp_path))).run()
 
 
 # --- a speculative server, fitted on top of its plain fit, and the table it recommends ----------
 
-EAGLE = dict(proposer="eagle3", draft_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", num_speculative_tokens=3)
+EAGLE = Speculation(proposer="eagle3", draft_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", k=3)
 NEW = "0.30.0"  # Model Runner V2 and async scheduling for EAGLE-type kinds; the table needs vLLM >= 0.19
 
 
 def _spec_law(drafter: float, **terms):
     from simulator.engine.step_price import StepPricer
-    from simulator.runs.config import ClosedLoopWorkload, RunConfig
+    from simulator.runs.config import ClosedLoopWorkload
 
-    pricer = StepPricer(RunConfig.from_deployment(workload=ClosedLoopWorkload(1, (512,), (64,)), model=MODEL, device="h100", engine=f"vllm-{NEW}",
-                                                  acceptance_rate=0.7, step_scales=StepScales(drafter=drafter, **terms), **EAGLE))
+    speculation = replace(EAGLE, acceptance=AcceptanceInput.given(rate=0.7))
+    deployment = Deployment(model=MODEL, device="h100", engine=f"vllm-{NEW}", costs=StepCosts(step_scales=StepScales(drafter=drafter, **terms)), speculation=speculation)
+    pricer = StepPricer(deployment.run(ClosedLoopWorkload(1, (512,), (64,))))
     return pricer.seconds
 
 
@@ -308,7 +312,7 @@ def _paysoff(profile_path, tmp_path, name):
     from simulator.paysoff import main as paysoff
 
     out, csv = tmp_path / f"{name}.json", tmp_path / f"{name}.csv"
-    code = paysoff(["--engine-profile", str(profile_path), "--model", MODEL, "--device", "h100", "--proposer", "eagle3", "--draft-model", EAGLE["draft_model"],
+    code = paysoff(["--engine-profile", str(profile_path), "--model", MODEL, "--device", "h100", "--proposer", "eagle3", "--draft-model", EAGLE.draft_model,
                     "-k", "3", "--acceptance-length", "2.5", "--concurrency", "1-64", "--k-range", "1-4", "--json", str(out), "--csv", str(csv)])
     assert code == 0
     return json.loads(out.read_text())["answer"], pd.read_csv(csv)
@@ -328,7 +332,7 @@ def test_a_speculative_server_places_the_drafter_and_its_table_is_the_laws(tmp_p
     spec = FakeServerConfig(model=MODEL, num_speculative_tokens=3, acceptance_rate=0.7, max_batch=1024, num_gpu_blocks=20000,
                             step_law=_spec_law(1.5, **scales), version=NEW, real_time_factor=4.0)
     with FakeServer(spec) as server:
-        code, fitted_path = _fit(server.url, tmp_path / "spec", extra=("--engine-profile", str(base), "--proposer", "eagle3", "--draft-model", EAGLE["draft_model"]))
+        code, fitted_path = _fit(server.url, tmp_path / "spec", extra=("--engine-profile", str(base), "--proposer", "eagle3", "--draft-model", EAGLE.draft_model))
     printed = capsys.readouterr()
     assert code == 0, printed.err
     fitted = read_fitted_profile(fitted_path)
@@ -344,12 +348,12 @@ def test_a_speculative_server_places_the_drafter_and_its_table_is_the_laws(tmp_p
     plain_fit = {name: read_fitted_profile(base).terms[name].value for name in TERMS}
     spec_fit = {name: fitted.terms[name].value for name in TERMS}
     own_terms = {**START, **scales, "drafter": 1.5}
-    deployment = dict(model=MODEL, device="h100", engine=f"vllm-{NEW}", batch_size_cap=1024, chunk_size=8192)
+    deployment = Deployment(model=MODEL, device="h100", engine=f"vllm-{NEW}", limits=WIDE)
     for c in (64, 128):
         level = Level(c, 2 * c, 512, 64, 1.0, 1.0, 1.0)
         spec_level = Level(c, 2 * c, 512, 64, 1.0, 1.0, 1.0, (0.7, 0.7, 0.7))
         speedup = {
-            who: simulate_level(deployment, level, plain_terms)["tpot"] / simulate_level(dict(deployment, **EAGLE), spec_level, spec_terms)["tpot"]
+            who: simulate_level(deployment, level, plain_terms)["tpot"] / simulate_level(replace(deployment, speculation=EAGLE), spec_level, spec_terms)["tpot"]
             for who, plain_terms, spec_terms in (("fitted", plain_fit, spec_fit), ("own", own_terms, own_terms))
         }
         assert speedup["fitted"] == pytest.approx(speedup["own"], rel=0.05), (c, speedup)

@@ -184,9 +184,9 @@ def test_proposal_probability_reaches_every_speculative_run():
     from simulator.sweep.paysoff_runner import speculation
 
     spec, _ = _spec("--acceptance", "0.7", "--proposal-probability", "0.6", *SMALL[:4])
-    assert speculation(spec, spec.profiles[0], "kv_once", 2)["proposal_probability"] == 0.6
+    assert speculation(spec, spec.profiles[0], "kv_once", 2).proposal_probability == 0.6
     default, _ = _spec("--acceptance", "0.7", *SMALL[:4])
-    assert speculation(default, default.profiles[0], "kv_once", 2)["proposal_probability"] == 1.0
+    assert speculation(default, default.profiles[0], "kv_once", 2).proposal_probability == 1.0
 
 
 def test_the_vllm_version_picks_the_engine_of_every_run():

@@ -101,10 +101,11 @@ def test_an_output_file_in_a_missing_folder_is_refused_naming_it(module, tmp_pat
 
 
 def test_a_drafter_without_a_model_name_is_named_by_its_kind():
-    from simulator.runs.config import RunConfig
+    from simulator.runs.deployment import Deployment, Speculation
+    from simulator.speculative.acceptance_convert import AcceptanceInput
     from simulator.sweep.runner import preparing_message
 
-    config = RunConfig.from_deployment(model="XiaomiMiMo/MiMo-7B-Base", proposer="mtp", num_speculative_tokens=1, acceptance_rate=0.7)
+    config = Deployment(model="XiaomiMiMo/MiMo-7B-Base", speculation=Speculation(proposer="mtp", k=1, acceptance=AcceptanceInput.given(rate=0.7))).run()
     message = preparing_message(config)
     assert "None" not in message and "MTP" in message
 
@@ -126,10 +127,11 @@ def test_deepseek_v3s_mtp_runs_and_the_docs_say_so():
     """Issue 33: docs/model.md said DeepSeek-V3's MTP is refused; it resolves (an MLA-with-experts MTP layer)."""
     from repo import REPO_ROOT
     from simulator.engine.resolve import resolve_run
-    from simulator.runs.config import RunConfig
+    from simulator.runs.deployment import Deployment, Parallelism, Speculation
+    from simulator.speculative.acceptance_convert import AcceptanceInput
 
-    config = RunConfig.from_deployment(model="deepseek-ai/DeepSeek-V3", device="h200", tensor_parallel_size=8, proposer="mtp",
-                                       num_speculative_tokens=1, acceptance_rate=0.8)
+    mtp = Speculation(proposer="mtp", k=1, acceptance=AcceptanceInput.given(rate=0.8))
+    config = Deployment(model="deepseek-ai/DeepSeek-V3", device="h200", parallelism=Parallelism(tensor=8), speculation=mtp).run()
     assert resolve_run(config) is not None
     text = " ".join((REPO_ROOT / "docs" / "model.md").read_text(encoding="utf-8").split())
     assert "(DeepSeek-V3) is refused" not in text and "`deepseek-ai/DeepSeek-V3` (one MTP layer)" in text

@@ -137,40 +137,6 @@ def test_bad_run_configs(kwargs, message):
         RunConfig(**kwargs)
 
 
-def test_from_deployment_splits_the_fields_and_stores_them_as_given():
-    """The one translator every front end calls: flat fields in, the same RunConfig (and cache key) a
-    hand-built one has out; a misspelt field is a programming error, not a silent default."""
-    from simulator.runs.config import SpeculationConfig
-    from simulator.runs.cache import run_key
-
-    flat = RunConfig.from_deployment(
-        model="meta-llama/Llama-2-7b-hf", tensor_parallel_size=2, seed=3,
-        num_speculative_tokens=4, acceptance_rate=0.7, proposer="draft", draft_model="JackFram/llama-68m", draft_tensor_parallel_size=1,
-    )
-    built = RunConfig(
-        speculation=SpeculationConfig(num_speculative_tokens=4, acceptance_rate=0.7, proposer="draft", draft_model="JackFram/llama-68m", draft_tensor_parallel_size=1),
-        model="meta-llama/Llama-2-7b-hf", tensor_parallel_size=2, seed=3,
-    )
-    assert flat == built and run_key(flat) == run_key(built)
-    assert RunConfig.from_deployment() == RunConfig()
-    with pytest.raises(TypeError, match="draft_tp"):
-        RunConfig.from_deployment(draft_tp=1)
-
-
-@pytest.mark.parametrize(
-    "fields, message",
-    [
-        (dict(tensor_parallel_size=4, draft_tensor_parallel_size=2, proposer="draft", draft_model="JackFram/llama-68m"),
-         r"^draft_tensor_parallel_size = 2: must be 1 or the target's tensor_parallel_size \(4\)$"),
-        (dict(tensor_parallel_size=2, draft_tensor_parallel_size=2), r"^draft_tensor_parallel_size = 2: proposer = 'ngram' runs no draft network"),
-        (dict(draft_tensor_parallel_size=1, proposer="suffix"), r"^draft_tensor_parallel_size = 1: proposer = 'suffix' runs no draft network"),
-    ],
-)
-def test_the_draft_tp_rule_lives_in_the_run_config(fields, message):
-    with pytest.raises(ConfigError, match=message):
-        RunConfig.from_deployment(**fields)
-
-
 def test_cli_checks_output_paths_before_simulating(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")

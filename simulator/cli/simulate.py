@@ -28,6 +28,7 @@ from simulator.cli.proposer_flags import check_acceptance_input, max_acceptance_
 from simulator.cli.simulate_flags import DATASETS, PROG, _default, build_parser  # noqa: F401  (build_parser: the command's parser, importable from here)
 from simulator.cli.summary import format_summary
 from simulator.runs.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig
+from simulator.runs.deployment import Deployment, Parallelism, Precision, SchedulerLimits, Speculation, StepCosts
 from simulator.speculative.acceptance_convert import AcceptanceInput
 from simulator.speculative.proposers.base import SpeculationSettings
 from simulator.util.errors import ConfigError
@@ -93,8 +94,8 @@ def _schedule_from_args(args):
     return parse_schedule(args.k_schedule, k if k > 0 else None, "--k-schedule")
 
 
-def acceptance_from_args(args) -> tuple[Optional[float], Optional[tuple], Optional[str]]:
-    """(acceptance_rate, acceptance_per_position, what the run used in words), checked as flags.
+def acceptance_from_args(args) -> tuple[Optional[AcceptanceInput], Optional[str]]:
+    """(the acceptance input, what the run used in words), checked as flags; (None, None) without speculation.
 
     An acceptance without speculation, speculation without an acceptance, two acceptances, or a
     length outside [1, k + 1] is refused here, naming the flags rather than config fields.
@@ -121,7 +122,7 @@ def acceptance_from_args(args) -> tuple[Optional[float], Optional[tuple], Option
     if args.adaptive_verification and not speculating:
         raise ConfigError(f"--adaptive-verification without speculation (-k {k}): add -k N, or drop it")
     if not speculating:
-        return None, None, None
+        return None, None
     if not given:
         shown = f"-k {k}" if k > 0 else "--k-schedule"
         raise ConfigError(
@@ -150,7 +151,7 @@ def acceptance_from_args(args) -> tuple[Optional[float], Optional[tuple], Option
         needed = k if k > 0 else max(row[2] for row in _schedule_from_args(args))
         if len(per_position) < needed:
             raise ConfigError(f"--acceptance-per-position {value}: {len(per_position)} rate(s), but k = {needed} proposals need one per position")
-    return acceptance.rate, acceptance.per_position, f"{acceptance.derivation} ({flag})"
+    return acceptance, f"{acceptance.derivation} ({flag})"
 
 
 def option_value(args, kind, name: str):
@@ -240,7 +241,7 @@ def _config(args, limits: vllm_serve.Limits, version: str, fitted=None) -> tuple
         require_draft_model(kind, args.draft_model)
         if args.k_schedule is not None and kind.tree(SpeculationSettings(k=1, options=kind.resolve_options(dict(options)))) is not None:
             raise ConfigError(f"--k-schedule: --proposer {kind.name} drafts a tree at one depth ({kind.engine} has no k schedule); give -k")
-    rate, vector, acceptance_note = acceptance_from_args(args)
+    acceptance, acceptance_note = acceptance_from_args(args)
     for flag, value in (("--proposal-probability", args.proposal_probability), ("--interpolation", args.interpolation)):
         if not 0 <= value <= 1:
             raise ConfigError(f"{flag} {value:g}: must be in [0, 1]")
@@ -261,45 +262,37 @@ def _config(args, limits: vllm_serve.Limits, version: str, fitted=None) -> tuple
                 f"--k-schedule: its last row {list(last)} ends at batch size {last[1]}, below --max-num-seqs {seqs}{origin}; "
                 f"extend it to {seqs} or pass --max-num-seqs {last[1]}"
             )
-    config = RunConfig.from_deployment(
-        workload=workload_from_args(args, limits),
-        num_speculative_tokens=args.num_speculative_tokens,
-        k_schedule=_schedule_from_args(args),
-        adaptive_verification=args.adaptive_verification,
-        acceptance_rate=rate,
-        acceptance_per_position=vector,
-        proposer=kind.name,
-        options=options,
-        ngram_overhead_ms=args.ngram_overhead_ms,
-        draft_pass_overhead_ms=args.draft_pass_overhead_ms,
-        proposal_probability=args.proposal_probability,
-        draft_model=args.draft_model,
-        draft_profile_dir=args.draft_profile_dir,
-        draft_tensor_parallel_size=args.draft_tensor_parallel_size,
-        attention=args.attention,
-        interpolation=args.interpolation,
+    deployment = Deployment(
         model=args.model,
         device=args.device,
-        profile_dir=args.profile_dir,
-        scheduler=args.scheduler,
-        chunk_size=limits.max_num_batched_tokens,
-        batch_size_cap=seqs,
-        num_kv_blocks=args.num_kv_blocks,
-        tensor_parallel_size=args.tensor_parallel_size,
-        network_profile_dir=args.network_profile_dir,
-        pipeline_stages=args.pipeline_stages,
-        seed=args.acceptance_seed,
-        cache_dir=args.cache_dir,
-        engine_overhead_ms=args.engine_overhead_ms,
-        lm_head=not args.no_lm_head,
-        quantization=args.quantization,
-        kv_cache_dtype=args.kv_cache_dtype,
-        expert_parallel=args.enable_expert_parallel,
-        moe_routing_skew=args.moe_routing_skew,
-        data_parallel_size=args.data_parallel_size,
         engine=vllm_serve.engine_name(version),
-        step_scales=fitted.scales if fitted is not None else None,
+        parallelism=Parallelism(tensor=args.tensor_parallel_size, pipeline=args.pipeline_stages, data=args.data_parallel_size, expert=args.enable_expert_parallel),
+        limits=SchedulerLimits(
+            max_num_batched_tokens=limits.max_num_batched_tokens, max_num_seqs=seqs, num_kv_blocks=args.num_kv_blocks, scheduler=args.scheduler,
+        ),
+        precision=Precision(quantization=args.quantization, kv_cache_dtype=args.kv_cache_dtype),
+        costs=StepCosts(
+            engine_overhead_ms=args.engine_overhead_ms, lm_head=not args.no_lm_head, step_scales=fitted.scales if fitted is not None else None,
+            profile_dir=args.profile_dir, network_profile_dir=args.network_profile_dir, moe_routing_skew=args.moe_routing_skew,
+        ),
+        speculation=Speculation(
+            proposer=kind.name,
+            k=args.num_speculative_tokens,
+            schedule=_schedule_from_args(args),
+            acceptance=acceptance,
+            options=options,
+            draft_model=args.draft_model,
+            draft_tensor_parallel_size=args.draft_tensor_parallel_size,
+            draft_profile_dir=args.draft_profile_dir,
+            adaptive_verification=args.adaptive_verification,
+            proposal_probability=args.proposal_probability,
+            attention=args.attention,
+            interpolation=args.interpolation,
+            ngram_overhead_ms=args.ngram_overhead_ms,
+            draft_pass_overhead_ms=args.draft_pass_overhead_ms,
+        ),
     )
+    config = deployment.run(workload_from_args(args, limits), seed=args.acceptance_seed, cache_dir=args.cache_dir)
     return config, acceptance_note
 
 

@@ -49,6 +49,7 @@ from simulator.schemas import OTHER_ENGINE, VLLM, VLLM_UNKNOWN, VLLM_V0
 from simulator.specs.published_measurements import NO_SPECULATION, TREE_FIELDS, Assumptions, Measurement
 from simulator.speculative import proposers
 from simulator.speculative.acceptance_convert import AcceptanceInput
+from simulator.runs.deployment import Deployment, Parallelism, SchedulerLimits, Speculation
 
 SEED = 0
 WORKLOAD_SEED = 42
@@ -156,19 +157,19 @@ def _kind(m: Measurement):
     return proposers.tree_kind(m.proposer) if m.drafting == "tree" else proposers.kind(m.proposer)
 
 
-def _speculation(m: Measurement, acceptance: Optional[Acceptance]) -> dict:
-    """The row's speculation fields for :meth:`RunConfig.from_deployment` (``{}``: no speculation)."""
+def _speculation(m: Measurement, acceptance: Optional[Acceptance]) -> Optional[Speculation]:
+    """The row's speculation (None: no speculation)."""
     kind = _kind(m)
     if kind is None or not m.k:
-        return {}
+        return None
     options = tuple((key, getattr(m, key)) for key in TREE_FIELDS if getattr(m, key) is not None) if m.drafting == "tree" else ()
-    return dict(
-        num_speculative_tokens=m.k,
-        acceptance_per_position=acceptance.conditional,
+    return Speculation(
         proposer=kind.name,
+        k=m.k,
+        acceptance=AcceptanceInput.given(per_position=acceptance.conditional),
         options=options,
         draft_model=m.draft,
-        draft_tensor_parallel_size=m.draft_tp,  # RunConfig's draft-TP rule decides, for every kind with a network
+        draft_tensor_parallel_size=m.draft_tp,  # the run's draft-TP rule decides, for every kind with a network
     )
 
 
@@ -214,16 +215,15 @@ def _runs(
 
     device, engine = gpu or m.gpu, engine_of(m)
     seqs, tokens = scheduler_defaults(device, get_engine(engine).version)
-    base = dict(
-        workload=workload, model=m.model, device=device, tensor_parallel_size=tp or m.tp, seed=SEED,
+    deployment = Deployment(
+        model=m.model, device=device, engine=engine, parallelism=Parallelism(tensor=tp or m.tp),
         # the source's limits, else what `vllm serve` of the row's engine profile picks on the GPU;
         # an offline batch of B runs with max_num_seqs = B
-        batch_size_cap=m.max_num_seqs or m.batch_size or seqs,
-        chunk_size=m.max_num_batched_tokens or tokens,
-        engine=engine,
+        limits=SchedulerLimits(max_num_batched_tokens=m.max_num_batched_tokens or tokens, max_num_seqs=m.max_num_seqs or m.batch_size or seqs),
+        speculation=_speculation(m, acceptance),
     )
-    run = RunConfig.from_deployment(**_speculation(m, acceptance), **base)
-    return run, (RunConfig.from_deployment(**base) if m.metric == "speedup" else None)
+    run = deployment.run(workload, seed=SEED)
+    return run, (deployment.without_speculation().run(workload, seed=SEED) if m.metric == "speedup" else None)
 
 
 # ---- the engine that ran a row (issue 31): one rule, :func:`engine_identity` ----

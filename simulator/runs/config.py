@@ -443,23 +443,6 @@ class RunConfig:
             f"proposer = '{kind.name}' runs no draft network (a draft model, a head, MTP layers, a drafter) to shard; drop it",
         )
 
-    @classmethod
-    def from_deployment(cls, **fields_) -> "RunConfig":
-        """The one translator from a front end's flat description of a run to a RunConfig: every
-        front end (the command lines, the sweep and pays-off specs, the published reproductions,
-        the validation harness) names the run's and its speculation's fields side by side, and this
-        splits them, so the cross-field rules (the draft-TP rule, the k schedule against the batch)
-        are checked here alone and each front end only maps the refusal to its own flag names.
-        Nothing is normalised: the fields given are the fields stored, so a run's cache key is
-        what the front end's own construction gave."""
-        speculation_names = {f.name for f in fields(SpeculationConfig)}
-        run_names = {f.name for f in fields(cls)} - {"speculation"}
-        unknown = sorted(set(fields_) - speculation_names - run_names)
-        if unknown:
-            raise TypeError(f"RunConfig.from_deployment: unknown field(s) {unknown}")
-        speculation = SpeculationConfig(**{k: v for k, v in fields_.items() if k in speculation_names})
-        return cls(speculation=speculation, **{k: v for k, v in fields_.items() if k in run_names})
-
     def _read_local_models(self) -> None:
         """A model or draft given as a local ``config.json`` path is read here, when the run is built
         (and again when a pickled run arrives in another process): resolution then looks both up as

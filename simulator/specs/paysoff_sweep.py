@@ -45,6 +45,7 @@ from simulator.util.inputs import (
     probability,
     read_text,
 )
+from simulator.runs.deployment import Deployment, Parallelism, Precision, SchedulerLimits, Speculation, StepCosts
 from simulator.speculative.acceptance_convert import AcceptanceInput
 
 BOUNDS = ("kv_once", "per_token")  # the verify-attention cost's lower and upper bound: the band
@@ -190,6 +191,18 @@ class PaysoffSpec:
     def systems(self) -> tuple[tuple[str, str, int], ...]:
         return tuple(dict.fromkeys(p.system for p in self.profiles))
 
+    def deployment(self, system: tuple[str, str, int], profile_dir: Optional[str] = None) -> Deployment:
+        """A system's server without speculation, as every run of the sweep configures it: the
+        spec's limits, precision, engine profile and (a fitted server's) step costs."""
+        model, device, tp = system
+        fitted = {} if self.engine_overhead_ms is None else {"engine_overhead_ms": self.engine_overhead_ms}
+        return Deployment(
+            model=model, device=device, engine=self.engine, parallelism=Parallelism(tensor=tp),
+            limits=SchedulerLimits(max_num_batched_tokens=self.chunk_size, max_num_seqs=self.batch_size_cap),
+            precision=Precision(quantization=self.quantization, kv_cache_dtype=self.kv_cache_dtype),
+            costs=StepCosts(step_scales=self.step_scales, profile_dir=profile_dir, **fitted),
+        )
+
 
 def verify_settings() -> tuple[str, float, str]:
     """(attention, interpolation, why): the primary verify-cost setting, read from the simulator's default."""
@@ -259,9 +272,10 @@ def check_spec(spec: PaysoffSpec, where: str = "pays-off spec") -> PaysoffSpec:
                 f"{max(spec.speculative_tokens)}: give more positions or lower the k range"
             )
         try:  # the deployment's cross-field rules (the draft-TP rule) are the run configuration's, in this file's keys
-            RunConfig.from_deployment(
-                model=p.model, device=p.device, tensor_parallel_size=p.tensor_parallel_size, proposer=kind.name, draft_tensor_parallel_size=p.draft_tensor_parallel_size
-            )
+            Deployment(
+                model=p.model, device=p.device, parallelism=Parallelism(tensor=p.tensor_parallel_size),
+                speculation=Speculation(proposer=kind.name, draft_tensor_parallel_size=p.draft_tensor_parallel_size),
+            ).checked()
         except ConfigError as exc:
             raise ConfigError(f"{at}: {exc}") from None
         if not kind.needs_draft_model and p.draft_model:

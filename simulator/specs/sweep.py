@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Optional
 
 from simulator.runs.config import ATTENTION_MODES
+from simulator.runs.deployment import Deployment, SchedulerLimits, StepCosts
 from simulator.speculative import proposers
 from simulator.util.errors import ConfigError
 from simulator.util.inputs import check_table, distinct_values, non_empty_str as _non_empty_str, non_negative_int as _non_negative_int
@@ -74,10 +75,12 @@ class SweepSpec:
     max_num_seqs: Optional[int] = None
     max_num_batched_tokens: Optional[int] = None
 
-    def scheduler_limits(self) -> dict:
-        """RunConfig keyword arguments for the limits the spec sets."""
-        limits = {"batch_size_cap": self.max_num_seqs, "chunk_size": self.max_num_batched_tokens}
-        return {key: value for key, value in limits.items() if value is not None}
+    def deployment(self, profile_dir: Optional[str] = None) -> Deployment:
+        """The sweep's server (no speculation): its model on its device with the limits it sets
+        (the run's defaults where it sets none) and, given one, a Vidur-format profile."""
+        given = {"max_num_seqs": self.max_num_seqs, "max_num_batched_tokens": self.max_num_batched_tokens}
+        limits = SchedulerLimits(**{key: value for key, value in given.items() if value is not None})
+        return Deployment(model=self.model, device=self.device, limits=limits, costs=StepCosts(profile_dir=profile_dir))
 
     @property
     def num_runs(self) -> int:

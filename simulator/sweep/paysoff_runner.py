@@ -24,12 +24,13 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
 import numpy as np
 
 from simulator.runs.config import ClosedLoopWorkload, PoissonWorkload, RunConfig
+from simulator.runs.deployment import Speculation
 from simulator.runs.results import speedup
 from simulator.schemas import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
 from simulator.speculative.k_schedule import Schedule, max_k, to_vllm
@@ -92,15 +93,13 @@ def poisson_workload(spec: PaysoffSpec, rate: float, model: Optional[str] = None
     return PoissonWorkload(spec.poisson_requests, spec.prompt_tokens, spec.output_tokens, rate, spec.workload_seed)
 
 
-def speculation(spec: PaysoffSpec, profile: AcceptanceProfile, attention: str, k: int = 0, schedule=None, adaptive: bool = False) -> dict:
-    """The deployment's proposer, costed as ``python -m simulator`` costs it, at one k or schedule:
-    the speculation's fields, for :func:`run_config` (an empty dict is the baseline)."""
-    return dict(
-        num_speculative_tokens=k,
-        k_schedule=schedule,
-        acceptance_rate=profile.rate,
-        acceptance_per_position=profile.per_position,
+def speculation(spec: PaysoffSpec, profile: AcceptanceProfile, attention: str, k: int = 0, schedule=None, adaptive: bool = False) -> Speculation:
+    """The deployment's proposer, costed as ``python -m simulator`` costs it, at one k or schedule."""
+    return Speculation(
         proposer=profile.proposer,
+        k=k,
+        schedule=schedule,
+        acceptance=profile.acceptance,
         options=profile.options,
         draft_model=profile.draft_model,
         draft_tensor_parallel_size=profile.draft_tensor_parallel_size,
@@ -111,26 +110,10 @@ def speculation(spec: PaysoffSpec, profile: AcceptanceProfile, attention: str, k
     )
 
 
-def run_config(spec: PaysoffSpec, system: tuple[str, str, int], workload, speculation_fields: dict, profile_dir: Optional[str] = None) -> RunConfig:
-    """One run of the sweep: what ``python -m simulator`` would run with the same flags (the
-    speculation's fields from :func:`speculation`; ``{}`` for the baseline)."""
-    model, device, tp = system
-    return RunConfig.from_deployment(
-        workload=workload,
-        **speculation_fields,
-        model=model,
-        device=device,
-        tensor_parallel_size=tp,
-        profile_dir=profile_dir,
-        seed=spec.seed,
-        batch_size_cap=spec.batch_size_cap,
-        chunk_size=spec.chunk_size,
-        quantization=spec.quantization,
-        kv_cache_dtype=spec.kv_cache_dtype,
-        engine=spec.engine,
-        step_scales=spec.step_scales,
-        **({} if spec.engine_overhead_ms is None else {"engine_overhead_ms": spec.engine_overhead_ms}),
-    )
+def run_config(spec: PaysoffSpec, system: tuple[str, str, int], workload, speculation_: Optional[Speculation], profile_dir: Optional[str] = None) -> RunConfig:
+    """One run of the sweep: what ``python -m simulator`` would run with the same flags
+    (``speculation_`` from :func:`speculation`; None for the baseline)."""
+    return replace(spec.deployment(system, profile_dir), speculation=speculation_).run(workload, seed=spec.seed)
 
 
 def _workloads(spec: PaysoffSpec, system, poisson: bool) -> list[tuple[str, float, object]]:
@@ -162,7 +145,7 @@ def fixed_k_jobs(spec: PaysoffSpec, dirs: Optional[dict] = None) -> list[Job]:
         profiles = [p for p in spec.profiles if p.system == system]
         any_poisson = any(p.poisson for p in profiles)
         for mode, x, workload in _workloads(spec, system, any_poisson):
-            jobs.append(Job(run_config(spec, system, workload, {}, profile_dir), mode, x, None))
+            jobs.append(Job(run_config(spec, system, workload, None, profile_dir), mode, x, None))
             ks = spec.speculative_tokens if mode == "closed_loop" else spec.poisson_k
             for profile in profiles:
                 if mode == "poisson" and not profile.poisson:

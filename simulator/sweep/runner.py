@@ -8,13 +8,15 @@ format, so the same spec and seeds give a byte-identical CSV whatever executor r
 from __future__ import annotations
 
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Optional, Sequence
 
 import pandas as pd
 
 from simulator.util.progress import say
 from simulator.runs.config import ATTENTION_MODES, ExplicitWorkload, PoissonWorkload, RunConfig
+from simulator.runs.deployment import Speculation
+from simulator.speculative.acceptance_convert import AcceptanceInput
 from simulator.sweep.metrics import mean_decode_batch, queue_growth, with_speedups
 from simulator.specs.sweep import SweepSpec
 from simulator.schemas import LATENCY_COLUMNS, PROVENANCE_COLUMNS
@@ -32,13 +34,13 @@ class SweepOutput:
 
 def expand(spec: SweepSpec, profile_dir: Optional[str] = None) -> list[RunConfig]:
     """Every run of the grid plus one baseline per baseline load, in CSV row order."""
-    configs = [_config(spec, rate, {}, profile_dir) for rate in spec.baseline_rates]
+    configs = [_config(spec, rate, None, profile_dir) for rate in spec.baseline_rates]
     for rate in spec.arrival_rates:
         for alpha in spec.acceptance_rates:
             for k in spec.speculative_tokens:
                 for attention in spec.attention_modes:
                     for proposer in spec.proposers:
-                        speculation = dict(num_speculative_tokens=k, acceptance_rate=alpha, proposer=proposer, attention=attention)
+                        speculation = Speculation(proposer=proposer, k=k, acceptance=AcceptanceInput.given(rate=alpha), attention=attention)
                         configs.append(_config(spec, rate, speculation, profile_dir))
     return sorted(configs, key=row_order)
 
@@ -53,16 +55,10 @@ def expand_progress(spec: SweepSpec, profile_dir: Optional[str] = None) -> list[
         prompt_tokens=(p.prompt_tokens,) * p.num_requests,
         output_tokens=(p.output_tokens,) * p.num_requests,
     )
+    deployment = spec.deployment(profile_dir)
     return [
-        RunConfig.from_deployment(
-            workload=workload,
-            num_speculative_tokens=k, acceptance_rate=alpha, attention="kv_once",  # the default proposer: n-gram
-            model=spec.model,
-            device=spec.device,
-            profile_dir=profile_dir,
-            seed=spec.seed,
-            **spec.scheduler_limits(),
-        )
+        # the default proposer: n-gram
+        replace(deployment, speculation=Speculation(k=k, acceptance=AcceptanceInput.given(rate=alpha), attention="kv_once")).run(workload, seed=spec.seed)
         for alpha in p.acceptance_rates
         for k in p.speculative_tokens
     ]
@@ -255,15 +251,8 @@ def to_csv_text(rows: Sequence[dict], columns: Sequence[str]) -> str:
     return frame.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n", na_rep="")
 
 
-def _config(spec: SweepSpec, rate: float, speculation: dict, profile_dir: Optional[str]) -> RunConfig:
-    """One run of the grid; ``speculation`` holds the speculation's fields (``{}``: the baseline)."""
+def _config(spec: SweepSpec, rate: float, speculation: Optional[Speculation], profile_dir: Optional[str]) -> RunConfig:
+    """One run of the grid (``speculation`` None: the baseline)."""
     w = spec.workload
-    return RunConfig.from_deployment(
-        workload=PoissonWorkload(num_requests=w.num_requests, prompt_tokens=w.prompt_tokens, output_tokens=w.output_tokens, arrival_rate=rate, seed=w.seed),
-        **speculation,
-        model=spec.model,
-        device=spec.device,
-        profile_dir=profile_dir,
-        seed=spec.seed,
-        **spec.scheduler_limits(),
-    )
+    workload = PoissonWorkload(num_requests=w.num_requests, prompt_tokens=w.prompt_tokens, output_tokens=w.output_tokens, arrival_rate=rate, seed=w.seed)
+    return replace(spec.deployment(profile_dir), speculation=speculation).run(workload, seed=spec.seed)

@@ -17,13 +17,15 @@ printed error is what the fit gets wrong where it did not look, the answer's err
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional, Sequence
 
 import numpy as np
 
 from simulator.profiles.fitted import TERMS
 from simulator.profiles.step_scales import StepScales
+from simulator.runs.deployment import Deployment
+from simulator.speculative.acceptance_convert import AcceptanceInput
 from simulator.util.errors import ConfigError
 
 # residual weights: TPOT and throughput are the answers; TTFT (one prefill per request) mostly
@@ -82,24 +84,21 @@ def error_pct(simulated: float, measured: float) -> float:
     return 100.0 * (simulated / measured - 1.0)
 
 
-def simulate_level(deployment: dict, level: Level, terms: dict) -> dict:
-    """``level`` simulated for ``deployment`` (RunConfig.from_deployment's fields, no workload) with
-    the trial ``terms``: its mean TPOT and TTFT (ms) and its output throughput, defined as the
+def simulate_level(deployment: Deployment, level: Level, terms: dict) -> dict:
+    """``level`` simulated for ``deployment`` (its speculation at the level's measured acceptance)
+    with the trial ``terms``: its mean TPOT and TTFT (ms) and its output throughput, defined as the
     measurement is (concurrency x mean output / mean end-to-end)."""
     from simulator.engine.resolve import resolve_run
     from simulator.engine.simulation import simulate
-    from simulator.runs.config import ClosedLoopWorkload, RunConfig
+    from simulator.runs.config import ClosedLoopWorkload
 
     n = level.requests
-    fields_ = dict(deployment)
-    if level.acceptance_per_position:
-        fields_["acceptance_per_position"] = tuple(level.acceptance_per_position)
-    config = RunConfig.from_deployment(
-        **fields_,
-        workload=ClosedLoopWorkload(level.concurrency, (level.prompt_tokens,) * n, (level.output_tokens,) * n, tuple(level.first_arrivals_s), level.turnaround_s),
-        engine_overhead_ms=float(terms["cpu_ms"]),
-        step_scales=StepScales(**{name: float(terms[name]) for name in TERMS if name != "cpu_ms"}),
-    )
+    speculation = deployment.speculation
+    if speculation is not None and level.acceptance_per_position:
+        speculation = replace(speculation, acceptance=AcceptanceInput.given(per_position=level.acceptance_per_position))
+    costs = replace(deployment.costs, engine_overhead_ms=float(terms["cpu_ms"]), step_scales=StepScales(**{name: float(terms[name]) for name in TERMS if name != "cpu_ms"}))
+    workload = ClosedLoopWorkload(level.concurrency, (level.prompt_tokens,) * n, (level.output_tokens,) * n, tuple(level.first_arrivals_s), level.turnaround_s)
+    config = replace(deployment, speculation=speculation, costs=costs).run(workload)
     summary = simulate(resolve_run(config)).summary
     return {
         "tpot": 1e3 * summary["tpot_mean_s"],
@@ -123,11 +122,11 @@ def log_ratio(level: Level, simulated: dict, metric: str) -> float:
     return math.log(ratio)
 
 
-def free_terms(deployment: dict, levels: Sequence[Level], fixed: dict) -> tuple[list[str], dict]:
+def free_terms(deployment: Deployment, levels: Sequence[Level], fixed: dict) -> tuple[list[str], dict]:
     """The terms these levels can place, and why each other one is not free."""
     notes = {}
     speculative = any(level.acceptance_per_position for level in levels)
-    if int(deployment.get("tensor_parallel_size", 1)) == 1:
+    if deployment.parallelism.tensor == 1:
         notes["all_reduce"] = "TP 1: no all-reduce to measure"
     if not speculative:
         notes["drafter"] = "no speculative level: measure a speculative server to place it"
@@ -136,7 +135,7 @@ def free_terms(deployment: dict, levels: Sequence[Level], fixed: dict) -> tuple[
     return [name for name in TERMS if name not in notes], notes
 
 
-def fit_terms(deployment: dict, levels: Sequence[Level], start: dict, fixed: Optional[dict] = None) -> FitResult:
+def fit_terms(deployment: Deployment, levels: Sequence[Level], start: dict, fixed: Optional[dict] = None) -> FitResult:
     """Bounded least squares of the free terms on ``levels`` (log ratios, weighted by :data:`WEIGHTS`)."""
     from scipy.optimize import least_squares
 
@@ -206,7 +205,7 @@ def fit_terms(deployment: dict, levels: Sequence[Level], start: dict, fixed: Opt
     return FitResult(terms, uncertainty, placed, notes, fitted, (), warnings, evaluations[0] + len(levels))
 
 
-def fit_with_holdout(deployment: dict, levels: Sequence[Level], held_out: Sequence[int], start: dict, fixed: Optional[dict] = None) -> FitResult:
+def fit_with_holdout(deployment: Deployment, levels: Sequence[Level], held_out: Sequence[int], start: dict, fixed: Optional[dict] = None) -> FitResult:
     """Fit on the levels not in ``held_out`` (concurrencies), then predict the held-out ones."""
     train = [level for level in levels if level.concurrency not in held_out]
     test = [level for level in levels if level.concurrency in held_out]

@@ -17,11 +17,13 @@ import sys
 import tempfile
 import time
 from datetime import datetime, timezone
+from dataclasses import replace
 from pathlib import Path
 
 from simulator.cli.argtypes import positive_int, speculative_tokens
 from simulator.cli.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
 from simulator.profiles.hardware import DEFAULT_DEVICE, device_names
+from simulator.runs.deployment import Deployment, Parallelism, SchedulerLimits, Speculation
 from simulator.util.errors import ConfigError
 
 
@@ -107,13 +109,15 @@ def run_fit(args) -> int:
 
     levels, server_s = _measure(root, api_model, plan, args)
     k = len(levels[0].acceptance_per_position)
-    deployment = dict(model=sim_model, device=limits.device, tensor_parallel_size=args.tensor_parallel_size, engine=engine,
-                      batch_size_cap=limits.max_num_seqs, chunk_size=limits.max_num_batched_tokens)
+    deployment = Deployment(
+        model=sim_model, device=limits.device, engine=engine, parallelism=Parallelism(tensor=args.tensor_parallel_size),
+        limits=SchedulerLimits(max_num_batched_tokens=limits.max_num_batched_tokens, max_num_seqs=limits.max_num_seqs),
+    )
     if k:
         if not given(args, "proposer"):
             raise ConfigError(f"the server speculates (k = {k} by its spec-decode counters): name its method with --proposer (and --draft-model)")
         require_draft_model(kind, args.draft_model)
-        deployment.update(proposer=kind.name, draft_model=args.draft_model, num_speculative_tokens=k)
+        deployment = replace(deployment, speculation=Speculation(proposer=kind.name, k=k, draft_model=args.draft_model))
     start, fixed = _start_and_fixed(base)
     quiet_vidur()
     began = time.perf_counter()

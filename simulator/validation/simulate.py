@@ -14,6 +14,8 @@ import numpy as np
 
 from simulator.profiles.hardware import DEFAULT_DEVICE
 from simulator.runs.config import ExplicitWorkload, RunConfig
+from simulator.runs.deployment import Deployment, SchedulerLimits, Speculation, StepCosts
+from simulator.speculative.acceptance_convert import AcceptanceInput
 from simulator.util.errors import ConfigError
 from simulator.util.inputs import read_json
 from simulator.validation.compare import simulated_metrics
@@ -46,30 +48,28 @@ def build_run_config(
             f"the calibration is for workload {calibration['workload_hash'][:12]}..., not {workload.workload_hash[:12]}... (a different workload file)"
         )
     k = int(calibration["num_speculative_tokens"])
-    speculation = {}  # k = 0: the baseline
+    speculation = None  # k = 0: the baseline
     if k > 0:
-        speculation = dict(
-            num_speculative_tokens=k,
-            acceptance_per_position=tuple(float(p) for p in calibration["acceptance_per_position"]),
+        speculation = Speculation(
+            proposer=proposer,
+            k=k,
+            acceptance=AcceptanceInput.given(per_position=calibration["acceptance_per_position"]),
             # absent (V0 counters, older calibration files): a draft at every step
             proposal_probability=float(calibration.get("proposal_probability") or 1.0),
-            proposer=proposer,
             draft_model=draft_model,
         )
     kv = calibration.get("kv_cache") or {}
     requests = workload.requests
-    return RunConfig.from_deployment(
-        workload=ExplicitWorkload(
+    deployment = Deployment(
+        model=model, device=device, costs=StepCosts(profile_dir=profile_dir), speculation=speculation,
+        limits=SchedulerLimits(num_kv_blocks=kv.get("num_gpu_blocks"), block_size=kv.get("block_size") or SchedulerLimits.block_size),
+    )
+    return deployment.run(
+        ExplicitWorkload(
             arrival_s=tuple(r.arrival_s for r in requests),
             prompt_tokens=tuple(r.prompt_tokens for r in requests),
             output_tokens=tuple(r.output_tokens for r in requests),
         ),
-        **speculation,
-        model=model,
-        device=device,
-        profile_dir=profile_dir,
-        num_kv_blocks=kv.get("num_gpu_blocks"),
-        block_size=kv.get("block_size") or 16,
         seed=seed,
     )
 
