@@ -79,7 +79,7 @@ def test_the_grouped_gemm_at_one_token_streams_k_experts():
     dev = get_device("h200")
     c, d = dev.constants, dev.datasheet
     n, k = 2 * 768, 2048
-    ms = float(moe_model.grouped_gemm_ms(8.0, 8.0, n, k, 16, dev, 2.0, 2.0, "bf16"))
+    ms = float(moe_model.grouped_gemm_ms(8.0, 8.0, n, k, 16, dev, 2.0, 2.0, moe_model.dense_kernel(dev, "bf16", False)))
     memory = (8 * n * k * 2 + 8 * k * 2 + 8 * n * 2) / (d.hbm_bandwidth_tbps * 1e12 * c.gemm_memory_eff)
     useful = 2 * 8 * n * k / (d.peak_fp16_tflops * 1e12 * c.gemm_compute_eff)
     assert ms == pytest.approx((c.gemm_launch_us * 1e-6 + memory + c.gemm_overlap_loss * useful) * 1e3, rel=1e-12)

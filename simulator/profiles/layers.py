@@ -131,15 +131,16 @@ def moe_ffn(t, shape: ModelShape, dev: DeviceSpec) -> tuple[np.ndarray, int]:
     # with data-parallel ranks the experts serve every rank's tokens (all alike: DP x T of them)
     served = t * moe.data_parallel
     touched, rows = moe_model.expected_touched(served, moe_model.local_probabilities(moe, tp))
-    block = moe_model.block_m(served, moe.num_experts, p.experts == "fp8" and p.method == "fp8")
-    wb, ab, dtype = p.weight_bytes("experts"), p.activation_bytes("experts"), p.compute_dtype("experts")
+    kernel = moe_model.expert_kernel(dev, p)  # the fused-MoE kernel vLLM runs (moe_kernels.toml)
+    block = moe_model.block_rows(served, moe.num_experts, moe.experts_per_token, kernel.block_rule)
+    wb, ab = p.weight_bytes("experts"), p.activation_bytes("experts")
     terms = [
         _bf16_gemm(t, moe.num_experts, h, dev),  # router logits
         _stream(t * moe.num_experts * 4 + t * moe.experts_per_token * 8, c.act_eff, dev),  # softmax / sigmoid top-k
         _stream(t * moe.experts_per_token * 4, c.add_eff, dev),  # moe_align_block_size: sort rows by expert
-        (moe_model.grouped_gemm_ms(touched, rows, 2 * width, h, block, dev, wb, ab, dtype), 1),
+        (moe_model.grouped_gemm_ms(touched, rows, 2 * width, h, block, dev, wb, ab, kernel), 1),
         _stream(rows * 3 * width * BF16, c.act_eff, dev),
-        (moe_model.grouped_gemm_ms(touched, rows, h, width, block, dev, wb, ab, dtype), 1),
+        (moe_model.grouped_gemm_ms(touched, rows, h, width, block, dev, wb, ab, kernel), 1),
         _stream(rows * h * BF16 + served * h * BF16, c.add_eff, dev),  # weighted sum over each token's k experts
     ]
     if moe.shared_hidden_dim:  # on the rank's own tokens
