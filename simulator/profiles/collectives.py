@@ -15,7 +15,7 @@ vLLM picks one of three implementations by message size
   Vidur's measured NCCL profile).
 
     custom one-shot:  t = custom_oneshot_us + (n - 1) * bytes / (NVLink bandwidth * custom_bus_eff)
-    custom two-shot:  t = custom_twoshot_us + 2 (n - 1) / n * bytes / (NVLink bandwidth * custom_bus_eff)
+    custom two-shot:  t = custom_twoshot_us + 2 (n - 1) / n * bytes / (NVLink bandwidth * custom_twoshot_eff)
     symm multimem:    t = symm_mem_us + bytes / (NVLink bandwidth * symm_multimem_eff)
     symm two-shot:    t = symm_mem_us + 2 (n - 1) / n * bytes / (NVLink bandwidth * symm_twoshot_eff)
 
@@ -23,9 +23,22 @@ The custom kernel's choice between its two follows vLLM's (``CustomAllreduce::al
 one-shot for two GPUs, and on a fully connected node below 512 KiB (up to 4 GPUs) or 256 KiB (up
 to 8).  Its bandwidth was measured on messages up to 4 MiB, so under its limit the model takes the
 faster of its estimate and NCCL's.
+
+These are the kernels' times as a CUDA graph replays them (vLLM captures its all-reduces in its
+decode graphs and pieces): each constant comes from a benchmark that captures several
+all-reduces back to back in one graph and divides the replay by their count, so the fixed time
+holds the kernel's own latency and the gap to the next kernel, and no CPU launch
+(``data/calibration/graph_costs.toml``, ``step_time.toml``).  NCCL's ring is the fit on Vidur's
+eagerly timed profile: vLLM runs it only above the custom and symmetric-memory limits, i.e. for
+batches above the capture sizes, which run eagerly.  :func:`fit_custom` fits the custom kernel's
+four numbers to a measured table, pooled over every TP degree (no refit per degree).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
 
 from simulator.profiles.hardware import NetworkSpec
 from simulator.profiles.network import ring_all_reduce_ms
@@ -41,6 +54,15 @@ def uses_oneshot(size_bytes: float, workers: int) -> bool:
     return size_bytes < limit
 
 
+def custom_all_reduce_us(size_bytes: float, workers: int, net: NetworkSpec) -> float:
+    """Microseconds of vLLM's custom kernel (the one-shot or two-shot kernel vLLM picks for the
+    size and GPU count) inside a CUDA graph, by the formulas above."""
+    bandwidth = net.nvlink_bandwidth_gbps * 1e9
+    if uses_oneshot(size_bytes, workers):
+        return net.custom_oneshot_us + (workers - 1) * size_bytes / (bandwidth * net.custom_bus_eff) * 1e6
+    return net.custom_twoshot_us + 2 * (workers - 1) / workers * size_bytes / (bandwidth * net.custom_twoshot_eff) * 1e6
+
+
 def all_reduce_ms(
     size_bytes: float, workers: int, net: NetworkSpec, custom_max_bytes: int, symm_max_bytes: int = 0, multimem_tp: tuple[int, ...] = ()
 ) -> float:
@@ -52,11 +74,7 @@ def all_reduce_ms(
     bandwidth = net.nvlink_bandwidth_gbps * 1e9
     nccl = float(ring_all_reduce_ms(size_bytes, workers, net))
     if workers in CUSTOM_WORLD_SIZES and size_bytes < custom_max_bytes and net.custom_oneshot_us is not None:
-        if uses_oneshot(size_bytes, workers):
-            seconds = net.custom_oneshot_us * 1e-6 + (workers - 1) * size_bytes / (bandwidth * net.custom_bus_eff)
-        else:
-            seconds = net.custom_twoshot_us * 1e-6 + 2 * (workers - 1) / workers * size_bytes / (bandwidth * net.custom_bus_eff)
-        return min(seconds * 1e3, nccl)
+        return min(custom_all_reduce_us(size_bytes, workers, net) * 1e-3, nccl)
     if size_bytes < symm_max_bytes and net.symm_mem_us is not None:
         if workers in multimem_tp:
             seconds = net.symm_mem_us * 1e-6 + size_bytes / (bandwidth * net.symm_multimem_eff)
@@ -64,6 +82,28 @@ def all_reduce_ms(
             seconds = net.symm_mem_us * 1e-6 + 2 * (workers - 1) / workers * size_bytes / (bandwidth * net.symm_twoshot_eff)
         return seconds * 1e3
     return nccl
+
+
+def fit_custom(net: NetworkSpec, sizes, workers, measured_us) -> NetworkSpec:
+    """``net`` with the custom kernel's four numbers (one-shot and two-shot fixed times, their
+    fractions of NVLink bandwidth) fitted to measured in-graph times (microseconds) of messages of
+    ``sizes`` bytes over ``workers`` GPUs: one robust least-squares fit on log(predicted /
+    measured), pooled over every TP degree and size, as :func:`simulator.profiles.network.fit`
+    fits NCCL's ring; each value kept to four significant digits."""
+    from scipy.optimize import least_squares
+
+    sizes, workers, measured = (np.asarray(x, dtype=float) for x in (sizes, workers, measured_us))
+
+    def residuals(p):
+        trial = replace(net, custom_oneshot_us=p[0], custom_bus_eff=p[1], custom_twoshot_us=p[2], custom_twoshot_bus_eff=p[3])
+        predicted = np.array([custom_all_reduce_us(s, int(n), trial) for s, n in zip(sizes, workers)])
+        return np.log(predicted / measured)
+
+    result = least_squares(
+        residuals, [5.0, 0.5, 10.0, 0.6], bounds=([0.0, 0.05, 0.0, 0.05], [50.0, 1.0, 50.0, 1.0]), loss="soft_l1", f_scale=0.1
+    )
+    oneshot, eff, twoshot, twoshot_eff = (float(f"{v:.4g}") for v in result.x)
+    return replace(net, custom_oneshot_us=oneshot, custom_bus_eff=eff, custom_twoshot_us=twoshot, custom_twoshot_bus_eff=twoshot_eff)
 
 
 def all_gather_ms(total_bytes: float, workers: int, net: NetworkSpec) -> float:

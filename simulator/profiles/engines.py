@@ -87,9 +87,15 @@ class EngineSpec:
     decode_query_len: int = 0
     uniform_tiers: tuple[int, ...] = ()
 
-    def custom_all_reduce_limit(self, tp: int) -> int:
+    def custom_all_reduce_limit(self, tp: int, per_tp: bool = True) -> int:
         """The size below which vLLM sends a message through its custom all-reduce at ``tp`` GPUs:
-        the version's limit for ``tp``, never beyond the kernel's buffer."""
+        the version's limit for ``tp``, never beyond the kernel's buffer.  ``per_tp``: whether the
+        device is one vLLM caps per TP degree; it does so (``CustomAllreduce.__init__``: only when
+        symmetric memory is on and the compute capability is a key of
+        ``CUSTOM_ALL_REDUCE_MAX_SIZES``, Hopper's and Blackwell's) exactly where it also runs torch
+        symmetric memory, so an A100 keeps the whole 8 MiB buffer at every TP degree."""
+        if not per_tp:
+            return self.custom_all_reduce_max_bytes
         return min(dict(self.custom_all_reduce_max_by_tp).get(tp, self.custom_all_reduce_max_bytes), self.custom_all_reduce_max_bytes)
 
     def symm_mem_limit(self, tp: int) -> int:

@@ -133,19 +133,33 @@ class NetworkSpec:
     launch_us: float  # fixed cost of one collective as timed (launch, synchronisation)
     hop_us: float  # latency of one ring step
     bus_eff: float  # fraction of the NVLink bandwidth a ring sustains
-    # vLLM's custom all-reduce (simulator.profiles.collectives): fixed time of its one-shot and
-    # two-shot kernels and the fraction of NVLink bandwidth its peer reads sustain; None: the node
-    # has none measured, and every all-reduce is NCCL's ring above
+    # vLLM's custom all-reduce (simulator.profiles.collectives), as a CUDA graph replays it: fixed
+    # time of its one-shot and two-shot kernels and the fraction of NVLink bandwidth their peer
+    # reads sustain (``custom_twoshot_bus_eff``: the two-shot kernel's own, where its measurement
+    # tells it apart; None: ``custom_bus_eff``); None: the node has none measured, and every
+    # all-reduce is NCCL's ring above
     custom_oneshot_us: Optional[float] = None
     custom_twoshot_us: Optional[float] = None
     custom_bus_eff: float = 1.0
     custom_source: str = ""
+    custom_twoshot_bus_eff: Optional[float] = None
     # torch symmetric memory's all-reduce (vLLM >= 0.11 on Hopper): the fixed time of its kernels
     # and the fraction of NVLink bandwidth its multimem and two-shot kernels sustain; None: the node
     # has none (vLLM enables it on Hopper and Blackwell only)
     symm_mem_us: Optional[float] = None
     symm_multimem_eff: float = 1.0
     symm_twoshot_eff: float = 1.0
+
+    @property
+    def custom_twoshot_eff(self) -> float:
+        """The fraction of NVLink bandwidth the custom two-shot kernel sustains."""
+        return self.custom_bus_eff if self.custom_twoshot_bus_eff is None else self.custom_twoshot_bus_eff
+
+    @property
+    def has_symm_mem(self) -> bool:
+        """Whether vLLM runs torch symmetric memory on this node (Hopper and Blackwell: the same
+        devices for which it also caps the custom all-reduce per TP degree)."""
+        return self.symm_mem_us is not None
 
 
 @dataclass(frozen=True)

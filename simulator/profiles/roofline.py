@@ -15,6 +15,12 @@ roofline (FLOPs against bytes moved) refined by the effects that dominate measur
   Small grids are split along the KV axis as FlashAttention's split-KV heuristic does.
   This is why decode time steps up at batch 7, 14, 21, 28 with 32 heads on 108 SMs.
 * Prefill attention: 64x128 tiles over the rectangle chunk x (context + chunk), in waves.
+
+The ``*_launch_us`` constants are each kernel family's fitted intercept: the kernel's duration as
+its size vanishes (the ramp of its first wave, its prologue and epilogue), fitted on kernel
+durations alone (Vidur's profiler sums the GPU kernels' own durations, not the CPU's launches).  A
+CUDA graph replays that duration unchanged; the gap between kernels and the CPU's launch costs are
+the engine's (:mod:`simulator.profiles.engines`, :mod:`simulator.profiles.step`).
 """
 
 from __future__ import annotations

@@ -30,7 +30,12 @@ gives one layer of a given kind on its own (an MTP module's decoder layer is one
 
 GEMMs, norms and element-wise kernels are :mod:`simulator.profiles.roofline`'s kernel models
 (fitted on kernel durations measured in isolation, which carry no launch gaps); the all-reduce is
-:mod:`simulator.profiles.collectives`.  How the kernels are issued is the engine's
+:mod:`simulator.profiles.collectives`.  A kernel's fixed time is therefore the same in every
+issuing mode: the fitted intercepts (``gemm_launch_us`` and the others, despite their names) are
+the kernels' own durations at vanishing size, which a CUDA graph replays unchanged (the project's
+graph-timed H200 profile shows no smaller GEMM intercept); the custom all-reduce's constants are
+in-graph measurements.  What the issuing mode adds is the GPU's gap between kernels and, where the
+CPU is the slower side, its launches.  How the kernels are issued is the engine's
 (:mod:`simulator.profiles.engines`): between two kernels the GPU idles ``graph_kernel_gap_us``
 inside a CUDA graph or ``stream_kernel_gap_us`` when launched eagerly; the CPU spends, per layer,
 nothing (one full graph for the whole step), one piece's replay and one eager attention call
@@ -179,9 +184,9 @@ class StepModel:
         if tp == 1 or self.network is None:
             return 0.0
         size = tokens * self.shape.embedding_dim * roofline.BYTES
-        engine = self.engine
+        engine, net = self.engine, self.network
         return ALL_REDUCES_PER_LAYER * collectives.all_reduce_ms(
-            size, tp, self.network, engine.custom_all_reduce_limit(tp), engine.symm_mem_limit(tp), engine.symm_mem_multimem_tp,
+            size, tp, net, engine.custom_all_reduce_limit(tp, per_tp=net.has_symm_mem), engine.symm_mem_limit(tp), engine.symm_mem_multimem_tp,
         )
 
     def collectives_ms(self, kind: LayerKind, tokens: int) -> tuple[float, int]:
