@@ -1,7 +1,8 @@
 """A check that never saw its rows: the guard between calibration data and the checks.
 
 The model's constants are set from declared calibration entries: ``data/calibration/step_time.toml``'s
-``[[constant]]`` and ``[[assumption]]`` entries, and ``engine_costs.toml``'s ``[engine_overhead]``
+``[[constant]]`` and ``[[assumption]]`` entries (and those of the kernel tables beside it, in its
+schema: ``graph_costs.toml``, ``moe_kernels.toml``), and ``engine_costs.toml``'s ``[engine_overhead]``
 (with its corroborations), ``[draft_pass]`` (with its evidence) and ``[verify_attention]`` (with its
 kernel series).  The model is scored on the ``role = "check"`` rows of ``data/published.toml`` and
 on the held-out ``[[check]]`` cross-checks of ``step_time.toml``.  A check counts only if no
@@ -35,6 +36,9 @@ from simulator.profiling.source_identity import Aliases, describe, identities, i
 from simulator.profiling.step_calibration import load
 
 ALIASES_NAME = "source_aliases.toml"  # beside step_time.toml
+# kernel tables declared with step_time.toml's schema, beside it: the fused-MoE kernels
+# (simulator/profiles/moe_kernels.toml) and the fixed costs inside CUDA graphs
+KERNEL_FILES = ("graph_costs.toml", "moe_kernels.toml")
 ENGINE_COST_ENTRIES = ("engine_overhead", "draft_pass", "verify_attention")
 _LINK = re.compile(r"https?://[^\s\"'<>()\[\]{},;]+")
 
@@ -101,15 +105,22 @@ def _cited(value, at: str, key: str = "") -> Iterator[Citation]:
             yield from _cited(v, at, f"{key}[{i}]")
 
 
+def kernel_files(step_time_path) -> tuple[Path, ...]:
+    """The kernel-table calibration files beside ``step_time.toml`` (its schema), where they exist."""
+    folder = Path(step_time_path).parent
+    return tuple(folder / name for name in KERNEL_FILES if (folder / name).is_file())
+
+
 def calibration_entries(step_time_path, engine_costs_path) -> tuple[Entry, ...]:
-    """Every calibration entry of the two files (each file checked by its own reader first)."""
-    declared = load(step_time_path)
-    where = f"step-time calibration {step_time_path}"
+    """Every calibration entry of the files (each file checked by its own reader first)."""
     entries = []
-    for kind, items in (("constant", declared.constants), ("assumption", declared.assumptions)):
-        for i, item in enumerate(items):
-            at = f"{where}: {kind} {i + 1} ({item.name})"
-            entries.append(Entry(item.name, at, tuple(_cited(asdict(item), at)), item.examined_rows))
+    for path in (Path(step_time_path), *kernel_files(step_time_path)):
+        declared = load(path)
+        where = f"step-time calibration {path}"
+        for kind, items in (("constant", declared.constants), ("assumption", declared.assumptions)):
+            for i, item in enumerate(items):
+                at = f"{where}: {kind} {i + 1} ({item.name})"
+                entries.append(Entry(item.name, at, tuple(_cited(asdict(item), at)), item.examined_rows))
     read_engine_costs(engine_costs_path)
     costs = read_toml(engine_costs_path, "engine-cost calibration")
     for table in ENGINE_COST_ENTRIES:
@@ -132,14 +143,15 @@ def check_row_ids(measurements, step_time_path, engine_costs_path) -> None:
     """Every ``examined_rows`` and ``fitted_on_rows`` id is a row of ``measurements`` (a typo names
     no row, so it would guard nothing).  Not part of :func:`check_published_roles`: a build of a
     few rows lacks most ids, and a row it lacks is no check row of it."""
-    entries, declared = calibration_entries(step_time_path, engine_costs_path), load(step_time_path)
+    entries = calibration_entries(step_time_path, engine_costs_path)
     ids = {m.id for m in measurements}
     for entry in entries:
         unknown = [r for r in entry.examined_rows if r not in ids]
         require(not unknown, f"{entry.where}:", f"examined_rows lists {unknown}, which no published measurement is")
-    for i, item in enumerate(declared.in_sample):
-        unknown = [r for r in item.fitted_on_rows if r not in ids]
-        require(not unknown, f"step-time calibration {step_time_path}: in_sample {i + 1} ({item.name}):", f"fitted_on_rows lists {unknown}, which no published measurement is")
+    for path in (Path(step_time_path), *kernel_files(step_time_path)):
+        for i, item in enumerate(load(path).in_sample):
+            unknown = [r for r in item.fitted_on_rows if r not in ids]
+            require(not unknown, f"step-time calibration {path}: in_sample {i + 1} ({item.name}):", f"fitted_on_rows lists {unknown}, which no published measurement is")
 
 
 def _check_calibration_row(m, sources: Sources, named: dict[str, Entry]) -> None:
@@ -163,11 +175,11 @@ def check_published_roles(measurements, step_time_path, engine_costs_path, alias
     """Refuse a check that a calibration entry saw (the rules of the module docstring)."""
     entries = calibration_entries(step_time_path, engine_costs_path)
     sources = Sources(entries, read_aliases(aliases_path or Path(step_time_path).with_name(ALIASES_NAME)))
-    declared = load(step_time_path)
-    for i, check in enumerate(declared.checks):
+    checks = [(path, i, check) for path in (Path(step_time_path), *kernel_files(step_time_path)) for i, check in enumerate(load(path).checks)]
+    for path, i, check in checks:
         found = sources.find(check.source_url)
         require(
-            found is None, f"step-time calibration {step_time_path}: check {i + 1} ({check.name}):",
+            found is None, f"step-time calibration {path}: check {i + 1} ({check.name}):",
             f"is not held out: its source {check.source_url} is a source of calibration data ({_clash(found) if found else ''}); declare it [[in_sample]] with why",
         )
     examined = {}
