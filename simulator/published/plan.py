@@ -4,7 +4,9 @@ The mapping, the same for every row (no per-row tuning):
 
 * load: ``batch_size`` B -> closed loop of B requests in flight (an offline batch, or
   ``max_num_seqs`` = B); ``concurrency`` N -> closed loop of N; ``qps`` -> Poisson arrivals.
-* lengths: the row's own, else its dataset's (``published_assumptions.toml``).
+* lengths: the row's own means, else its dataset's (``published_assumptions.toml``); each request's
+  drawn around them from the dataset's declared distribution (``data/calibration/length_distributions.toml``,
+  seeded, clipped to the model's context), or all at the means where the dataset or the row says ``fixed``.
 * acceptance: the row's own (a mean length at its k, or per-position rates), else an
   assumption that names where it comes from; none at all -> not reproducible.
 * metric: ``output_tokens_per_s`` = output tokens / makespan; ``requests_per_s`` = requests /
@@ -46,7 +48,8 @@ from simulator.runs.results import speedup
 from simulator.profiles.engines import engine_for_version, get_engine, load_engines
 from simulator.profiles.hardware import known_devices
 from simulator.schemas import OTHER_ENGINE, VLLM, VLLM_UNKNOWN, VLLM_V0
-from simulator.specs.published_measurements import NO_SPECULATION, TREE_FIELDS, Assumptions, Measurement
+from simulator.specs.published_measurements import FIXED_LENGTHS, NO_SPECULATION, TREE_FIELDS, Assumptions, LengthDistribution, Measurement
+from simulator.runs.workloads import sampled_lengths
 from simulator.speculative import proposers
 from simulator.speculative.acceptance_convert import AcceptanceInput
 from simulator.runs.deployment import Deployment, Parallelism, SchedulerLimits, Speculation
@@ -137,17 +140,55 @@ def _unreproducible(m: Measurement, devices, assumptions: Assumptions) -> str:
 
 
 def _workload(m: Measurement, assumptions: Assumptions, override: Optional[dict] = None):
+    """The row's requests: its load (a rate, a batch, a concurrency), its mean lengths (the row's,
+    an override's, else its dataset's), and how lengths spread around them: drawn from the
+    dataset's declared distribution (seeded with WORKLOAD_SEED, clipped to the model's context)
+    unless the dataset or the row says ``fixed``.  A rate row keeps the arrivals it had with fixed
+    lengths (Vidur's Poisson stream), so only its lengths change."""
     dataset = assumptions.datasets.get(m.dataset or "unstated")
     override = override or {}
     prompt = override.get("input_len") or m.input_len or dataset.input_len
     output = override.get("output_len") or m.output_len or dataset.output_len
+    drawn = dataset.distribution if dataset is not None and m.lengths != FIXED_LENGTHS else None
     if m.qps is not None:
         requests = min(m.num_prompts or POISSON_REQUESTS, MAX_RATE_REQUESTS)
         if m.arrivals == "constant":  # evenly spaced, as a constant-rate load generator sends them
-            return ExplicitWorkload(tuple(i / m.qps for i in range(requests)), (prompt,) * requests, (output,) * requests)
-        return PoissonWorkload(num_requests=requests, prompt_tokens=prompt, output_tokens=output, arrival_rate=m.qps, seed=WORKLOAD_SEED)
+            return ExplicitWorkload(tuple(i / m.qps for i in range(requests)), *_lengths(m, drawn, prompt, output, requests))
+        if drawn is None:
+            return PoissonWorkload(num_requests=requests, prompt_tokens=prompt, output_tokens=output, arrival_rate=m.qps, seed=WORKLOAD_SEED)
+        return ExplicitWorkload(_poisson_arrivals(requests, m.qps), *_lengths(m, drawn, prompt, output, requests))
     in_flight = m.batch_size or m.concurrency
-    return ClosedLoopWorkload.fixed(in_flight, max(in_flight, m.num_prompts or MIN_CLOSED_LOOP_REQUESTS), prompt, output)
+    # drawn lengths make the request count matter (each run ends on its stragglers): the source's
+    # count when the row does not give it; with fixed lengths every count measures the same
+    unstated = dataset.num_prompts if drawn is not None and dataset.num_prompts else MIN_CLOSED_LOOP_REQUESTS
+    return ClosedLoopWorkload(in_flight, *_lengths(m, drawn, prompt, output, max(in_flight, m.num_prompts or unstated)))
+
+
+def _lengths(m: Measurement, drawn: Optional[LengthDistribution], prompt: int, output: int, requests: int) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    if drawn is None:
+        return (prompt,) * requests, (output,) * requests
+    return sampled_lengths(drawn.input, drawn.output, prompt, output, requests, WORKLOAD_SEED, model_config(m.model).max_model_len)
+
+
+def _poisson_arrivals(requests: int, rate: float) -> tuple[float, ...]:
+    """The arrival times of the PoissonWorkload a fixed-length rate row runs (Vidur's own interval
+    generator, seeded with WORKLOAD_SEED, its gaps capped at 3 / rate), read off that generator so
+    the two cannot drift apart.  It seeds the global generators, so their states are put back."""
+    import random
+
+    import numpy as np
+
+    from simulator.engine.generator import vidur_synthetic_config
+    from simulator.vidur.runtime import synthetic_request_rows
+
+    saved = random.getstate(), np.random.get_state()
+    try:
+        stream = PoissonWorkload(num_requests=requests, prompt_tokens=1, output_tokens=1, arrival_rate=rate, seed=WORKLOAD_SEED)
+        rows = synthetic_request_rows(vidur_synthetic_config(stream, max_tokens=2))
+    finally:
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
+    return tuple(float(t) for t, _, _ in rows)
 
 
 def _kind(m: Measurement):

@@ -16,6 +16,7 @@ from simulator.schemas import ACCEPTANCE_CLASSES, ROW_ENGINES
 from simulator.util.inputs import check_table, non_empty_str, positive_int, positive_number, probability, read_toml, require
 from simulator.speculative import proposers
 from simulator.speculative.acceptance_convert import conditional_from_unconditional
+from simulator.runs.workloads import SHAPE_KINDS, LengthShape
 
 # metric -> unit, as printed on the site
 METRICS = {
@@ -30,6 +31,7 @@ PROPOSERS = (NO_SPECULATION,) + tuple(k.name for k in proposers.KINDS if getattr
 TREE_FIELDS = ("eagle_topk", "num_draft_tokens")
 LOAD_FIELDS = ("batch_size", "concurrency", "qps")
 ARRIVALS = ("poisson", "constant")
+ROW_LENGTHS = ("dataset", "fixed")  # a row's lengths: drawn from its dataset's distribution, or exactly as stated
 # What a row is for: a ``calibration`` row calibrated the model, and ``calibrated_by`` names how:
 # the calibration data its source released (a link: a fit of its runs, not the rows themselves), or
 # the declared calibration entry that examined the row while being set (its name in
@@ -83,6 +85,10 @@ class Measurement:
     max_num_batched_tokens: Optional[int] = None
     num_prompts: Optional[int] = None  # the requests the source sent, where it says
     arrivals: str = "poisson"  # a qps row's arrival process: "poisson" or "constant" (evenly spaced)
+    # "dataset": requests drawn from the dataset's length distribution around the row's (or the
+    # dataset's) means; "fixed": every request at exactly those lengths (a source that fixed them:
+    # vLLM's random dataset at range ratio 0, --input-len/--output-len)
+    lengths: str = "dataset"
     plausible: tuple[tuple[str, tuple], ...] = ()  # (setting, values) for settings the source leaves unknowable
     notes: str = ""
 
@@ -95,6 +101,7 @@ MEASUREMENT_FIELDS = {
     "metric": str, "value": float, "baseline_id": str, "drafting": str, "notes": str,
     "role": str, "acceptance_class": str, "calibrated_by": str, "draft_tp": int, "plausible": dict,
     "max_num_seqs": int, "max_num_batched_tokens": int, "num_prompts": int, "arrivals": str, "eagle_topk": int, "num_draft_tokens": int,
+    "lengths": str,
 }
 MEASUREMENT_REQUIRED = ("id", "source_url", "engine", "tp", "model", "proposer", "metric", "value", "role", "acceptance_class")
 
@@ -126,6 +133,8 @@ def _measurement(table: dict, where: str) -> Measurement:
     if "arrivals" in table:
         require(table["arrivals"] in ARRIVALS, where, f"arrivals = {table['arrivals']!r}; expected one of {list(ARRIVALS)}")
         require("qps" in table, where, "arrivals is for qps rows (a request rate)")
+    if "lengths" in table:
+        require(table["lengths"] in ROW_LENGTHS, where, f"lengths = {table['lengths']!r}; expected one of {list(ROW_LENGTHS)}")
     chain = table.get("drafting", "chain") == "chain"
     k = table.get("k")
     if table["proposer"] == "none":
@@ -227,11 +236,80 @@ def load_measurements(path) -> tuple[Measurement, ...]:
 
 
 @dataclass(frozen=True)
+class LengthDistribution:
+    """A dataset's request-length distribution (data/calibration/length_distributions.toml): the
+    shape of each side, scaled to a row's means when drawn, and where the shape comes from."""
+
+    name: str
+    source_url: str
+    basis: str  # "source", "proxy" or "assumption" (LENGTH_BASES)
+    statistics: str
+    derivation: str
+    input: LengthShape
+    output: LengthShape
+    examined_rows: tuple[str, ...] = ()
+    filter_source_url: str = ""  # where a filter applied to the source's requests comes from (a proxy's)
+
+
+LENGTH_BASES = ("source", "proxy", "assumption")
+FIXED_LENGTHS = "fixed"  # a dataset whose requests all have its (or the row's) mean lengths
+
+
+@dataclass(frozen=True)
 class Dataset:
     input_len: int
     output_len: int
     source_url: str
     note: str
+    lengths: str = FIXED_LENGTHS  # "fixed", or the name of a distribution
+    lengths_note: str = ""  # why this choice (a distribution's basis, or why none is published)
+    num_prompts: Optional[int] = None  # the requests the source's benchmark sends when a closed-loop row does not say
+    distribution: Optional[LengthDistribution] = None  # the named distribution, resolved (None when fixed)
+
+    @property
+    def sampled(self) -> bool:
+        return self.distribution is not None
+
+
+_SHAPE_FIELDS = {"kind": str, "probabilities": list, "tokens": list, "turns": int, "max_tokens": int}
+_DISTRIBUTION_FIELDS = {
+    "source_url": str, "filter_source_url": str, "basis": str, "statistics": str, "derivation": str, "examined_rows": list,
+    "input": dict, "output": dict,
+}
+
+
+def load_length_distributions(path) -> dict:
+    """The named distributions of a length-distributions file, each shape checked (one ConfigError naming the key)."""
+    where = f"length distributions {path}"
+    doc = read_toml(path, "length distributions")
+    check_table(doc, {"distributions": dict}, where)
+    out = {}
+    for name, table in doc["distributions"].items():
+        at = f"{where}: [distributions.{name}]"
+        check_table(table, _DISTRIBUTION_FIELDS, at, ("source_url", "basis", "statistics", "derivation", "examined_rows", "input", "output"))
+        for key in ("source_url", "filter_source_url"):
+            if key in table:
+                require(table[key].startswith("https://"), at, f"{key} = {table[key]!r} must be an https link")
+        require(table["basis"] in LENGTH_BASES, at, f"basis = {table['basis']!r}; expected one of {list(LENGTH_BASES)}")
+        for key in ("statistics", "derivation"):
+            require(non_empty_str(table[key]), at, f"{key} must say what the source gives and how the shape was computed")
+        require(all(non_empty_str(r) for r in table["examined_rows"]), at, "examined_rows must list published row ids")
+        shapes = {side: _shape(table[side], f"{at[:-1]}.{side}]") for side in ("input", "output")}
+        out[name] = LengthDistribution(name, table["source_url"], table["basis"], table["statistics"], table["derivation"],
+                                       shapes["input"], shapes["output"], tuple(table["examined_rows"]), table.get("filter_source_url", ""))
+    return out
+
+
+def _shape(table: dict, where: str) -> LengthShape:
+    check_table(table, _SHAPE_FIELDS, where, ("kind",))
+    require(table["kind"] in SHAPE_KINDS, where, f"kind = {table['kind']!r}; expected one of {list(SHAPE_KINDS)}")
+    for key in ("probabilities", "tokens"):
+        if key in table:
+            require(all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in table[key]), where, f"{key} = {table[key]!r} must be numbers")
+    try:
+        return LengthShape(table["kind"], tuple(table.get("probabilities", ())), tuple(table.get("tokens", ())), table.get("turns", 1), table.get("max_tokens"))
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -255,11 +333,8 @@ class Assumptions:
 def load_assumptions(path, measurements: tuple[Measurement, ...]) -> Assumptions:
     where = f"published assumptions {path}"
     doc = read_toml(path, "published assumptions")
-    check_table(doc, {"datasets": dict, "acceptance": list}, where)
-    datasets = {}
-    for name, table in doc["datasets"].items():
-        check_table(table, {"input_len": int, "output_len": int, "source_url": str, "note": str}, f"{where}: [datasets.{name}]")
-        datasets[name] = Dataset(**table)
+    check_table(doc, {"datasets": dict, "acceptance": list, "length_distributions": str}, where, ("datasets", "acceptance"))
+    datasets = _datasets(doc, Path(path), where)
     known = {m.id for m in measurements}
     acceptance = {}
     for i, table in enumerate(doc["acceptance"]):
@@ -285,6 +360,26 @@ def load_assumptions(path, measurements: tuple[Measurement, ...]) -> Assumptions
     result = Assumptions(datasets, acceptance)
     check_acceptance_classes(measurements, result, where)
     return result
+
+
+def _datasets(doc: dict, path: Path, where: str) -> dict:
+    """The [datasets.*] tables, each with its length choice: ``lengths = "fixed"`` or the name of a
+    distribution in the file ``length_distributions`` names (relative to the assumptions file)."""
+    fields = {"input_len": int, "output_len": int, "source_url": str, "note": str, "lengths": str, "lengths_note": str, "num_prompts": int}
+    tables = doc["datasets"]
+    named = None
+    for name, table in tables.items():
+        at = f"{where}: [datasets.{name}]"
+        check_table(table, fields, at, ("input_len", "output_len", "source_url", "note", "lengths", "lengths_note"))
+        require(non_empty_str(table["lengths_note"]), at, "lengths_note must say why these lengths (the distribution's basis, or why none is published)")
+        if "num_prompts" in table:
+            require(positive_int(table["num_prompts"]), at, f"num_prompts = {table['num_prompts']!r} must be a positive integer")
+        if table["lengths"] != FIXED_LENGTHS and named is None:
+            require("length_distributions" in doc, at, f"lengths = {table['lengths']!r} names a distribution, but the file names no length_distributions file")
+            named = load_length_distributions(path.parent / doc["length_distributions"])
+        if table["lengths"] != FIXED_LENGTHS:
+            require(table["lengths"] in named, at, f"lengths = {table['lengths']!r} is neither \"fixed\" nor a distribution of {doc['length_distributions']} (known: {', '.join(sorted(named))})")
+    return {name: Dataset(**{**table, "distribution": None if table["lengths"] == FIXED_LENGTHS else named[table["lengths"]]}) for name, table in tables.items()}
 
 
 SETTING_KEYS = ("model", "proposer", "draft", "k", "dataset")
@@ -350,4 +445,4 @@ def load(published: Path, assumptions: Path) -> tuple[tuple[Measurement, ...], A
     return measurements, load_assumptions(assumptions, measurements)
 
 
-__all__ = ["ROLES", "ACCEPTANCE_CLASSES", "check_acceptance_classes", "same_setting", "Measurement", "Assumptions", "Dataset", "AcceptanceAssumption", "load", "load_measurements", "load_assumptions", "METRICS", "ConfigError"]
+__all__ = ["ROLES", "ACCEPTANCE_CLASSES", "check_acceptance_classes", "same_setting", "Measurement", "Assumptions", "Dataset", "LengthDistribution", "AcceptanceAssumption", "load", "load_measurements", "load_assumptions", "load_length_distributions", "METRICS", "ConfigError"]
