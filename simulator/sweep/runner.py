@@ -11,8 +11,6 @@ from contextlib import closing
 from dataclasses import dataclass, replace
 from typing import Callable, Optional, Sequence
 
-import pandas as pd
-
 from simulator.util.progress import say
 from simulator.runs.config import ATTENTION_MODES, ExplicitWorkload, PoissonWorkload, RunConfig
 from simulator.runs.deployment import Speculation
@@ -247,6 +245,8 @@ def _progress_row(config: RunConfig, record: dict) -> dict:
 
 def to_csv_text(rows: Sequence[dict], columns: Sequence[str]) -> str:
     """Fixed column order and float format: identical rows give identical bytes."""
+    import pandas as pd  # only to write a CSV: a warm answer without --csv never needs it
+
     frame = pd.DataFrame(list(rows), columns=list(columns))
     return frame.to_csv(index=False, float_format=FLOAT_FORMAT, lineterminator="\n", na_rep="")
 

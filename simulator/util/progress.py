@@ -15,8 +15,6 @@ import threading
 import time
 from typing import Optional
 
-from tqdm import tqdm
-
 HEARTBEAT_S = 10.0  # the longest silence of a counted stage off a terminal
 
 
@@ -76,6 +74,8 @@ def bar(total: int, desc: str, unit: str = "run", enabled: Optional[bool] = None
     at least every :data:`HEARTBEAT_S` seconds elsewhere, nothing with ``enabled=False``."""
     if enabled is None and not _terminal():
         return LineProgress(total, desc, unit)
+    from tqdm import tqdm  # only for a bar (a warm answer from the result cache shows none)
+
     return tqdm(total=total, desc=desc, unit=unit, disable=not enabled if enabled is not None else False, file=sys.stderr, dynamic_ncols=True)
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import sys
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
@@ -84,23 +85,66 @@ def _normalized_data(path: Path) -> str:
     return json.dumps(read(path, "model data"), sort_keys=True)
 
 
+def _data_files(package_dir: Path) -> list[Path]:
+    return [path for pattern in MODEL_DATA for path in sorted(package_dir.glob(pattern))]
+
+
 def model_hash(package_dir: Path = PACKAGE_DIR) -> str:
     """16 hex digits over the normalized model code and data under ``package_dir``."""
     digest = hashlib.sha256()
     for path in _model_files(package_dir):
         digest.update(path.relative_to(package_dir).as_posix().encode() + b"\0")
         digest.update(normalized_source(path.read_text(encoding="utf-8")).encode() + b"\0")
-    for pattern in MODEL_DATA:
-        for path in sorted(package_dir.glob(pattern)):
-            entry = path.relative_to(package_dir).as_posix()
-            digest.update(entry.encode() + b"\0" + _normalized_data(path).encode() + b"\0")
+    for path in _data_files(package_dir):
+        entry = path.relative_to(package_dir).as_posix()
+        digest.update(entry.encode() + b"\0" + _normalized_data(path).encode() + b"\0")
     return digest.hexdigest()[:16]
+
+
+def _inputs_digest(package_dir: Path) -> str:
+    """SHA-256 of everything :func:`model_hash` is a function of: the hashed files' names and raw
+    bytes, the code that normalizes them (this package's ``util/`` modules: this one and the
+    readers) and the Python that parses them (its AST dump and TOML reader).  Two equal digests
+    have equal model hashes, so the hash may be memoised under it.  Reading and hashing the bytes
+    takes milliseconds; normalizing (parsing every model file and dumping its AST) about 0.3 s, a
+    third of a warm pays-off answer."""
+    digest = hashlib.sha256(f"model-hash memo 1\0{sys.version}\0".encode())
+    util = sorted((package_dir / "util").glob("*.py")) if (package_dir / "util").is_dir() else []
+    for path in [*util, *_model_files(package_dir), *_data_files(package_dir)]:
+        digest.update(path.relative_to(package_dir).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def memoised_model_hash(package_dir: Path = PACKAGE_DIR) -> str:
+    """:func:`model_hash`, memoised on disk under ``<cache dir>/model_hash/`` keyed on
+    :func:`_inputs_digest`: any change to a hashed file, to the normalizing code or to Python
+    gives a new key, so a memo is never stale.  An unreadable or malformed memo is recomputed; a
+    memo that cannot be written is skipped."""
+    from simulator.util.paths import default_cache_dir
+    from simulator.util.textio import atomic_write_text
+
+    key = _inputs_digest(package_dir)
+    path = default_cache_dir() / "model_hash" / f"{key}.txt"
+    try:
+        text = path.read_text(encoding="ascii").strip()
+        if len(text) == 16 and all(c in "0123456789abcdef" for c in text):
+            return text
+    except (OSError, UnicodeDecodeError):
+        pass
+    value = model_hash(package_dir)
+    try:
+        atomic_write_text(path, value + "\n")
+    except OSError:
+        pass
+    return value
 
 
 @lru_cache(maxsize=1)
 def source_hash() -> str:
-    """This installation's model hash (cached: the code does not change under a running process)."""
-    return model_hash()
+    """This installation's model hash (cached: the code does not change under a running process;
+    memoised on disk across processes, keyed on the hashed files' bytes)."""
+    return memoised_model_hash()
 
 
 def version_text() -> str:
