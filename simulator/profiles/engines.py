@@ -16,6 +16,13 @@ per number.  vLLM V1 issues a forward in one of three ways (``vllm/config/compil
 * **eager**: batches above the largest capture size (long prefill chunks): every kernel is
   launched from Python.
 
+SGLang (``engine = "sglang"`` profiles) issues a forward in two of these ways
+(``cudagraph_mode = "full_decode_only"``): decode and EAGLE target-verify batches replay one full
+graph, captured per request count (``capture_bs``, ``spec_capture_bs``: SGLang's
+``get_batch_sizes_to_capture``), up to the largest; every other batch (prefill, extend) runs eagerly.
+Its EAGLE drafter replays a graph of its decode steps and, from the versions that have
+``EAGLEDraftExtendCudaGraphRunner``, of its extend over the accepted tokens (``draft_extend_graph``).
+
 In every mode the GPU can run no faster than the CPU issues work; per layer the step takes the
 longer of the two (:func:`simulator.profiles.step`).  Batches in a graph mode run padded to the
 next capture size.
@@ -35,7 +42,8 @@ from simulator.util.errors import ConfigError
 from simulator.util.inputs import check_table, read_toml, require
 
 ENGINES_FILE = Path(str(resources.files("simulator.profiles").joinpath("engines.toml")))
-CUDAGRAPH_MODES = ("piecewise", "full_and_piecewise", "none")
+CUDAGRAPH_MODES = ("piecewise", "full_and_piecewise", "full_decode_only", "none")
+ENGINE_NAMES = ("vllm", "sglang")  # the engines a profile can describe
 
 
 @dataclass(frozen=True)
@@ -44,7 +52,7 @@ class EngineSpec:
 
     name: str
     version: str
-    cudagraph_mode: str  # "piecewise", "full_and_piecewise" or "none"
+    cudagraph_mode: str  # "piecewise", "full_and_piecewise", "full_decode_only" (SGLang) or "none"
     capture_sizes: tuple[int, ...]  # token counts graphs are captured for (ascending)
     graph_kernel_gap_us: float  # GPU idle between two kernels of one graph
     stream_kernel_gap_us: float  # GPU idle between two kernels launched eagerly, CPU ahead
@@ -81,6 +89,19 @@ class EngineSpec:
     adaptive_verification: bool = False
     # the release's date (ISO): a published row that states no version runs the release current at its date
     released: str = ""
+    # the engine the profile describes ("vllm" or "sglang"): a vLLM version is looked up among the
+    # vLLM profiles only (:func:`engine_for_version`), an SGLang one among SGLang's (:func:`sglang_engine_for_version`)
+    engine: str = "vllm"
+    # SGLang: the request counts its decode graphs are captured for without and with speculative
+    # decoding (get_batch_sizes_to_capture), its cuda_graph_max_bs, and whether its EAGLE drafter
+    # replays a graph for the extend over the accepted tokens (EAGLEDraftExtendCudaGraphRunner)
+    capture_bs: tuple[int, ...] = ()
+    spec_capture_bs: tuple[int, ...] = ()
+    cuda_graph_max_bs: int = 0
+    draft_extend_graph: bool = True
+    # the uniform query lengths a "full_decode_only" forward replays a graph for (empty: any); set by
+    # :meth:`drafter` for SGLang's drafter, whose graph holds its one-token decode steps
+    graph_query_lens: tuple[int, ...] = ()
     # set by :meth:`for_run`: the query length of the run's uniform verify batches (1 + k; 0: any
     # uniform batch takes the full graph, as the fixed profiles have it), and the query lengths
     # Model Runner V2 captures full graphs for (1 + k, and every 1 + k of a schedule)
@@ -131,10 +152,21 @@ class EngineSpec:
         and rounds that list up to a multiple of each query length it captures full graphs for
         (``cudagraph_utils.py``): 1 + k, and with a k schedule every 1 + k of it
         (``schedule_ks``).  Above the largest size a forward runs eagerly."""
+        if self.capture_rule == "sglang":
+            return self._sglang_capture(k if method is not None else 0)
         engine = self
         if dynamic and self.dynamic_sd_piecewise_on_v1 and self.runner_for(method) == "v1" and self.cudagraph_mode == "full_and_piecewise":
             engine = replace(self, cudagraph_mode="piecewise")
         return engine._with_capture_sizes(max_num_seqs, max_num_batched_tokens, k, method, tuple(schedule_ks) if dynamic else ())
+
+    def _sglang_capture(self, k: int) -> "EngineSpec":
+        """SGLang's graphs for one run: decode batches of 1 token a request captured at
+        ``capture_bs`` requests; under EAGLE (k >= 1) target-verify batches of 1 + k tokens a
+        request (its num_draft_tokens for a chain) at ``spec_capture_bs`` requests.  Sizes are in
+        tokens, request counts x query length."""
+        query = 1 + max(k, 0)
+        counts = self.spec_capture_bs if k > 0 else self.capture_bs
+        return replace(self, capture_sizes=tuple(n * query for n in counts), decode_query_len=query)
 
     def _with_capture_sizes(self, max_num_seqs: int, max_num_batched_tokens: int, k: int, method: Optional[str], schedule_ks: tuple[int, ...]) -> "EngineSpec":
         if self.capture_rule == "fixed":
@@ -163,6 +195,9 @@ class EngineSpec:
         the target's batch of the same shape."""
         if self.capture_rule == "fixed":
             return self
+        if self.capture_rule == "sglang":  # EAGLEDraftCudaGraphRunner: the decode steps, 1 token a request (topk 1)
+            counts = self.spec_capture_bs or self.capture_bs
+            return replace(self, capture_sizes=tuple(counts), decode_query_len=1, graph_query_lens=() if self.draft_extend_graph else (1,))
         if self.runner_for(method) == "v1":
             return replace(self, cudagraph_mode="piecewise") if self.cudagraph_mode == "full_and_piecewise" else self
         return replace(self, uniform_tiers=tuple(sorted(set(self.uniform_tiers) | {1})))
@@ -195,6 +230,10 @@ class EngineSpec:
         them on ``uniform_decode_query_len``); Model Runner V2 for every tier it captured."""
         if self.cudagraph_mode == "none" or tokens > self.max_capture_size:
             return "eager"
+        if self.cudagraph_mode == "full_decode_only":  # SGLang: a graph for uniform batches only, the rest eager
+            if not uniform_decode or (self.graph_query_lens and _is_length(uniform_decode) and uniform_decode not in self.graph_query_lens):
+                return "eager"
+            return "full"
         if self.cudagraph_mode == "full_and_piecewise" and uniform_decode:
             if self.uniform_tiers:
                 if _is_length(uniform_decode) and uniform_decode not in self.uniform_tiers:
@@ -228,11 +267,13 @@ _FIELDS = {
     "custom_all_reduce_max_mib_by_tp": dict, "symm_mem_all_reduce_max_mib_by_tp": dict, "symm_mem_multimem_tp": list,
     "runner": str, "mrv2_methods": list, "capture_rule": str, "async_methods": list, "dynamic_sd_piecewise_on_v1": bool,
     "adaptive_verification": bool, "released": str,
+    "engine": str, "capture_bs": list, "spec_capture_bs": list, "cuda_graph_max_bs": int, "draft_extend_graph": bool,
 }
 _OPTIONAL = ("async_scheduling", "async_step_gap_us", "custom_all_reduce_max_mib_by_tp", "symm_mem_all_reduce_max_mib_by_tp", "symm_mem_multimem_tp",
-             "runner", "mrv2_methods", "capture_rule", "async_methods", "dynamic_sd_piecewise_on_v1", "adaptive_verification")
+             "runner", "mrv2_methods", "capture_rule", "async_methods", "dynamic_sd_piecewise_on_v1", "adaptive_verification",
+             "engine", "capture_bs", "spec_capture_bs", "cuda_graph_max_bs", "draft_extend_graph")
 RUNNERS = ("v1", "mrv2")
-CAPTURE_RULES = ("fixed", "vllm-0.15")
+CAPTURE_RULES = ("fixed", "vllm-0.15", "sglang")
 _BY_TP = ("custom_all_reduce_max_mib_by_tp", "symm_mem_all_reduce_max_mib_by_tp")
 
 
@@ -253,14 +294,38 @@ def _engine(name: str, table: dict, where: str) -> EngineSpec:
     require(table.get("capture_rule", "fixed") in CAPTURE_RULES, at, f"capture_rule = {table.get('capture_rule')!r}; expected one of {list(CAPTURE_RULES)}")
     for key in ("mrv2_methods", "async_methods"):
         require(all(isinstance(m, str) and m for m in table.get(key, [])), at, f"{key} = {table.get(key)!r} must list vLLM method names")
-    lists = {key: tuple(table[key]) for key in ("mrv2_methods", "async_methods") if key in table}
-    values = {key: table[key] for key in _FIELDS if key not in ("max_capture_size", "symm_mem_multimem_tp", "mrv2_methods", "async_methods", *_BY_TP) and key in table}
+    sglang = _sglang_fields(table, at)
+    lists = {key: tuple(table[key]) for key in ("mrv2_methods", "async_methods", "capture_bs", "spec_capture_bs") if key in table}
+    values = {key: table[key] for key in _FIELDS if key not in ("max_capture_size", "symm_mem_multimem_tp", "mrv2_methods", "async_methods", "capture_bs", "spec_capture_bs", *_BY_TP) and key in table}
     return EngineSpec(
-        name=name, capture_sizes=vllm_capture_sizes(table["max_capture_size"]), **lists,
+        name=name, capture_sizes=tuple(table["capture_bs"]) if sglang else vllm_capture_sizes(table["max_capture_size"]), **lists,
         custom_all_reduce_max_by_tp=limits["custom_all_reduce_max_mib_by_tp"],
         symm_mem_all_reduce_max_by_tp=limits["symm_mem_all_reduce_max_mib_by_tp"],
         symm_mem_multimem_tp=tuple(multimem), **values,
     )
+
+
+def _sglang_fields(table: dict, at: str) -> bool:
+    """Check an SGLang profile's own fields (and that a vLLM profile has none): its capture lists
+    ascending request counts up to cuda_graph_max_bs, its graph mode SGLang's.  True for SGLang."""
+    engine = table.get("engine", "vllm")
+    require(engine in ENGINE_NAMES, at, f"engine = {engine!r}; expected one of {list(ENGINE_NAMES)}")
+    own = ("capture_bs", "spec_capture_bs", "cuda_graph_max_bs", "draft_extend_graph")
+    if engine != "sglang":
+        require(not any(key in table for key in own) and table.get("capture_rule") != "sglang" and table["cudagraph_mode"] != "full_decode_only",
+                at, f"{', '.join(own)}, capture_rule = \"sglang\" and cudagraph_mode = \"full_decode_only\" describe SGLang; set engine = \"sglang\"")
+        return False
+    for key in ("capture_bs", "spec_capture_bs", "cuda_graph_max_bs"):
+        require(key in table, at, f"an SGLang profile needs {key}")
+    require(table.get("capture_rule") == "sglang" and table["cudagraph_mode"] in ("full_decode_only", "none"), at,
+            'an SGLang profile has capture_rule = "sglang" and cudagraph_mode = "full_decode_only" (or "none")')
+    largest = table["cuda_graph_max_bs"]
+    for key in ("capture_bs", "spec_capture_bs"):
+        counts = table[key]
+        require(bool(counts) and all(isinstance(n, int) and n >= 1 for n in counts) and list(counts) == sorted(set(counts)) and counts[-1] <= largest,
+                at, f"{key} = {counts!r} must list ascending request counts of at most cuda_graph_max_bs = {largest}")
+    require(table["max_capture_size"] == table["capture_bs"][-1], at, f"max_capture_size = {table['max_capture_size']} must be capture_bs's largest, {table['capture_bs'][-1]}")
+    return True
 
 
 def _limits_by_tp(by_tp: dict, key: str, at: str) -> tuple[tuple[int, int], ...]:
@@ -281,11 +346,26 @@ def _engines_at(path: str, mtime_ns: int) -> dict[str, EngineSpec]:
     return load_engines(Path(path))
 
 
+def engines_of(engine: str, path: Path = ENGINES_FILE) -> list[EngineSpec]:
+    """The profiles of one engine ("vllm", "sglang"), oldest first."""
+    found = [e for e in _engines_at(str(path), Path(path).stat().st_mtime_ns).values() if e.engine == engine]
+    return sorted(found, key=lambda e: _version_key(e.version))
+
+
 def engine_for_version(version: str, path: Path = ENGINES_FILE) -> EngineSpec:
-    """The newest engine profile at or below vLLM ``version`` (the oldest profile for an older one)."""
-    engines = sorted(_engines_at(str(path), Path(path).stat().st_mtime_ns).values(), key=lambda e: _version_key(e.version))
+    """The newest vLLM engine profile at or below vLLM ``version`` (the oldest profile for an older one)."""
+    engines = engines_of("vllm", path)
     at_or_below = [e for e in engines if _version_key(e.version) <= _version_key(version)]
     return at_or_below[-1] if at_or_below else engines[0]
+
+
+def sglang_engine_for_version(version: str, path: Path = ENGINES_FILE) -> Optional[EngineSpec]:
+    """The SGLang profile of SGLang ``version``: the newest at or below it in its minor series
+    (0.4.5 runs sglang-0.4.4; 0.5.2 runs sglang-0.5.1.post3), None where the series has none at
+    or below it (an SGLang generation no profile was read for)."""
+    wanted = _version_key(version)
+    same = [e for e in engines_of("sglang", path) if _version_key(e.version).release[:2] == wanted.release[:2] and _version_key(e.version) <= wanted]
+    return same[-1] if same else None
 
 
 def _version_key(version: str):
@@ -297,7 +377,7 @@ def _version_key(version: str):
 
 def newest_engine(path: Path = ENGINES_FILE) -> EngineSpec:
     """The newest release the project models: every command's default (``--vllm-version``)."""
-    return max(_engines_at(str(path), Path(path).stat().st_mtime_ns).values(), key=lambda e: _version_key(e.version))
+    return engines_of("vllm", path)[-1]
 
 
 DEFAULT_ENGINE = newest_engine().name

@@ -45,7 +45,7 @@ from simulator.vidur.models import model_config
 from simulator.runs.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig
 from simulator.util.errors import ConfigError
 from simulator.runs.results import speedup
-from simulator.profiles.engines import engine_for_version, get_engine, load_engines
+from simulator.profiles.engines import engine_for_version, engines_of, get_engine, sglang_engine_for_version
 from simulator.profiles.hardware import known_devices
 from simulator.schemas import OTHER_ENGINE, VLLM, VLLM_UNKNOWN, VLLM_V0
 from simulator.specs.published_measurements import FIXED_LENGTHS, NO_SPECULATION, TREE_FIELDS, Assumptions, LengthDistribution, Measurement
@@ -268,11 +268,12 @@ def _runs(
 
 
 # ---- the engine that ran a row (issue 31): one rule, :func:`engine_identity` ----
-# The proxy profile of another engine's rows (SGLang, TensorRT-LLM) and of a vLLM row whose source
-# states neither a version nor a date: vLLM 0.10.1, the version the per-step overheads stand for
-# (data/calibration/engine_costs.toml).  No profile of another engine exists, and none can be
-# sourced offline today; such rows are simulated on the proxy and reported apart from the vLLM
-# headline, labelled so.
+# The proxy profile of another engine's rows that no profile of their own models (TensorRT-LLM;
+# SGLang of no stated version) and of a vLLM row whose source states neither a version nor a date:
+# vLLM 0.10.1, the version the per-step overheads stand for (data/calibration/engine_costs.toml).
+# Such rows are simulated on the proxy and reported apart from the vLLM headline, labelled so.  An
+# SGLang row of a stated version runs on its SGLang profile (:func:`_sglang`), still apart from the
+# vLLM headline (engine class "other engine").
 PROXY_ENGINE = "vllm-0.10.1"
 # vLLM's V1 engine is the default from 0.8.0 on; before it the V0 engine (its own scheduler and
 # model runner, multi-step scheduling from 0.6.0, FlashAttention-2), which no engine profile
@@ -283,7 +284,7 @@ V1_SINCE = "0.8.0"
 # docs/sources/engines.md "Release dates").  A row whose source states no vLLM version runs the
 # release current at its source_date.
 V1_SINCE_RELEASED = "2025-03-18"
-VLLM_RELEASE_DATES = {V1_SINCE: V1_SINCE_RELEASED, **{e.version: e.released for e in load_engines().values()}}
+VLLM_RELEASE_DATES = {V1_SINCE: V1_SINCE_RELEASED, **{e.version: e.released for e in engines_of("vllm")}}
 ENGINE_NAMES = {"vllm": "vLLM", "sglang": "SGLang", "tensorrt-llm": "TensorRT-LLM"}
 
 
@@ -312,12 +313,28 @@ def _vllm(version: str, how: str) -> EngineIdentity:
     return EngineIdentity(profile.name, VLLM, f"{how}: {profile.name}, the newest profile at or below it")
 
 
+def _sglang(version: str) -> EngineIdentity:
+    """An SGLang release to its profile: the newest SGLang profile at or below it in its minor
+    series (simulator/profiles/engines.py sglang_engine_for_version); none: refused, naming it."""
+    profile = sglang_engine_for_version(version)
+    if profile is None:
+        known = ", ".join(e.name for e in engines_of("sglang")) or "none"
+        raise ConfigError(f"engine = \"sglang\", engine_version = {version!r}: no SGLang engine profile at or below it in its minor series "
+                          f"(simulator/profiles/engines.toml has {known}); read that release's graph and overlap rules into a profile")
+    carried = "carried over from vLLM" in profile.source or "carried from" in profile.source
+    return EngineIdentity(profile.name, OTHER_ENGINE, f"SGLang {version} (stated): {profile.name}, the newest SGLang profile at or below it; "
+                          f"graph policy and overlap rule sourced from SGLang's source{', kernel gaps and CPU costs carried from vLLM' if carried else ''}")
+
+
 def engine_identity(m: Measurement) -> EngineIdentity:
     """The engine profile a row runs under and its engine class, by one rule: a vLLM row runs the
     version its source states, else the release current at its source's date (the newest of
     :data:`VLLM_RELEASE_DATES` out by then), else the proxy; a V0 release (before :data:`V1_SINCE`)
-    runs on the oldest profile as "vllm V0"; another engine's row runs on :data:`PROXY_ENGINE` as
-    "other engine"."""
+    runs on the oldest profile as "vllm V0"; an SGLang row of a stated version runs its SGLang
+    profile, another engine's row (or an SGLang row of no version) runs on :data:`PROXY_ENGINE`;
+    both as "other engine"."""
+    if m.engine == "sglang" and m.engine_version:
+        return _sglang(m.engine_version)
     if m.engine != VLLM:
         stated = f" {m.engine_version}" if m.engine_version else " (version not stated)"
         return EngineIdentity(PROXY_ENGINE, OTHER_ENGINE, f"{ENGINE_NAMES.get(m.engine, m.engine)}{stated}: no engine profile of its own; run on the proxy profile {PROXY_ENGINE}")

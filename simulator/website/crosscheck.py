@@ -123,7 +123,7 @@ def step_time_candidates(checks: pd.DataFrame, entry: dict) -> pd.DataFrame:
     """Every check row without speculation on the card's GPU and TP, of a model about its size."""
     plain = checks[(checks["gpu"] == entry["device"].lower()) & (checks["proposer"] == "none") & (checks["tp"] == int(entry["tensor_parallel_size"]))]
     size = model_size(entry["model"])
-    return plain[(plain["model"] == entry["model"]) | plain["model"].map(lambda m: _similar_size(model_size(m), size))]
+    return plain[(plain["model"] == entry["model"]) | plain["model"].map(lambda m: _similar_size(model_size(m), size)).astype(bool)]
 
 
 def speculative_rows(checks: pd.DataFrame, entry: dict, version: Optional[str] = None) -> pd.DataFrame:

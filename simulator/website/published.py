@@ -47,13 +47,13 @@ CALIBRATION_COLOR = "#888888"  # calibration rows: hollow grey markers, their ow
 CLASS_LABELS = {c: f"acceptance {label}" for c, label in names.ACCEPTANCE_CLASS_WORDS.items()}
 CLASS_SHORT = {"same_source": "same source", "same_setting_other_run": "another run", "other_dataset": "another dataset", "assumed": "assumed"}
 # The engine classes (simulator/published/plan.py engine_identity): only vLLM rows run on their own
-# version's engine generation make the headline; the others are reported apart, as run on the
-# oldest profile or a proxy profile (issue 31).
+# version's engine generation make the headline; the others are reported apart: V0 rows on the
+# oldest profile, SGLang rows of a stated version on their SGLang profile, the rest on a proxy (issue 31).
 ENGINE_CLASS_LABELS = {
     VLLM: "vLLM, on its own version's profile (the headline)",
     VLLM_V0: "vLLM V0 (before 0.8.0): informational, on the oldest profile",
     VLLM_UNKNOWN: "vLLM, neither version nor date stated: on a proxy profile",
-    OTHER_ENGINE: "another engine (SGLang, TensorRT-LLM): on a proxy profile",
+    OTHER_ENGINE: "another engine (SGLang, TensorRT-LLM): SGLang of a stated version on its SGLang profile, the rest on a proxy",
 }
 ENGINE_CLASS_SHORT = {VLLM: "vLLM", VLLM_V0: "vLLM V0", VLLM_UNKNOWN: "unversioned vLLM", OTHER_ENGINE: "other engines"}
 
@@ -168,7 +168,8 @@ def _text_cell(value) -> str:
 
 def engine_text(row: dict) -> str:
     """The engine that ran the row and the profile it was simulated on: "vLLM 0.15.1: profile
-    vllm-0.15.1", "SGLang: another engine, on the proxy vllm-0.10.1" ('' when not recorded)."""
+    vllm-0.15.1", "SGLang 0.5.3: another engine, on profile sglang-0.5.3", "SGLang: another
+    engine, on the proxy vllm-0.10.1" ('' when not recorded)."""
     cls, profile = _text_cell(row.get("engine_class")), _text_cell(row.get("engine_profile"))
     if not cls:
         return ""
@@ -176,7 +177,8 @@ def engine_text(row: dict) -> str:
     name = names.engine(_text_cell(row.get("engine"))) + (f" {version}" if version else "")
     return name + {
         VLLM: f": profile {profile}", VLLM_V0: f": V0, informational, on {profile}",
-        VLLM_UNKNOWN: f": version unknown, on the proxy {profile}", OTHER_ENGINE: f": another engine, on the proxy {profile}",
+        VLLM_UNKNOWN: f": version unknown, on the proxy {profile}",
+        OTHER_ENGINE: f": another engine, on {'profile' if profile.startswith(_text_cell(row.get('engine')) + '-') else 'the proxy'} {profile}",
     }.get(cls, f": {cls}, on {profile}")
 
 
@@ -291,7 +293,7 @@ def headline(records) -> list[str]:
         for c in ENGINE_CLASSES if c != VLLM and s["by_engine"][c]["rows"]
     ]
     if apart:
-        lines.append("Apart, on a proxy profile: " + ", ".join(apart) + ".")
+        lines.append("Apart, on the oldest, an SGLang or a proxy profile: " + ", ".join(apart) + ".")
     calibration = s["calibration"]["rows"]
     lines.append(f"{calibration} calibration row{'' if calibration == 1 else 's'} shown apart (they set constants of the model).")
     return lines
