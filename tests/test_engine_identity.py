@@ -133,7 +133,7 @@ def test_the_headline_counts_only_vllm_rows_and_the_others_apart(tmp_path):
     assert [r["id"] for r in page["headline_misses"]] == ["vllm-b"] and len(page["misses"]) == 4
     lines = headline(page["rows"])
     assert lines[0] == "vLLM, on its own version's profile: 3 check rows; 1 miss by more than 15 %."
-    assert any(line.startswith("Apart, on the oldest, an SGLang or a proxy profile:") and "other engines 26 % (2 rows)" in line for line in lines)
+    assert any(line.startswith("Reported apart:") and "other engines 26 % (2 rows)" in line for line in lines)
 
 
 def test_a_csv_recorded_before_engine_classes_counts_in_no_engine(tmp_path):

@@ -293,7 +293,7 @@ def headline(records) -> list[str]:
         for c in ENGINE_CLASSES if c != VLLM and s["by_engine"][c]["rows"]
     ]
     if apart:
-        lines.append("Apart, on the oldest, an SGLang or a proxy profile: " + ", ".join(apart) + ".")
+        lines.append("Reported apart: " + ", ".join(apart) + ".")
     calibration = s["calibration"]["rows"]
     lines.append(f"{calibration} calibration row{'' if calibration == 1 else 's'} shown apart (they set constants of the model).")
     return lines
