@@ -14,7 +14,9 @@ import argparse
 import time
 
 from simulator import run
-from simulator.runs.config import ClosedLoopWorkload, RunConfig, SpeculationConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.speculation import SpeculationConfig
+from simulator.runs.workload_kinds import ClosedLoopWorkload
 
 ACCEPTANCE = (0.8, 0.6, 0.5, 0.4, 0.3, 0.3, 0.3, 0.3)
 

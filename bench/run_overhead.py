@@ -22,7 +22,8 @@ import simulator  # noqa: E402
 from simulator.vidur.logs import quiet_vidur  # noqa: E402
 
 quiet_vidur()
-from simulator.runs.config import PoissonWorkload, RunConfig  # noqa: E402
+from simulator.runs.config import RunConfig  # noqa: E402
+from simulator.runs.workload_kinds import PoissonWorkload  # noqa: E402
 
 # the run docs/performance.md's figures measure: 300 requests of 1024/256 tokens at 4 req/s
 WORKLOAD = PoissonWorkload(num_requests=300, prompt_tokens=1024, output_tokens=256, arrival_rate=4.0)

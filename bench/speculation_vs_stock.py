@@ -18,7 +18,9 @@ import simulator  # noqa: E402
 from simulator.vidur.logs import quiet_vidur  # noqa: E402
 
 quiet_vidur()
-from simulator.runs.config import PoissonWorkload, RunConfig, SpeculationConfig  # noqa: E402
+from simulator.runs.config import RunConfig  # noqa: E402
+from simulator.runs.speculation import SpeculationConfig  # noqa: E402
+from simulator.runs.workload_kinds import PoissonWorkload  # noqa: E402
 
 WORKLOADS = {
     "Poisson 4 req/s": PoissonWorkload(arrival_rate=4.0),

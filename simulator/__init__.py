@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from simulator.runs.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.speculation import SpeculationConfig
+from simulator.runs.workload_kinds import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload
 
 if TYPE_CHECKING:
     from simulator.runs.results import RunResult

@@ -104,7 +104,9 @@ def test_a_step_without_drafts_is_left_alone():
 
 
 # --- a run -------------------------------------------------------------------------------------
-from simulator.runs.config import ClosedLoopWorkload, RunConfig, SpeculationConfig  # noqa: E402
+from simulator.runs.config import RunConfig  # noqa: E402
+from simulator.runs.speculation import SpeculationConfig  # noqa: E402
+from simulator.runs.workload_kinds import ClosedLoopWorkload  # noqa: E402
 
 EAGLE3 = dict(proposer="eagle3", draft_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B")
 

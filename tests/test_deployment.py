@@ -7,7 +7,9 @@ import pytest
 
 from simulator.profiles.step_scales import StepScales
 from simulator.runs.cache import run_key
-from simulator.runs.config import ClosedLoopWorkload, RunConfig, SpeculationConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.speculation import SpeculationConfig
+from simulator.runs.workload_kinds import ClosedLoopWorkload
 from simulator.runs.deployment import Deployment, Parallelism, Precision, SchedulerLimits, Speculation, StepCosts
 from simulator.speculative.acceptance_convert import AcceptanceInput
 from simulator.util.errors import ConfigError

@@ -7,7 +7,9 @@ import pandas as pd
 import pytest
 
 from simulator.vidur.models import model_shape
-from simulator.runs.config import ClosedLoopWorkload, RunConfig, SpeculationConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.speculation import SpeculationConfig
+from simulator.runs.workload_kinds import ClosedLoopWorkload
 from simulator.engine.batch import SpeculativeBatch
 from simulator.engine.proposers import ProposerCost, passes_fixed_seconds
 from simulator.speculative import proposers

@@ -158,7 +158,7 @@ def _law(engine: str, jump_above: int = 0, jump_s: float = 0.0, **terms):
     """The fake's step law: the package's step model at ``terms``, plus a jump the model cannot
     express (``jump_s`` more per step once a step holds more than ``jump_above`` decode rows)."""
     from simulator.engine.step_price import StepPricer
-    from simulator.runs.config import ClosedLoopWorkload
+    from simulator.runs.workload_kinds import ClosedLoopWorkload
 
     cpu = terms.pop("cpu_ms", 1.2)
     costs = StepCosts(engine_overhead_ms=cpu, step_scales=StepScales(**terms))
@@ -258,7 +258,7 @@ def test_levels_above_the_servers_max_num_seqs_are_refused(tmp_path, capsys):
 @pytest.mark.simulation
 def test_python_m_simulator_answers_with_the_fitted_terms(tmp_path, capsys):
     from simulator.cli.simulate import main
-    from simulator.runs.config import ClosedLoopWorkload
+    from simulator.runs.workload_kinds import ClosedLoopWorkload
     from simulator import run
 
     terms = {**_profile().terms, "gemm": FittedTerm(1.4, 0.05, True, ""), "cpu_ms": FittedTerm(2.0, 0.1, True, "")}
@@ -295,7 +295,7 @@ NEW = "0.30.0"  # Model Runner V2 and async scheduling for EAGLE-type kinds; the
 
 def _spec_law(drafter: float, **terms):
     from simulator.engine.step_price import StepPricer
-    from simulator.runs.config import ClosedLoopWorkload
+    from simulator.runs.workload_kinds import ClosedLoopWorkload
 
     speculation = replace(EAGLE, acceptance=AcceptanceInput.given(rate=0.7))
     deployment = Deployment(model=MODEL, device="h100", engine=f"vllm-{NEW}", costs=StepCosts(step_scales=StepScales(drafter=drafter, **terms)), speculation=speculation)

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from simulator.vidur.models import model_config, model_shape
-from simulator.runs.config import ClosedLoopWorkload, RunConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.workload_kinds import ClosedLoopWorkload
 from simulator.cli.vllm_serve import scheduler_defaults
 from simulator.engine.resolve import resolve_run, target_run_shape
 from simulator.util.errors import ConfigError

@@ -271,7 +271,7 @@ OFF_AT_8 = {(8, 1): 0.97, (8, 2): 0.95, (32, 1): 0.9, (32, 2): 0.8}
 
 def _fake_runs(speedups, idle=1.0):
     """``idle``: the speedup of a speculative server's k = 0 steps (below 1: it still drafts)."""
-    from simulator.runs.config import ClosedLoopWorkload
+    from simulator.runs.workload_kinds import ClosedLoopWorkload
     from simulator.runs.results import RunResult, summarize
     from simulator.speculative.k_schedule import k_for_batch
 

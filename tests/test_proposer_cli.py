@@ -102,7 +102,7 @@ def test_mtp_on_deepseek_v3_drafts_with_its_own_mla_moe_layer():
     """The target's MTP layer is a decoder layer of the target's last kind: DeepSeek-V3's has
     latent attention and experts, and is costed as one."""
     from simulator import RunConfig, SpeculationConfig
-    from simulator.runs.config import ClosedLoopWorkload
+    from simulator.runs.workload_kinds import ClosedLoopWorkload
     from simulator.engine.resolve import resolve_run
 
     config = RunConfig(

@@ -11,7 +11,8 @@ import pytest
 from stock_vidur import direct_vidur_requests
 
 import simulator
-from simulator.runs.config import PoissonWorkload, RunConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.workload_kinds import PoissonWorkload
 from simulator.engine.resolve import resolve_run
 from simulator.util.errors import ConfigError
 

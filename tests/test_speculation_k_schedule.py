@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 import simulator
-from simulator.runs.config import ClosedLoopWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.speculation import SpeculationConfig
+from simulator.runs.workload_kinds import ClosedLoopWorkload, PoissonWorkload
 from simulator.speculative import step as step_module
 from simulator.util.errors import ConfigError
 from simulator.speculative.k_schedule import check_schedule, from_best_k, k_for_batch, k_table, parse_schedule, to_vllm

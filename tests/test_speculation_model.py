@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from simulator.runs.config import RunConfig, SpeculationConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.speculation import SpeculationConfig
 from simulator.util.errors import ConfigError
 from simulator.speculative.acceptance import AcceptanceSampler
 from simulator.speculative.memory import ModelMemory, kv_capacity_tokens

@@ -5,7 +5,9 @@ import math
 import pytest
 
 import simulator
-from simulator.runs.config import ExplicitWorkload, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.speculation import SpeculationConfig
+from simulator.runs.workload_kinds import ExplicitWorkload, PoissonWorkload
 from simulator.engine import simulation
 from simulator.engine.batch import SpeculativeBatch
 from simulator.vidur.models import shape_of

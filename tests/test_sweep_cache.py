@@ -8,7 +8,9 @@ import pytest
 
 from repo import DATA_DIR
 from simulator.util import versions
-from simulator.runs.config import PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.speculation import SpeculationConfig
+from simulator.runs.workload_kinds import PoissonWorkload
 from simulator.runs import cache
 from simulator.sweep import runner
 from simulator.sweep.executors import LocalExecutor

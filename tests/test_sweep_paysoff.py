@@ -381,7 +381,8 @@ def test_rows_speedups_and_the_recommended_schedules(small_run):
 def test_a_paysoff_row_equals_the_single_run_with_the_same_settings(small_run, acceptance):
     """Costed exactly as `python -m simulator` costs it: simulator.run with the same settings gives the same numbers."""
     from simulator import run
-    from simulator.runs.config import RunConfig, SpeculationConfig
+    from simulator.runs.config import RunConfig
+    from simulator.runs.speculation import SpeculationConfig
 
     frame = _frame(small_run)
     row = frame[(frame["mode"] == "closed_loop") & (frame["acceptance"] == acceptance) & (frame["concurrency"] == 4)

@@ -17,7 +17,9 @@ from tiers import requires
 import simulator
 from repo import SHARED_DIR
 from simulator.vidur.models import model_config, model_shape
-from simulator.runs.config import PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.speculation import SpeculationConfig
+from simulator.runs.workload_kinds import PoissonWorkload
 from simulator.engine.resolve import resolve_run
 from simulator.util.errors import ConfigError
 from simulator.profiles import builtin, network, roofline, source

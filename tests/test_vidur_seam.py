@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from simulator.vidur.models import model_shape
-from simulator.runs.config import PoissonWorkload, RunConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.workload_kinds import PoissonWorkload
 from simulator.engine import simulation
 from simulator.engine.resolve import resolve_run
 from simulator.profiles import builtin
@@ -27,7 +28,8 @@ from simulator.util.versions import vidur_version
 from simulator.vidur import seam
 from simulator.vidur.entities import Batch
 from simulator.vidur.runtime import RequestArrivalEvent, Simulator
-from simulator.vidur.seam import HOOKS, Hook, generated_requests, queued_events, queued_requests, replica_scheduler, reset_entity_ids
+from simulator.vidur.seam import generated_requests, queued_events, queued_requests, replica_scheduler, reset_entity_ids
+from simulator.vidur.seam_hooks import HOOKS, Hook
 
 REPO = Path(simulation.__file__).resolve().parents[2]
 SEAM = Path(seam.__file__).resolve()

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List
 
-from simulator.runs.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, Workload
+from simulator.runs.workload_kinds import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, Workload
 from simulator.engine.request import SpeculativeRequest
 from simulator.engine.types import ExtensionType
 from simulator.vidur.configs import (

@@ -106,7 +106,7 @@ class ResolvedRun:
     settings: SpeculationSettings  # the proposer's settings, as its kind sees them
     block_size: int  # tokens per KV-cache block
     seed: int  # Vidur's seed (RunConfig.vidur_seed; the acceptance draws' is in the scheduler plan)
-    workload: object  # the run's workload (simulator.runs.config)
+    workload: object  # the run's workload (simulator.runs.workload_kinds)
     scheduler: SchedulerPlan
     proposer: Optional[ProposerPlan]  # None without speculation
     provenance: dict  # what the run's result records of its inputs and of the LM head's costing (the simulation adds the profiles' and versions)
@@ -176,8 +176,8 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     max_tokens = table_tokens(target_config.max_model_len, max(longest, step_tokens))
     _check_not_a_drafter(config.model, target_facts)
     drafter = _draft_network(kind, spec.draft_model, config.model, target_facts) if spec.uses_draft_network else None  # an unknown name fails here
-    draft_facts = drafter.facts if drafter is not None else None
-    settings = SpeculationSettings(k=spec.num_speculative_tokens, options=spec.option_values, ngram_overhead_ms=spec.ngram_overhead_ms, draft=draft_facts, target=target_facts)
+    settings = SpeculationSettings(k=spec.num_speculative_tokens, options=spec.option_values, ngram_overhead_ms=spec.ngram_overhead_ms,
+                                   draft=drafter.facts if drafter is not None else None, target=target_facts)
     if spec.enabled:
         kind.check(settings, target_facts, config.draft_tensor_parallel_size, config.tensor_parallel_size)
         if spec.adaptive_verification:
@@ -189,7 +189,6 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
         async_scheduling=engine.overlaps(kind.name if spec.enabled else None, kind.async_scheduling),
         scales=config.step_scales,
     )
-
     target = _side(
         costing,
         _SideQuery(
@@ -198,30 +197,10 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
             engine_overhead_ms=config.engine_overhead_ms,
         ),
     )
-    draft = None
-    if drafter is not None:
-        # a draft runs in its own checkpoint's precision, with the run's KV-cache dtype (vLLM's one cache config)
-        draft_shape = drafter.shape.with_precision(replace(drafter.shape.precision, kv_cache=target_shape.precision.kv_cache))
-        draft = _side(
-            replace(costing, engine=engine.drafter(kind.name), scales=None),  # the drafter's own CUDA graphs; its scale is the target's drafter term
-            _SideQuery(
-                draft_facts, drafter.config, draft_shape, config.draft_tensor_parallel_size, spec.draft_profile_dir, ("draft_tensor_parallel_size", "draft_profile_dir"),
-                memory=lambda replica: kind.draft_memory(network_memory(replica, shape=draft_shape), settings),
-                engine_overhead_ms=0.0,  # a draft's passes run inside the target's engine step
-            ),
-        )
-    if draft is not None and longest > draft.max_model_len:
-        raise ConfigError(f"workload: a request of {longest} tokens exceeds draft model {draft.name}'s context of {draft.max_model_len}")
+    draft = None if drafter is None else _draft_side(
+        costing, kind, drafter, target_shape.precision.kv_cache, settings, config.draft_tensor_parallel_size, spec.draft_profile_dir, longest)
     network = f"draft model '{spec.draft_model}'" if spec.draft_model else f"the {spec.proposer} proposer's network"
     num_kv_blocks = plan_kv_blocks(device, target.memory, draft.memory if draft else None, longest, config.block_size, config.num_kv_blocks, network)
-    provenance = {
-        "device": config.device,
-        "model": config.model,
-        "seed": config.seed,
-        "workload_seed": getattr(config.workload, "seed", None),
-        "engine_overhead_ms": config.engine_overhead_ms,
-        "lm_head_source": lm_head_source(target.predictor),
-    }
     return ResolvedRun(
         config, device, engine, costing.cache_dir, max_tokens, target, draft, num_kv_blocks, settings,
         block_size=config.block_size,
@@ -232,8 +211,28 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
             kind, spec.draft_pass_overhead_ms,
             drafts_full_k=spec.num_speculative_tokens if (spec.k_schedule or spec.adaptive_verification) and engine.runner_for(kind.name) == "mrv2" else 0,
         ) if spec.enabled else None,
-        provenance=provenance,
+        provenance={  # what the run's result records of its inputs and of the LM head's costing
+            "device": config.device, "model": config.model, "seed": config.seed, "workload_seed": getattr(config.workload, "seed", None),
+            "engine_overhead_ms": config.engine_overhead_ms, "lm_head_source": lm_head_source(target.predictor),
+        },
     )
+
+
+def _draft_side(costing: _Costing, kind, drafter: ModelEntry, kv_cache: str, settings: SpeculationSettings, tp: int, profile_dir: Optional[str], longest: int) -> ModelSide:
+    """The draft side of a run whose proposer runs a network: in its own checkpoint's precision with
+    the run's KV-cache dtype (vLLM's one cache config); its context holds the longest request."""
+    draft_shape = drafter.shape.with_precision(replace(drafter.shape.precision, kv_cache=kv_cache))
+    draft = _side(
+        replace(costing, engine=costing.engine.drafter(kind.name), scales=None),  # the drafter's own CUDA graphs; its scale is the target's drafter term
+        _SideQuery(
+            drafter.facts, drafter.config, draft_shape, tp, profile_dir, ("draft_tensor_parallel_size", "draft_profile_dir"),
+            memory=lambda replica: kind.draft_memory(network_memory(replica, shape=draft_shape), settings),
+            engine_overhead_ms=0.0,  # a draft's passes run inside the target's engine step
+        ),
+    )
+    if longest > draft.max_model_len:
+        raise ConfigError(f"workload: a request of {longest} tokens exceeds draft model {draft.name}'s context of {draft.max_model_len}")
+    return draft
 
 
 def _check_adaptive_verification(engine, kind, settings) -> None:

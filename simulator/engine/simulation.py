@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import fields, replace
 
-from simulator.runs.config import ClosedLoopWorkload
+from simulator.runs.workload_kinds import ClosedLoopWorkload
 from simulator.engine.closed_loop import ClosedLoopSimulator
 from simulator.engine.generator import WorkloadRequestGeneratorConfig
 from simulator.engine import analytic, predictor  # noqa: F401  (register the built-in and the profile-directory predictors with Vidur's registry)

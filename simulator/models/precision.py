@@ -1,5 +1,6 @@
-"""A run's precision: the checkpoint's (``quantization_config``) with vLLM's ``--quantization``
-and ``--kv-cache-dtype`` applied, as vLLM applies them (pure).
+"""A run's precision: the checkpoint's (``quantization_config``, read by
+:func:`checkpoint_precision`) with vLLM's ``--quantization`` and ``--kv-cache-dtype`` applied, as
+vLLM applies them (pure).
 
 * ``--quantization`` unset: the checkpoint's own method (16-bit when it has none).
 * ``--quantization`` the checkpoint's method: the same.  Another method: refused, as vLLM refuses
@@ -20,10 +21,51 @@ from dataclasses import replace
 from typing import Optional
 
 from simulator.util.errors import ConfigError
-from simulator.models.spec import quantization_precision
+from simulator.models.config_fields import refuse
 from simulator.models.shapes import Precision
 
+# quantization methods: quant_method (and ModelOpt's quant_algo) -> the method's name here
+QUANT_METHODS = ("fp8", "mxfp4", "modelopt")
+MODELOPT_ALGOS = {"FP8": "fp8", "NVFP4": "nvfp4"}
 KV_DTYPES = {"auto": "bf16", "bfloat16": "bf16", "fp8": "fp8", "fp8_e4m3": "fp8", "fp8_e5m2": "fp8"}
+
+
+def quantization_precision(method: str, has_experts: bool, where: str, field: str = "quantization_config") -> Precision:
+    """The storage dtypes a quantization method gives a model's parts, as vLLM loads them: FP8
+    (``fp8``, ModelOpt FP8): every linear layer of the decoder; MXFP4: the routed experts only
+    (vLLM's Mxfp4Config quantizes FusedMoE layers; attention, router, embedding and LM head stay
+    BF16); NVFP4 (ModelOpt): the FFNs, dense and experts, with attention in BF16.  The embedding,
+    LM head and router stay 16-bit throughout."""
+    if method == "fp8":
+        return Precision(attention="fp8", ffn="fp8", experts="fp8", method="fp8")
+    if method == "mxfp4":
+        if not has_experts:
+            raise ConfigError(f"{where}: {field} mxfp4 quantizes mixture-of-experts layers only, and the model has none")
+        return Precision(experts="mxfp4", method="mxfp4")
+    if method == "nvfp4":
+        return Precision(ffn="nvfp4", experts="nvfp4", method="nvfp4")
+    raise ConfigError(f"{where}: {field} {method!r} is not a modelled quantization method; modelled: fp8, mxfp4, nvfp4")
+
+
+def checkpoint_precision(config: dict, has_experts: bool, source: str) -> Precision:
+    """The checkpoint's own precision, from its ``config.json``'s ``quantization_config`` (16-bit
+    when it has none); a method or format the cost model does not cover is refused."""
+    quant = config.get("quantization_config")
+    if quant is None:
+        return Precision()
+    if not isinstance(quant, dict):
+        refuse(source, "quantization_config", quant, "must be a table")
+    method = quant.get("quant_method")
+    if method not in QUANT_METHODS:
+        refuse(source, "quantization_config", method, f"quant_method is not modelled; modelled: {', '.join(QUANT_METHODS)} (16-bit otherwise)")
+    if method == "modelopt":
+        algo = quant.get("quant_algo")
+        if algo not in MODELOPT_ALGOS:
+            refuse(source, "quantization_config", algo, f"ModelOpt quant_algo is not modelled; modelled: {', '.join(MODELOPT_ALGOS)}")
+        method = MODELOPT_ALGOS[algo]
+    if method == "fp8" and quant.get("fmt", "e4m3") not in ("e4m3", "e5m2"):
+        refuse(source, "quantization_config", quant.get("fmt"), "fp8 fmt must be e4m3 or e5m2")
+    return quantization_precision(method, has_experts, source)
 
 
 def run_precision(model: Precision, has_experts: bool, quantization: Optional[str], kv_cache_dtype: str, model_name: str) -> Precision:

@@ -8,16 +8,18 @@ shard; the all-reduce rows come from the device's NVLink model (:mod:`simulator.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from simulator.util.hashing import text_digest
 from simulator.profiles import grid, network, roofline, sharding
 from simulator.profiles.hardware import DeviceSpec, NetworkSpec
 from simulator.models.shapes import ModelShape
 from simulator.profiles.vidur_format import ATTENTION_OPS, MLP_OPS, with_point_stats
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 # Bump when the model's equations change: it is part of every cache key and provenance string.
 GENERATOR_VERSION = "4"  # 2: TP-sharded rows and all-reduce rows; 3: LM head and sampler columns; 4: the step-time model (engine, FA3, custom all-reduce)
@@ -30,6 +32,7 @@ def tp_degrees(shape: ModelShape, dev: DeviceSpec) -> tuple[int, ...]:
 
 
 def _per_degree(table, shape: ModelShape, degrees) -> pd.DataFrame:
+    import pandas as pd  # deferred: `import simulator` stays free of pandas (docs/performance.md)
     frames = [table(shape.sharded(tp)) for tp in degrees]
     return pd.concat(frames, ignore_index=True)
 
@@ -54,6 +57,7 @@ def all_reduce_table(shape: ModelShape, dev: DeviceSpec, max_tokens: int, degree
 
 
 def _mlp_rows(shape: ModelShape, dev: DeviceSpec, max_tokens: int) -> pd.DataFrame:
+    import pandas as pd  # deferred: `import simulator` stays free of pandas (docs/performance.md)
     tokens = np.array(grid.num_tokens_grid(max_tokens))
     times = roofline.mlp_side_ms(tokens, shape, dev)
     frame = pd.DataFrame(index=range(len(tokens)))
@@ -73,6 +77,7 @@ def _mlp_rows(shape: ModelShape, dev: DeviceSpec, max_tokens: int) -> pd.DataFra
 
 
 def _attention_rows(shape: ModelShape, dev: DeviceSpec, max_seq_len: int, block_size: int, max_batch: int) -> pd.DataFrame:
+    import pandas as pd  # deferred: `import simulator` stays free of pandas (docs/performance.md)
     prefill = np.array(grid.prefill_shapes(max_seq_len, max_chunk=max_seq_len), dtype=float)
     decode = np.array(grid.decode_shapes(max_seq_len, max_batch), dtype=float)
     chunk, prefill_kv = prefill[:, 0], prefill[:, 1]

@@ -13,14 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from simulator.profiles import grid, roofline
 from simulator.profiles.hardware import DeviceSpec
 from simulator.models.shapes import ModelShape
 from simulator.profiles.vidur_format import LOGITS_OPS
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 FROM_PROFILE = "profile"
 BUILTIN_ESTIMATE = "builtin estimate"
@@ -68,6 +71,7 @@ def builtin_logits_table(shape: ModelShape, dev: DeviceSpec, max_tokens: int) ->
 
 def logits_table(mlp_csv: Path, shape: ModelShape, dev: DeviceSpec, max_tokens: int) -> LogitsTable:
     """The profile's own rows for this model shard when it has them, else the built-in estimate."""
+    import pandas as pd  # deferred: `import simulator` stays free of pandas (docs/performance.md)
     columns = [f"time_stats.{op}.median" for op in LOGITS_OPS]
     frame = pd.read_csv(mlp_csv)
     if not set(columns) <= set(frame.columns):

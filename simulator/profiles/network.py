@@ -14,12 +14,15 @@ measured profile, never per TP degree.  Rows are written in the layout of Vidur'
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from simulator.profiles.hardware import NetworkSpec
 from simulator.profiles.vidur_format import with_point_stats
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 BYTES = 2  # fp16 / bf16 activations
 # The messages a Llama-2-7B (embedding 4096) or 70B (8192) step all-reduces: 1 to 4,096 tokens.
@@ -43,6 +46,7 @@ def message_bytes(tokens, embedding_dim: int) -> np.ndarray:
 
 def all_reduce_table(net: NetworkSpec, sizes, workers=(2, 4, 8)) -> pd.DataFrame:
     """Vidur-format all_reduce.csv rows: every size at every TP degree the node holds."""
+    import pandas as pd  # deferred: `import simulator` stays free of pandas (docs/performance.md)
     workers = [w for w in workers if 1 < w <= net.gpus_per_node]
     size_col = np.tile(np.asarray(sizes, dtype=np.int64), len(workers))
     worker_col = np.repeat(workers, len(sizes))
@@ -77,6 +81,7 @@ def fit(net: NetworkSpec, sizes, workers, measured_ms) -> NetworkSpec:
 
 def error_table(frame: pd.DataFrame, net: NetworkSpec) -> pd.DataFrame:
     """Median APE and MAPE of the ring model against measured all-reduce rows, by TP and size band."""
+    import pandas as pd  # deferred: `import simulator` stays free of pandas (docs/performance.md)
     predicted = ring_all_reduce_ms(frame["size"], frame.num_workers, net)
     ape = (predicted / frame["time_stats.all_reduce.median"] - 1).abs() * 100
     bands = pd.cut(frame["size"], [0, 2**20, 2**23, 2**40], labels=["< 1 MiB", "1-8 MiB", ">= 8 MiB"], right=False)

@@ -12,14 +12,16 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Optional, TYPE_CHECKING
 
-import pandas as pd
 
 from simulator.util.errors import ConfigError
 from simulator.util.hashing import files_digest
 from simulator.models.shapes import ModelShape
 from simulator.util.textio import atomic_path, atomic_write_text
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 MLP_OPS = (
     "emb",
@@ -109,6 +111,7 @@ def _find(directory: Path, stem: str) -> Path:
 
 
 def _read(path: Path) -> pd.DataFrame:
+    import pandas as pd  # deferred: `import simulator` stays free of pandas (docs/performance.md)
     try:
         frame = pd.read_csv(path)
     except Exception as exc:  # pandas raises several parser error types
@@ -191,6 +194,7 @@ def validate_profile_dir(directory, shape: ModelShape, block_size: int = 16) -> 
 def max_decode_batch(files: ProfileFiles, shape: ModelShape, block_size: int = 16) -> int:
     """Largest decode batch profiled for this model: predictions beyond it are extrapolated,
     never invented by the forest."""
+    import pandas as pd  # deferred: `import simulator` stays free of pandas (docs/performance.md)
     a = pd.read_csv(files.attention)
     rows = a[
         (a.prefill_chunk_size == 0)

@@ -1,8 +1,8 @@
 """The declared calibration data behind the defaults for costs outside Vidur's op set.
 
 ``data/calibration/engine_costs.toml`` holds, with their sources, the numbers that set
-:mod:`simulator.runs.config`'s engine overhead per step, fixed cost per draft pass and verify-attention
-setting.  None of them is a row of ``data/published.toml``: those rows check the model, these set
+the engine overhead per step (:mod:`simulator.runs.config`), the fixed cost per draft pass and the verify-attention
+setting (:mod:`simulator.runs.speculation`).  None of them is a row of ``data/published.toml``: those rows check the model, these set
 it; each names the published rows examined while it was set (``examined_rows``), which are
 therefore calibration rows (:mod:`simulator.profiling.calibration_guard`).  This module reads the
 file (checked like every other input: a bad file is one :class:`ConfigError` naming the table

@@ -73,7 +73,7 @@ def report(fit: verify_fit.LambdaFit, source: str) -> str:
 
 def calibration_main(args: argparse.Namespace) -> int:
     """Fit each declared series; say which one sets the default and what the default is."""
-    from simulator.runs.config import DEFAULT_ATTENTION, DEFAULT_INTERPOLATION
+    from simulator.speculative.verify_cost import DEFAULT_ATTENTION, DEFAULT_INTERPOLATION
     from simulator.profiling.engine_costs import read_engine_costs, series_fit, series_lambda
 
     costs = read_engine_costs(args.calibration)

@@ -42,7 +42,8 @@ from typing import Optional
 from packaging.version import Version
 
 from simulator.vidur.models import model_config
-from simulator.runs.config import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload, RunConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.workload_kinds import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload
 from simulator.util.errors import ConfigError
 from simulator.runs.results import speedup
 from simulator.profiles.engines import engine_for_version, engines_of, get_engine, sglang_engine_for_version

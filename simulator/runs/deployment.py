@@ -24,7 +24,9 @@ from simulator.profiles.engines import DEFAULT_ENGINE
 from simulator.profiles.hardware import DEFAULT_DEVICE
 from simulator.profiles.step_scales import StepScales
 from simulator.runs import config as run_config
-from simulator.runs.config import PoissonWorkload, RunConfig, SpeculationConfig, Workload
+from simulator.runs.config import RunConfig
+from simulator.runs.speculation import DEFAULT_DRAFT_PASS_OVERHEAD_MS, DEFAULT_NGRAM_OVERHEAD_MS, SpeculationConfig
+from simulator.runs.workload_kinds import PoissonWorkload, Workload
 from simulator.speculative.acceptance_convert import AcceptanceInput
 from simulator.speculative.verify_cost import DEFAULT_ATTENTION, DEFAULT_INTERPOLATION
 
@@ -96,8 +98,8 @@ class Speculation:
     proposal_probability: float = 1.0
     attention: str = DEFAULT_ATTENTION
     interpolation: float = DEFAULT_INTERPOLATION
-    ngram_overhead_ms: float = run_config.DEFAULT_NGRAM_OVERHEAD_MS
-    draft_pass_overhead_ms: float = run_config.DEFAULT_DRAFT_PASS_OVERHEAD_MS
+    ngram_overhead_ms: float = DEFAULT_NGRAM_OVERHEAD_MS
+    draft_pass_overhead_ms: float = DEFAULT_DRAFT_PASS_OVERHEAD_MS
 
     def config(self) -> SpeculationConfig:
         acceptance = self.acceptance

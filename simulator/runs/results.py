@@ -15,12 +15,15 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Iterable, Optional, Sequence
+from typing import TYPE_CHECKING, Iterable, Optional, Sequence
 
 import numpy as np
-import pandas as pd
 
-from simulator.runs.config import ClosedLoopWorkload, RunConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.workload_kinds import ClosedLoopWorkload
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 REQUEST_COLUMNS = (
     "request_id",
@@ -149,6 +152,7 @@ def inter_token_gaps(emission_times: Iterable[Sequence[float]]) -> np.ndarray:
 
 def request_frame(requests) -> pd.DataFrame:
     """One row per simulated request (:data:`REQUEST_COLUMNS`), read off the requests Vidur ran."""
+    import pandas as pd  # deferred: `import simulator` stays free of pandas (docs/performance.md)
     frame = pd.DataFrame(
         {
             "request_id": [r.id for r in requests],

@@ -13,13 +13,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import numpy as np
-import pandas as pd
 
-from simulator.runs.config import ClosedLoopWorkload, ExplicitWorkload
+from simulator.runs.workload_kinds import ClosedLoopWorkload, ExplicitWorkload
 from simulator.util.errors import ConfigError
+
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 TRACE_COLUMNS = ("num_prefill_tokens", "num_decode_tokens")
 
@@ -37,6 +39,7 @@ def read_trace(path, max_total_tokens: Optional[int], unusable: str = "refuse") 
     workload's: only rows whose exact lengths a server can serve are replayed; an error only if
     none is left).  A file that cannot be read as a length trace is refused under both.
     """
+    import pandas as pd  # deferred: `import simulator` stays free of pandas (docs/performance.md)
     if unusable not in TRACE_POLICIES:
         raise ValueError(f"unusable = {unusable!r}: one of {TRACE_POLICIES}")
     path = Path(path)

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from simulator.runs.config import ATTENTION_MODES
+from simulator.speculative.verify_cost import ATTENTION_MODES
 from simulator.runs.deployment import Deployment, SchedulerLimits, StepCosts
 from simulator.speculative import proposers
 from simulator.util.errors import ConfigError

@@ -120,7 +120,7 @@ class AcceptanceInput:
     included); mean ``lengths`` at consecutive k from ``at_k``; vLLM's ``unconditional``
     per-position rates (accepted_per_pos[i] / num_drafts).  A run takes either the i.i.d.
     :attr:`rate` (the rate and length forms) or the conditional :attr:`per_position` rates (the
-    others): the pair a :class:`~simulator.runs.config.SpeculationConfig` stores.
+    others): the pair a :class:`~simulator.runs.speculation.SpeculationConfig` stores.
     """
 
     form: str

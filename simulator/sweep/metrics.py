@@ -6,14 +6,14 @@ Part of the model hash (:mod:`simulator.util.versions`): a change here changes p
 from __future__ import annotations
 
 import math
-from typing import Sequence
-
-import pandas as pd
+from typing import TYPE_CHECKING, Sequence
 
 from simulator.util.errors import ConfigError
 from simulator.runs.results import speedup
 from simulator.schemas import OVERLOAD_TTFT_GROWTH  # the overloaded column's definition, shared with the site
 
+if TYPE_CHECKING:  # annotations only
+    import pandas as pd
 
 
 def queue_growth(requests: pd.DataFrame) -> dict:

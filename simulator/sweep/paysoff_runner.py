@@ -29,7 +29,8 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from simulator.runs.config import ClosedLoopWorkload, PoissonWorkload, RunConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.workload_kinds import ClosedLoopWorkload, PoissonWorkload
 from simulator.runs.deployment import Speculation
 from simulator.runs.results import speedup
 from simulator.schemas import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
@@ -85,7 +86,7 @@ def closed_loop_workload(spec: PaysoffSpec, concurrency: int, model: Optional[st
 
 def poisson_workload(spec: PaysoffSpec, rate: float, model: Optional[str] = None):
     if spec.trace:
-        from simulator.runs.config import ExplicitWorkload
+        from simulator.runs.workload_kinds import ExplicitWorkload
         from simulator.runs.workloads import poisson_arrivals
 
         prompts, outputs = _trace_lengths(spec, model or spec.profiles[0].model, spec.poisson_requests, spec.workload_seed)

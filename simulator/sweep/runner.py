@@ -12,7 +12,9 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional, Sequence
 
 from simulator.util.progress import say
-from simulator.runs.config import ATTENTION_MODES, ExplicitWorkload, PoissonWorkload, RunConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.workload_kinds import ExplicitWorkload, PoissonWorkload
+from simulator.speculative.verify_cost import ATTENTION_MODES
 from simulator.runs.deployment import Speculation
 from simulator.speculative.acceptance_convert import AcceptanceInput
 from simulator.sweep.metrics import mean_decode_batch, queue_growth, with_speedups

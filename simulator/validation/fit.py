@@ -54,7 +54,7 @@ class Level:
     throughput_tok_s: float  # concurrency x mean output tokens / mean end-to-end latency
     acceptance_per_position: tuple = ()  # conditional rates the counters measured; () without speculation
     acceptance_length: Optional[float] = None  # 1 + accepted / drafts the counters measured; None without speculation
-    # the client's closed loop as it ran (simulator.runs.config.ClosedLoopWorkload): when the first
+    # the client's closed loop as it ran (simulator.runs.workload_kinds.ClosedLoopWorkload): when the first
     # wave was sent, and how long after a completion its replacement was sent
     first_arrivals_s: tuple = ()
     turnaround_s: float = 0.0
@@ -90,7 +90,7 @@ def simulate_level(deployment: Deployment, level: Level, terms: dict) -> dict:
     measurement is (concurrency x mean output / mean end-to-end)."""
     from simulator.engine.resolve import resolve_run
     from simulator.engine.simulation import simulate
-    from simulator.runs.config import ClosedLoopWorkload
+    from simulator.runs.workload_kinds import ClosedLoopWorkload
 
     n = level.requests
     speculation = deployment.speculation

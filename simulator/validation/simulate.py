@@ -13,7 +13,8 @@ from typing import Optional
 import numpy as np
 
 from simulator.profiles.hardware import DEFAULT_DEVICE
-from simulator.runs.config import ExplicitWorkload, RunConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.workload_kinds import ExplicitWorkload
 from simulator.runs.deployment import Deployment, SchedulerLimits, Speculation, StepCosts
 from simulator.speculative.acceptance_convert import AcceptanceInput
 from simulator.util.errors import ConfigError

@@ -18,8 +18,8 @@ in ``simulator/``, ``tests/`` or ``bench/``):
   and parameter counter (the heavy imports: scikit-learn, SciPy), and the stock synthetic
   request stream with its id reset;
 * :mod:`.seam` -- every private Vidur member the project touches, under public names, with
-  :data:`~simulator.vidur.seam.HOOKS` listing each one (``tests/test_vidur_seam.py`` checks the
-  list against the installed Vidur and against the names this package uses, exactly).
+  :data:`~simulator.vidur.seam_hooks.HOOKS` listing each one (``tests/test_vidur_seam.py`` checks
+  the list against the installed Vidur and against the names the seam spells, exactly).
 
 Why a package of its own rather than ``simulator/engine``: the engine is the project's model
 run through Vidur's event loop (the speculative scheduler, the predictors, the batches), and it

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import urllib.parse
 
-# the verify-attention cost settings (simulator.runs.config.SpeculationConfig.attention)
+# the verify-attention cost settings (simulator.runs.speculation.SpeculationConfig.attention)
 SETTINGS = {"kv_once": "KV read once", "per_token": "per-token cost", "interpolated": "interpolated"}
 BOUND_ROLE = {"kv_once": "lower bound", "per_token": "upper bound"}
 # where a published row's acceptance comes from (simulator.schemas.ACCEPTANCE_CLASSES)

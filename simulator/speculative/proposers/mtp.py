@@ -2,7 +2,7 @@
 
 What it drafts with: the MTP layer(s) the target ships beside its decoder, counted in its
 ``config.json`` (``num_nextn_predict_layers`` in DeepSeek-V3, GLM-4.5 and MiMo,
-``mtp_num_hidden_layers`` in Qwen3.5; :data:`simulator.models.spec.MTP_LAYER_FIELDS`).  Each MTP
+``mtp_num_hidden_layers`` in Qwen3.5; :data:`simulator.models.drafters.MTP_LAYER_FIELDS`).  Each MTP
 layer is an fc layer that projects the token embedding and the target's hidden state into one
 (``eh_proj`` in DeepSeek-V3, ``input_proj`` in MiMo: 2h -> h) and one decoder layer at the target's
 width; it scores the target's vocabulary with the target's own LM head and embedding (vLLM shares
@@ -26,7 +26,7 @@ EAGLE).  The model side must read the target's config: a mixture-of-experts or M
 from __future__ import annotations
 
 from simulator.util.errors import ConfigError
-from simulator.models.spec import MTP_LAYER_FIELDS
+from simulator.models.drafters import MTP_LAYER_FIELDS
 from simulator.speculative.memory import BYTES, ModelMemory
 from simulator.speculative.proposers.base import DraftSource, ModelFacts, NetworkMemory, ProposerKind, SpeculationSettings
 from simulator.speculative.proposers.eagle import EaglePasses

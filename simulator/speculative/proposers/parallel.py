@@ -23,7 +23,7 @@ that no longer grows with k (docs/sources/proposers.md §2).
 from __future__ import annotations
 
 from simulator.util.errors import ConfigError
-from simulator.models.spec import DFLASH_ARCHITECTURES
+from simulator.models.drafters import DFLASH_ARCHITECTURES
 from simulator.speculative.memory import BYTES, ModelMemory
 from simulator.speculative.proposers.base import DraftPass, DraftSource, ModelFacts, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork, catch_up_pass
 from simulator.speculative.proposers.eagle import EAGLE3
