@@ -84,7 +84,7 @@ def test_arrivals_follow_vllms_get_request():
 
 
 def test_the_work_directory_is_the_workloads_on_that_server_for_that_model():
-    from simulator.validation.bench import default_work_dir
+    from simulator.validation.bench_work import default_work_dir
 
     name = default_work_dir("a" * 64, "http://h:8000", "m")
     assert name.startswith("vidur-bench-") and name == default_work_dir("a" * 64, "http://h:8000", "m")  # the same command resumes

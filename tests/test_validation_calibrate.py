@@ -4,9 +4,10 @@ import pytest
 
 from simulator.util.errors import ConfigError
 from simulator.speculative.acceptance_convert import conditional_from_unconditional
-from simulator.validation.calibrate import acceptance_from_counters, collect_counters, iid_alpha
+from simulator.validation.counter_acceptance import acceptance_from_counters, iid_alpha
 from simulator.validation.metrics import Snapshot, delta, parse_metrics
 from simulator.validation.replay_files import scrape_path
+from simulator.validation.session_counters import collect_counters
 
 
 def exposition(drafts, draft_tokens, accepted, per_pos, engines=("0",), blocks="1000", extra=""):

@@ -11,7 +11,8 @@ import pytest
 
 from simulator.util.errors import ConfigError
 from fake_vllm import FakeServer, FakeServerConfig
-from simulator.validation.replay import ReplayOptions, pending_requests, replay, request_body
+from simulator.validation.replay import pending_requests, replay
+from simulator.validation.replay_options import ReplayOptions, request_body
 from simulator.validation.replay_files import list_scrapes, read_results, read_summary, results_path
 from simulator.validation.workload import WorkloadSpec, generate, write_workload
 
@@ -169,7 +170,7 @@ def test_resume_after_the_replay_process_is_killed(tmp_path):
 
 
 def test_latencies_follow_vllm_bench_serve():
-    from simulator.validation.replay import _derive_latencies, _take_chunk
+    from simulator.validation.replay_stream import _derive_latencies, _take_chunk
 
     record = {"chunks": [], "completion_tokens": None, "expected_output_tokens": 5, "error": None}
     for since_send, ids in ((0.1, [7]), (0.2, [8, 9]), (0.35, [10, 11])):
@@ -232,7 +233,8 @@ def test_a_connect_timeout_is_a_connection_error_and_is_resent():
     import httpx
 
     from fake_vllm import BlackHole
-    from simulator.validation.replay import _stream_one, run_async
+    from simulator.validation.replay import run_async
+    from simulator.validation.replay_stream import stream_one as _stream_one
 
     request = small_workload(1).requests[0]
 

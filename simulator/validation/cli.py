@@ -138,8 +138,9 @@ def _workload_spec(args, lengths, trace_rows, skipped=0):
 
 def _replay(args) -> int:
     from simulator.validation.compare import summary_line
-    from simulator.validation.replay import ReplayOptions, replay
+    from simulator.validation.replay import replay
     from simulator.validation.replay_files import read_results, unfinished_requests
+    from simulator.validation.replay_options import ReplayOptions
     from simulator.validation.workload import read_workload
 
     options = ReplayOptions(
@@ -326,7 +327,7 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--metric-percentiles", default="99", help="comma-separated percentiles to report besides mean and median, as vllm bench serve (default: 99)")
     m.add_argument("--percentile-metrics", default=",".join(PERCENTILE_METRICS), help=f"comma-separated metrics that get those percentiles (default: {','.join(PERCENTILE_METRICS)})")
 
-    from simulator.validation.bench import add_bench_parser
+    from simulator.validation.bench_flags import add_bench_parser
     from simulator.validation.fit_command import add_fit_parser
 
     add_bench_parser(steps, EXIT_CODES)

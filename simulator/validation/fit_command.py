@@ -83,7 +83,7 @@ def run_fit(args) -> int:
     from simulator.validation.files import check_output_file
     from simulator.validation.fit import fit_with_holdout
     from simulator.validation.fit_measure import FitPlan, server_version
-    from simulator.validation.replay import ReplayOptions
+    from simulator.validation.replay_options import ReplayOptions
 
     out = Path(args.out)
     check_output_file(out, "--out")

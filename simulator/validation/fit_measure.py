@@ -85,11 +85,12 @@ def _scrape(root: str) -> str:
 
 def measure_level(root: str, api_model: str, concurrency: int, plan: FitPlan, work: Path, expected_k: Optional[int]) -> tuple[Level, float]:
     """Run one level and read it off the server; returns the level and the seconds it took."""
-    from simulator.validation.calibrate import acceptance_from_counters
+    from simulator.validation.counter_acceptance import acceptance_from_counters
     from simulator.validation.metrics import check_vllm_metrics, delta, parse_metrics
     from simulator.validation.random_dataset import RandomDataset, generate_random
-    from simulator.validation.replay import ReplayOptions, replay
+    from simulator.validation.replay import replay
     from simulator.validation.replay_files import read_results
+    from simulator.validation.replay_options import ReplayOptions
 
     n = plan.requests(concurrency)
     workload = generate_random(RandomDataset(num_prompts=n, input_len=plan.input_len, output_len=plan.output_len, seed=plan.seed + concurrency))

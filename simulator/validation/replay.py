@@ -2,26 +2,21 @@
 
 Each request is sent at its recorded arrival time (relative to the first request still to
 send), streamed, and timed on the client's monotonic clock the way ``vllm bench serve``
-times it.  The record is appended to ``replay.jsonl`` the moment the request finishes, so a
-crash or a dead server loses only requests in flight; rerunning the same command resumes
-with the requests that have no record yet.
+times it (:mod:`replay_stream`; what is sent: :mod:`replay_options`).  The record is appended
+to ``replay.jsonl`` the moment the request finishes, so a crash or a dead server loses only
+requests in flight; rerunning the same command resumes with the requests that have no record yet.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
-import math
 from concurrent.futures import ThreadPoolExecutor
 import time
-from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable, Optional
-from urllib.parse import urlsplit
 
 import httpx
 import numpy as np
-from httpx_sse import SSEError, aconnect_sse
 from tqdm import tqdm
 
 from simulator.util.errors import ConfigError
@@ -43,97 +38,12 @@ from simulator.validation.replay_files import (
     results_path,
     scrape_path,
 )
+from simulator.validation.replay_options import ReplayOptions, request_body
+from simulator.validation.replay_stream import stream_one
 from simulator.validation.sessions import describe
 from simulator.validation.workload import Request, Workload
 
 LOOP_PROBE_S = 0.005  # how often the event-loop lag probe wakes
-
-
-@dataclass(frozen=True)
-class ReplayOptions:
-    base_url: str  # the server root, as vllm bench serve's --base-url
-    model: Optional[str] = None  # None: the first model the server lists; else checked against /v1/models
-    concurrency: int = 256  # requests in flight at most (--max-concurrency); later ones wait (and say so)
-    timeout_s: float = 300.0  # longest silence on a connection before the request is a timeout (not a total time)
-    temperature: Optional[float] = 0.0  # None: not sent, the server's default (vllm bench serve without --temperature)
-    sampling: tuple = ()  # (name, value) pairs sent with every request: top_p, top_k, min_p (bench's sampling flags)
-    headers: tuple = ()  # (name, value) pairs sent with every request (bench's --header); only the names are saved
-    retry_failed: bool = False  # also resend requests whose record is a failure
-    request_token_ids: bool = True  # ask for token ids per chunk (vLLM >= 0.10.2: return_token_ids)
-    progress: bool = False
-    endpoint: str = "/v1/completions"  # as vllm bench serve's --endpoint
-
-    def __post_init__(self):
-        if not (isinstance(self.concurrency, int) and self.concurrency > 0):
-            raise ConfigError(f"--max-concurrency {self.concurrency!r}: must be a positive integer")
-        if not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
-            raise ConfigError(f"--timeout {self.timeout_s!r}: must be > 0 seconds of silence")
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ConfigError(f"--base-url {self.base_url!r}: must start with http:// or https://, e.g. http://127.0.0.1:8000")
-        if self.temperature is not None and not (math.isfinite(self.temperature) and self.temperature >= 0):
-            raise ConfigError(f"--temperature {self.temperature!r}: must be a number >= 0 (0: greedy, as the simulated run)")
-        for name, value in self.sampling:
-            _check_sampling(name, value)
-        try:
-            parts = urlsplit(self.base_url)
-            _ = parts.port  # parses the port, raising ValueError on a bad one
-        except ValueError as err:
-            raise ConfigError(f"--base-url {self.base_url!r}: not a valid URL ({err}); pass the server root, e.g. http://127.0.0.1:8000") from None
-        if not parts.hostname:
-            raise ConfigError(f"--base-url {self.base_url!r}: names no host; pass the server root, e.g. http://127.0.0.1:8000")
-        path = parts.path.rstrip("/")
-        if path.endswith("/completions"):
-            root = self.base_url[: self.base_url.rstrip("/").rindex(path)]
-            raise ConfigError(f"--base-url {self.base_url!r} names an endpoint: pass the server root ({root}) as --base-url, and the path with --endpoint (default /v1/completions)")
-        if not (self.endpoint.startswith("/") and self.endpoint.rstrip("/").endswith("/completions") and not self.endpoint.rstrip("/").endswith("/chat/completions")):
-            raise ConfigError(f"--endpoint {self.endpoint!r}: must be an OpenAI completions path such as /v1/completions (the harness sends token-id prompts, which the chat API does not take)")
-
-    def saved(self, url: str) -> dict:
-        """The options as a session's entry in replay-summary.json keeps them: header values
-        are left out (they may carry credentials), their names kept."""
-        return asdict(self) | {"base_url": url, "headers": [name for name, _ in self.headers]}
-
-    @property
-    def root_url(self) -> str:
-        """The server root: a trailing slash or ``/v1`` is dropped."""
-        url = self.base_url.rstrip("/")
-        return url[: -len("/v1")] if url.endswith("/v1") else url
-
-
-# bench's sampling flags: the request field, and what a value must be (vLLM's SamplingParams rules)
-SAMPLING = {
-    "top_p": ("--top-p", lambda v: isinstance(v, (int, float)) and 0 < v <= 1, "a number in (0, 1]"),
-    "top_k": ("--top-k", lambda v: isinstance(v, int) and (v == -1 or v >= 0), "an integer >= 0, or -1 (off)"),
-    "min_p": ("--min-p", lambda v: isinstance(v, (int, float)) and 0 <= v <= 1, "a number in [0, 1]"),
-}
-
-
-def _check_sampling(name: str, value) -> None:
-    if name not in SAMPLING:
-        raise ConfigError(f"sampling parameter {name!r}: expected one of {', '.join(SAMPLING)}")
-    flag, ok, what = SAMPLING[name]
-    if isinstance(value, bool) or not ok(value) or (isinstance(value, float) and not math.isfinite(value)):
-        raise ConfigError(f"{flag} {value!r}: must be {what}")
-
-
-def request_body(request: Request, model: str, options: ReplayOptions) -> dict:
-    """Exact output length: ``max_tokens`` = ``min_tokens`` = the workload's, EOS ignored.
-    Sampling fields are sent only when given, as vllm bench serve sends them."""
-    body = {
-        "model": model,
-        "prompt": list(request.prompt_token_ids),
-        "max_tokens": request.output_tokens,
-        "min_tokens": request.output_tokens,
-        "ignore_eos": True,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    if options.temperature is not None:
-        body["temperature"] = options.temperature
-    body.update(dict(options.sampling))
-    if options.request_token_ids:
-        body["return_token_ids"] = True
-    return body
 
 
 def pending_requests(workload: Workload, records: dict, retry_failed: bool) -> list[Request]:
@@ -191,7 +101,7 @@ async def _warm_up(request: Request, count: int, model: str, options: ReplayOpti
         async def one() -> dict:
             async with gate:
                 start = time.perf_counter()
-                return await _stream_one(client, request, body, time.perf_counter, 0.0, start, options.endpoint)
+                return await stream_one(client, request, body, time.perf_counter, 0.0, start, options.endpoint)
 
         records = await asyncio.gather(*(one() for _ in range(count)))
     return _tally(records)["statuses"]
@@ -380,7 +290,7 @@ async def _send_all(client, pending: list[Request], model: str, options: ReplayO
         scheduled = t0 + (request.arrival_s - origin)
         await asyncio.sleep(max(0.0, scheduled - clock()))
         async with gate:
-            record = await _stream_one(client, request, request_body(request, model, options), clock, scheduled - t0, t0, options.endpoint)
+            record = await stream_one(client, request, request_body(request, model, options), clock, scheduled - t0, t0, options.endpoint)
         record["end_s"] = round(clock() - t0, 6)
         record["session"] = session
         written.put_nowait(record)
@@ -449,153 +359,3 @@ def _overhead(records: list[dict], lags: list[float]) -> dict:
         "chunk_handling_s_mean": float(handling.sum() / chunks) if chunks else 0.0,
         "event_loop_lag_s": spread(loop),
     }
-
-
-async def _stream_one(client: httpx.AsyncClient, request: Request, body: dict, clock, scheduled_s: float, t0: float, endpoint: str = "/v1/completions") -> dict:
-    """Send one request and time its stream; every failure becomes a record, never an exception."""
-    send = clock()
-    record = {
-        "request_id": request.request_id,
-        "status": "ok",
-        "error": None,
-        "http_status": None,
-        "expected_output_tokens": request.output_tokens,
-        "scheduled_s": round(scheduled_s, 6),
-        "send_s": round(send - t0, 6),
-        "send_lag_s": round(send - t0 - scheduled_s, 6),
-        "chunks": [],  # [seconds after send, tokens in the chunk or null]
-        "completion_tokens": None,
-        "streamed_tokens": None,
-        "length_mismatch": None,
-        "ttft_s": None,
-        "e2e_s": None,
-        "tpot_s": None,
-        "done_s": None,
-        "finish_reason": None,  # the last one the stream gave ("length": max_tokens reached)
-        "client_handling_s": 0.0,
-    }
-    handling = 0.0
-    finished = False
-    try:
-        async with aconnect_sse(client, "POST", endpoint, json=body) as source:
-            response = source.response
-            record["http_status"] = response.status_code
-            if response.status_code != 200:
-                text = (await response.aread()).decode("utf-8", errors="replace")
-                return _failed(record, "http_error", f"HTTP {response.status_code}: {text[:200]}")
-            async for event in source.aiter_sse():
-                arrived = clock()
-                if event.data.strip() == "[DONE]":
-                    record["done_s"] = round(arrived - send, 6)
-                    finished = True
-                    break
-                problem = _take_chunk(record, event.data, arrived - send)
-                handling += clock() - arrived
-                if problem:
-                    return _failed(record, *problem)
-    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as err:
-        # Before TimeoutException, whose subclasses ConnectTimeout and PoolTimeout are: the
-        # request never reached the server, so it is resent (connection_error).
-        return _failed(record, "connection_error", f"{type(err).__name__}: could not connect ({err or 'timed out'})")
-    except httpx.TimeoutException as err:
-        return _failed(record, "timeout", f"{type(err).__name__}: no data for longer than the client timeout")
-    except (httpx.RemoteProtocolError, httpx.ReadError) as err:
-        return _failed(record, "dropped_stream", f"{type(err).__name__}: {err}")
-    except SSEError as err:
-        return _failed(record, "malformed_sse", str(err))
-    except httpx.HTTPError as err:
-        return _failed(record, "dropped_stream", f"{type(err).__name__}: {err}")
-    finally:
-        record["client_handling_s"] = round(handling, 9)
-    if not record["chunks"]:
-        return _failed(record, "stream_error", "the stream carried no tokens" + ("" if finished else " and ended without data: [DONE]"))
-    if not finished:
-        # vllm bench serve's rule: a stream that closed cleanly after a content chunk is a
-        # success, [DONE] or not; a cut connection raised above and is a failure.  The length
-        # check below still makes a stream that stopped short a failure ("short").
-        record["note"] = "the stream ended without data: [DONE]"
-    _derive_latencies(record)
-    return record
-
-
-def _take_chunk(record: dict, data: str, since_send: float) -> Optional[tuple[str, str]]:
-    """Record one SSE event; returns (status, message) when the event is a failure."""
-    try:
-        payload = json.loads(data)
-    except json.JSONDecodeError:
-        return "malformed_sse", f"event data is not JSON: {data[:80]!r}"
-    if not isinstance(payload, dict):
-        return "malformed_sse", f"event data is not a JSON object: {data[:80]!r}"
-    if payload.get("error") is not None:
-        return "stream_error", f"server error in stream: {json.dumps(payload['error'])[:200]}"
-    choices = payload.get("choices")
-    if choices:
-        choice = choices[0] if isinstance(choices[0], dict) else {}
-        ids = choice.get("token_ids")
-        record["chunks"].append([round(since_send, 6), len(ids) if isinstance(ids, list) else None])
-        if choice.get("finish_reason") is not None:
-            record["finish_reason"] = str(choice["finish_reason"])
-    usage = payload.get("usage")
-    if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
-        record["completion_tokens"] = usage["completion_tokens"]
-    return None
-
-
-def _derive_latencies(record: dict) -> None:
-    """vllm bench serve's definitions: TTFT = first content chunk, E2E = last content chunk,
-    TPOT = (E2E - TTFT) / (tokens - 1) with tokens from ``usage.completion_tokens``.
-
-    A stream that delivered fewer tokens than asked (by its token ids or its usage) and closed
-    without an error is recorded as ``short``, a failure: the workload fixes every length
-    (``min_tokens`` = ``max_tokens``, EOS ignored), so a shorter answer is not the request that
-    was measured or simulated.  vllm bench serve counts such a stream successful once a chunk
-    arrived; the harness does not, so it is resent with ``--retry-failed``, left out of every
-    statistic and of the comparison, and makes replay exit 3."""
-    chunks = record["chunks"]
-    counts = [c[1] for c in chunks]
-    record["streamed_tokens"] = sum(counts) if all(c is not None for c in counts) else None
-    tokens = record["completion_tokens"] if record["completion_tokens"] is not None else record["streamed_tokens"]
-    expected = record["expected_output_tokens"]
-    known = [n for n in (record["streamed_tokens"], record["completion_tokens"]) if n is not None]
-    mismatch = []
-    if not known:
-        mismatch.append("the server reported no usage and no token ids, so the length is unverified")
-    elif tokens != expected and min(known) >= expected:
-        mismatch.append(f"generated {tokens} tokens, asked for {expected}")
-    if record["completion_tokens"] is not None and record["streamed_tokens"] is not None and record["completion_tokens"] != record["streamed_tokens"]:
-        mismatch.append(f"usage says {record['completion_tokens']} tokens but the chunks carried {record['streamed_tokens']}")
-    record["length_mismatch"] = bool(mismatch)
-    if mismatch:
-        record["error"] = "; ".join(mismatch)
-    record["ttft_s"] = chunks[0][0]
-    record["e2e_s"] = chunks[-1][0]
-    record["tpot_s"] = round((chunks[-1][0] - chunks[0][0]) / (tokens - 1), 9) if tokens and tokens > 1 else None
-    short = _short_by(record, known, expected)
-    if short:
-        record["status"] = "short"
-        record["error"] = short + (f"; {record['error']}" if mismatch else "")
-
-
-def _short_by(record: dict, known: list, expected: int) -> Optional[str]:
-    """Why a stream that closed cleanly stopped before the asked length, or None.
-
-    With a token count (token ids or usage) the count decides.  Without one (``--no-token-ids``
-    and no usage: a stream cut off before its usage chunk) only ``finish_reason`` can tell: the
-    workload asks for exactly ``max_tokens`` (``min_tokens`` = ``max_tokens``, EOS ignored), so
-    a complete answer ends with ``finish_reason`` ``"length"``, and a stream without it is short:
-    whatever the chunks held, it is not the request that was measured or simulated."""
-    how = "" if record.get("done_s") is not None else (" without usage or data: [DONE]" if record["completion_tokens"] is None else " without data: [DONE]")
-    if known:
-        return f"the stream ended cleanly after {min(known)} of the {expected} tokens asked for{how}" if min(known) < expected else None
-    if record.get("finish_reason") == "length":
-        return None
-    return (
-        f"the stream ended cleanly after {len(record['chunks'])} content chunk(s){how}, without a token count (no usage, no token ids) "
-        f"and without finish_reason 'length', so it stopped before the {expected} tokens asked for"
-    )
-
-
-def _failed(record: dict, status: str, message: str) -> dict:
-    record["status"] = status
-    record["error"] = message
-    return record
