@@ -15,14 +15,9 @@ import pandas as pd
 import pytest
 
 from simulator.cli import simulate as cli
-from simulator.runs.config import (
-    DEFAULT_MAX_NUM_BATCHED_TOKENS,
-    DEFAULT_MAX_NUM_SEQS,
-    ClosedLoopWorkload,
-    ExplicitWorkload,
-    RunConfig,
-    SpeculationConfig,
-)
+from simulator.runs.config import DEFAULT_MAX_NUM_BATCHED_TOKENS, DEFAULT_MAX_NUM_SEQS, RunConfig
+from simulator.runs.speculation import SpeculationConfig
+from simulator.runs.workload_kinds import ClosedLoopWorkload, ExplicitWorkload
 from simulator.runs.results import RunSummary, speedup
 from simulator.runs.workloads import spread_closed_loop
 from simulator.speculative.acceptance_convert import acceptance_length
@@ -33,6 +28,15 @@ SMALL = ["--num-prompts", "6", "--prompt-tokens", "64", "--output-tokens", "24"]
 
 def _parse(*argv):
     return cli.build_parser().parse_args(list(argv))
+
+
+def _acceptance(*argv):
+    """(the acceptance input, its note) the command line ``argv`` asks for, read as the command reads it."""
+    from simulator.cli.simulate_args import read_flags
+    from simulator.cli.speculation_flags import acceptance_of, checked_kind
+
+    speculation = read_flags(_parse(*argv)).speculation
+    return acceptance_of(speculation, *checked_kind(speculation))
 
 
 def _main(capsys, *argv):
@@ -183,7 +187,7 @@ def test_seed_sweep_keeps_its_scheduler_limits():
 
 @pytest.mark.parametrize(("k", "length"), [(4, 2.6), (1, 1.5), (3, 4.0), (2, 1.0)])
 def test_acceptance_length_becomes_the_iid_rate_with_that_length(k, length):
-    acceptance, note = cli.acceptance_from_args(_parse("-k", str(k), "--acceptance-length", str(length)))
+    acceptance, note = _acceptance("-k", str(k), "--acceptance-length", str(length))
     rate = acceptance.rate
     assert acceptance.per_position is None
     assert acceptance_length((rate,) * k) == pytest.approx(length, abs=1e-9)
@@ -194,7 +198,7 @@ def test_acceptance_length_becomes_the_iid_rate_with_that_length(k, length):
 def test_a_run_says_which_rate_it_ran_with(capsys):
     code, out, _ = _main(capsys, *SMALL, "-k", "4", "--acceptance-length", "2.6", "--max-num-seqs", "128", "--max-num-batched-tokens", "512")
     assert code == 0
-    rate = cli.acceptance_from_args(_parse("-k", "4", "--acceptance-length", "2.6"))[0].rate
+    rate = _acceptance("-k", "4", "--acceptance-length", "2.6")[0].rate
     assert f"i.i.d. rate {rate:.4f}" in out and "mean acceptance length 2.6 at k = 4" in out
     assert "Acceptance rate (%):" in out and "Acceptance length:" in out
 

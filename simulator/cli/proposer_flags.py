@@ -28,7 +28,7 @@ def option_flag(name: str) -> str:
 def add_proposer_flags(group, default: Optional[str] = None, options: bool = True) -> None:
     """``--proposer`` (default: the run configuration's) and, with ``options``, one flag per option of any kind."""
     if default is None:
-        from simulator.runs.config import SpeculationConfig
+        from simulator.runs.speculation import SpeculationConfig
 
         default = SpeculationConfig().proposer
     group.add_argument(  # Synonyms: records that it was given (a --speculative-config's method conflicts with it)
@@ -55,28 +55,40 @@ def add_proposer_flags(group, default: Optional[str] = None, options: bool = Tru
 
 
 def proposer_kind(args) -> ProposerKind:
-    """The kind ``--proposer`` names, or a ConfigError naming the flag and the valid names."""
+    """The kind ``--proposer`` names (:func:`kind_named`), for a command that keeps its flags in the Namespace."""
+    return kind_named(args.proposer)
+
+
+def kind_named(name: str) -> ProposerKind:
+    """The kind ``--proposer name`` names, or a ConfigError naming the flag and the valid names."""
     try:
-        return proposers.kind(args.proposer)
+        return proposers.kind(name)
     except ConfigError as exc:
-        raise ConfigError(f"--proposer {args.proposer}: {str(exc).split(': ', 1)[1]}") from None
+        raise ConfigError(f"--proposer {name}: {str(exc).split(': ', 1)[1]}") from None
 
 
 def options_from_args(args, kind: ProposerKind) -> tuple:
-    """The kind's options the flags gave, as (name, value) pairs; a flag of another kind's option
-    is refused naming the kinds that take it."""
-    given = []
-    for name in proposers.options():
-        value = getattr(args, f"option_{name}", None)
-        if value is None:
-            continue
+    """The kind's options the flags gave (:func:`given_options`, :func:`checked_options`)."""
+    return checked_options(given_options(args), kind)
+
+
+def given_options(args) -> tuple:
+    """Each option flag the command line gave, as (name, value) pairs in the registry's order: the
+    one reader of the option flags :func:`add_proposer_flags` adds."""
+    given = ((name, getattr(args, f"option_{name}", None)) for name in proposers.options())
+    return tuple((name, value) for name, value in given if value is not None)
+
+
+def checked_options(given: tuple, kind: ProposerKind) -> tuple:
+    """``given`` (name, value) option pairs, checked for ``kind``: a flag of another kind's option is
+    refused naming the kinds that take it, a value the kind refuses names its flag."""
+    for name, value in given:
         if kind.option(name) is None:
             takers = proposers.kinds_taking(name)
             raise ConfigError(
                 f"{option_flag(name)} {value:g}: an option of --proposer {' / '.join(takers)}, not of --proposer {kind.name}; "
                 f"drop it or use --proposer {takers[0]}"
             )
-        given.append((name, value))
     try:
         kind.resolve_options(dict(given))
     except ConfigError as exc:
@@ -85,17 +97,17 @@ def options_from_args(args, kind: ProposerKind) -> tuple:
     return tuple(given)
 
 
+def settings_for(kind: ProposerKind, k: int, options: tuple) -> SpeculationSettings:
+    """What ``kind`` runs with at ``k`` and the ``options`` given (its defaults filled in)."""
+    return SpeculationSettings(k=k, options=kind.resolve_options(dict(options)))
+
+
 def check_acceptance_input(kind: ProposerKind, given: str) -> None:
     """``given`` ("rate", "per_position" or "length") is an acceptance input ``kind`` accepts."""
     if given in kind.acceptance_inputs:
         return
     accepted = " or ".join(ACCEPTANCE_FLAGS[i] for i in kind.acceptance_inputs)
     raise ConfigError(f"{ACCEPTANCE_FLAGS[given]}: --proposer {kind.name} takes {accepted} ({kind.acceptance_note})")
-
-
-def max_acceptance_length(kind: ProposerKind, k: int, options: tuple) -> int:
-    """The most tokens one step of ``kind`` can advance by at ``k`` (a tree: its depth or nodes + 1)."""
-    return kind.max_acceptance_length(SpeculationSettings(k=k, options=kind.resolve_options(dict(options))))
 
 
 def draft_model_help() -> str:

@@ -11,7 +11,10 @@ from simulator.cli import command, vllm_serve
 from simulator.cli.argtypes import DeprecatedAlias, Synonyms, finite, non_negative_int, positive_int, request_rate
 from simulator.cli.catalog_help import device_help, model_help
 from simulator.cli.proposer_flags import add_proposer_flags, draft_model_help
-from simulator.runs.config import ATTENTION_MODES, KV_CACHE_DTYPES, QUANTIZATIONS, SCHEDULERS, PoissonWorkload, RunConfig, SpeculationConfig
+from simulator.runs.config import KV_CACHE_DTYPES, QUANTIZATIONS, RunConfig, SCHEDULERS
+from simulator.runs.speculation import SpeculationConfig
+from simulator.runs.workload_kinds import PoissonWorkload
+from simulator.speculative.verify_cost import ATTENTION_MODES
 
 PROG = "python -m simulator"
 DATASETS = ("random",)  # vllm bench serve's --dataset-name values the simulator draws lengths for
