@@ -41,24 +41,47 @@ DEFAULT_K = "1-5"
 FLAGS = command.command_flags(num_speculative_tokens="--k-range")
 
 
+DESCRIPTION = (
+    "Does speculative decoding pay off for one deployment? Simulates every k at every concurrency (Vidur + this "
+    "project's speculative model) and recommends vLLM's num_speculative_tokens_per_batch_size."
+)
+EPILOG = (
+    "Acceptance: vLLM logs a 'mean acceptance length' L at your num_speculative_tokens k (tokens per verify step, bonus "
+    "included, so 1 <= L <= k + 1). --acceptance-length L -k K converts it to the i.i.d. per-token rate a with "
+    "1 + a + ... + a^K = L (simulator/speculative/acceptance_convert.py: iid_rate_from_length); the output states the rate used. "
+    "From Prometheus, accepted_per_pos[i] / num_drafts are vLLM's per-position rates: pass them to --acceptance-per-position-vllm. "
+    "Verify cost: the answer uses the simulator's default verify-attention setting and shows the kv_once and per_token bounds "
+    "as a band around it. Overloaded: a row is marked when its no-speculation run's queue grew through the run (the median TTFT "
+    "of its last tenth of requests above twice its first tenth's, simulator/sweep/metrics.py). Seeds: --workload-seed and "
+    "--acceptance-seed, as in python -m simulator (--seed and --at-k are deprecated names). Exit codes: 0, 2 bad input, "
+    "130 interrupted (finished runs are kept in the result cache: rerun to resume)."
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    """The command's flags, in four groups that follow how a user describes the question: the
+    system as they run vLLM, the acceptance they measured, the workload, and what to print."""
     p = command.Parser(
         prog=PROG,
         error_prefix=f"{PROG}: error: ",
-        description="Does speculative decoding pay off for one deployment? Simulates every k at every concurrency (Vidur + this "
-        "project's speculative model) and recommends vLLM's num_speculative_tokens_per_batch_size.",
+        description=DESCRIPTION,
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        epilog="Acceptance: vLLM logs a 'mean acceptance length' L at your num_speculative_tokens k (tokens per verify step, bonus "
-        "included, so 1 <= L <= k + 1). --acceptance-length L -k K converts it to the i.i.d. per-token rate a with "
-        "1 + a + ... + a^K = L (simulator/speculative/acceptance_convert.py: iid_rate_from_length); the output states the rate used. "
-        "From Prometheus, accepted_per_pos[i] / num_drafts are vLLM's per-position rates: pass them to --acceptance-per-position-vllm. "
-        "Verify cost: the answer uses the simulator's default verify-attention setting and shows the kv_once and per_token bounds "
-        "as a band around it. Overloaded: a row is marked when its no-speculation run's queue grew through the run (the median TTFT "
-        "of its last tenth of requests above twice its first tenth's, simulator/sweep/metrics.py). Seeds: --workload-seed and "
-        "--acceptance-seed, as in python -m simulator (--seed and --at-k are deprecated names). Exit codes: 0, 2 bad input, "
-        "130 interrupted (finished runs are kept in the result cache: rerun to resume).",
+        epilog=EPILOG,
     )
     s = p.add_argument_group("the system (as you run vLLM)")
+    _add_target_flags(s)
+    _add_drafter_flags(s)
+    _add_scheduler_limit_flags(s)
+    s.add_argument("--proposal-probability", type=float, default=1.0, help="P(the proposer drafts at a decode step); below 1 for n-gram misses (the validation harness measures it)")
+    _add_acceptance_flags(p.add_argument_group("acceptance (exactly one)"))
+    _add_workload_flags(p.add_argument_group("the workload (vllm bench serve's names)"))
+    _add_output_flags(p.add_argument_group("k and output"))
+    return p
+
+
+def _add_target_flags(s) -> None:
+    """The served target: model, GPU, engine version and profile, sharding and precision, named
+    as vllm serve names them so a user copies their own command line."""
     s.add_argument("--model", default=DEFAULT_MODEL, help=model_help())
     s.add_argument("--served-model-name", metavar="NAME", help="the model the printed vllm serve line names (default: a local config.json's _name_or_path, else --model)")
     s.add_argument("--device", default=DEFAULT_DEVICE, help=device_help())
@@ -71,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--tensor-parallel-size", type=int, default=1, help="GPUs the target is sharded over")
     s.add_argument("--quantization", choices=QUANTIZATIONS, default=None, help="vLLM's --quantization (default: the model config's own)")
     s.add_argument("--kv-cache-dtype", choices=KV_CACHE_DTYPES, default="auto", help="vLLM's --kv-cache-dtype (auto: the model's 16-bit dtype)")
+
+
+def _add_drafter_flags(s) -> None:
+    """What drafts: a whole ``--speculative-config``, or the proposer, draft model and draft
+    sharding one flag at a time (the config replaces the flags, so both spellings are here)."""
     s.add_argument(
         "--speculative-config", metavar="JSON",
         help="your vllm serve --speculative-config: its method, model, draft_tensor_parallel_size and method keys set the deployment, and its "
@@ -82,6 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--draft-tensor-parallel-size", type=int, default=None, action=Synonyms,
         help="GPUs the draft runs on: 1 or --tensor-parallel-size (vLLM's draft_tensor_parallel_size; default: the target's)",
     )
+
+
+def _add_scheduler_limit_flags(s) -> None:
+    """vLLM's two scheduler limits; left unset they are what vllm serve of the version picks on the
+    device (:mod:`simulator.cli.vllm_serve`), so the help states those defaults."""
     s.add_argument(
         "--max-num-seqs", type=int, default=None,
         help="vLLM's --max-num-seqs, the largest running batch (default: what vllm serve of --vllm-version picks on --device: 1024 on GPUs of "
@@ -92,8 +125,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="vLLM's --max-num-batched-tokens, tokens per step (default: vllm serve's on --device: 8192 on GPUs of 70 GiB or more other than "
         "the A100 (16384 on 160 GiB or more from vLLM 0.28.0), else 2048)",
     )
-    s.add_argument("--proposal-probability", type=float, default=1.0, help="P(the proposer drafts at a decode step); below 1 for n-gram misses (the validation harness measures it)")
-    a = p.add_argument_group("acceptance (exactly one)")
+
+
+def _add_acceptance_flags(a) -> None:
+    """The acceptance inputs, of which exactly one is given (:func:`_acceptance` refuses none or two):
+    vLLM's logged mean length at its k, an i.i.d. rate, or per-position rates in either convention."""
     a.add_argument("--acceptance-length", type=float, default=None, help="vLLM's mean acceptance length L (bonus included), measured at -k")
     a.add_argument("-k", "--num-speculative-tokens", dest="at_k", type=int, default=None, action=Synonyms,
                    help="your server's num_speculative_tokens: the k your --acceptance-length was measured at (the k values to simulate are --k-range)")
@@ -104,7 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--acceptance-per-position-vllm", default=None,
         help="comma-separated vLLM per-position rates accepted_per_pos[i] / num_drafts (unconditional; converted to conditional rates)",
     )
-    w = p.add_argument_group("the workload (vllm bench serve's names)")
+
+
+def _add_workload_flags(w) -> None:
+    """The requests, under vllm bench serve's flag names (the longer names this command had are
+    kept as synonyms), and how many runs each grid point gets: the answer's sampling error."""
     w.add_argument("--dataset-name", metavar="NAME", help="vllm bench serve's dataset: random (the default; lengths from the flags below) is the one drawn; others as a --trace")
     w.add_argument("--concurrency", "--max-concurrency", dest="concurrency", default=DEFAULT_CONCURRENCY, action=Synonyms,
                    help="closed loop: requests in flight, a list '1,4,16' or a range 'A-B' (powers of two from A, and B)")
@@ -121,14 +161,16 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--workload-seed", type=int, default=42, help="arrivals and drawn lengths")
     w.add_argument("--acceptance-seed", "--seed", dest="acceptance_seed", type=int, default=0, action=DeprecatedAlias,
                    note="it seeds the acceptance draws; the workload's seed is --workload-seed", help="acceptance draws")
-    g = p.add_argument_group("k and output")
+
+
+def _add_output_flags(g) -> None:
+    """The k values to consider, where the answer is written besides stdout, and how it runs."""
     g.add_argument("--k-range", default=DEFAULT_K, help="the k values to consider: a range '1-5' or a list '1,2,4'")
     g.add_argument("--json", default=None, help="write the answer (schedule, band, crossovers, inputs) as JSON here")
     g.add_argument("--csv", default=None, help="write every simulated run as CSV here")
     g.add_argument("--jobs", type=int, default=None, help="parallel runs (default: one per CPU core)")
     g.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar (default: a bar on a terminal, else a line at least every 10 s)")
-    return p
 
 
 def _ints(text: str, flag: str, doubling: bool) -> tuple[int, ...]:

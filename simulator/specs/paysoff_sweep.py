@@ -13,7 +13,7 @@ lengths at consecutive k (converted to per-position rates), or vLLM's unconditio
 rates: one :class:`~simulator.speculative.acceptance_convert.AcceptanceInput`, which records how.
 
 The verify-attention cost is not a spec key: the primary answer uses the simulator's default
-(:class:`simulator.runs.config.SpeculationConfig`), and the two bounds are always simulated as the
+(:class:`simulator.runs.speculation.SpeculationConfig`), and the two bounds are always simulated as the
 answer's uncertainty band (:func:`verify_settings`).
 
 Strict like the seed sweep's spec: unknown sections or keys, wrong types, repeated values and
@@ -31,7 +31,8 @@ from typing import Optional, Sequence
 from simulator.profiles.engines import DEFAULT_ENGINE
 from simulator.profiles.hardware import DEFAULT_DEVICE
 from simulator.profiles.step_scales import StepScales
-from simulator.runs.config import RunConfig, SpeculationConfig
+from simulator.runs.config import RunConfig
+from simulator.runs.speculation import SpeculationConfig
 from simulator.util.errors import ConfigError
 from simulator.speculative import proposers
 from simulator.util.inputs import (
@@ -208,7 +209,7 @@ def verify_settings() -> tuple[str, float, str]:
     """(attention, interpolation, why): the primary verify-cost setting, read from the simulator's default."""
     default = SpeculationConfig()
     why = (
-        f"the simulator's default (simulator.runs.config.SpeculationConfig.attention = '{default.attention}'"
+        f"the simulator's default (simulator.runs.speculation.SpeculationConfig.attention = '{default.attention}'"
         + (f", interpolation = {default.interpolation:g}" if default.attention == "interpolated" else "")
         + "), chosen from published verify-attention kernel timings (docs/model.md, 'What decided the default'); the bounds kv_once (each request's KV read once per verify step) and per_token (read once per verified token) are simulated as the band"
     )
@@ -297,8 +298,45 @@ def load_paysoff_spec(path) -> PaysoffSpec:
 
 
 def parse_paysoff_spec(text: str, source: str = "<spec>") -> PaysoffSpec:
+    """The spec a TOML text describes, every key checked in file order (sections, the grid, the
+    Poisson grid, each deployment and its acceptance, then the shared run and workload scalars),
+    so the first refusal names the first wrong key the user would meet reading the file."""
     doc = parse_toml(text, source, "pays-off spec")
     where = f"pays-off spec {source}"
+    _check_sections(doc, where)
+    read = _SectionReader(doc, where)
+    ks = read.values("grid", "num_speculative_tokens", positive_int, "is not a positive integer (k = 0 runs are the baselines)")
+    poisson = doc.get("poisson", {})
+    if poisson and set(poisson) != set(_SECTIONS["poisson"][0]):
+        raise ConfigError(f"{where}: [poisson] needs arrival_rate, num_requests and num_speculative_tokens (or leave the section out)")
+    rates = read.values("poisson", "arrival_rate", positive_number, "is not a positive number of requests per second", float) if poisson else ()
+    poisson_k = read.values("poisson", "num_speculative_tokens", positive_int, "is not a positive integer") if poisson else ()
+    profiles = _deployment_profiles(doc.get("deployment"), where)
+    spec = PaysoffSpec(
+        seed=read.scalar("run", "seed", non_negative_int, "must be an integer >= 0"),
+        batch_size_cap=read.scalar("run", "max_num_seqs", positive_int, "must be a positive integer"),
+        chunk_size=read.scalar("run", "max_num_batched_tokens", positive_int, "must be a positive integer"),
+        prompt_tokens=read.scalar("workload", "prompt_tokens", positive_int, "must be a positive integer"),
+        output_tokens=read.scalar("workload", "output_tokens", lambda v: positive_int(v) and v > 1, "must be an integer > 1"),
+        length_spread=float(read.scalar("workload", "length_spread", lambda v: 0 <= v < 1, "must be in [0, 1)")),
+        workload_seed=read.scalar("workload", "seed", non_negative_int, "must be an integer >= 0"),
+        concurrency=read.values("closed_loop", "concurrency", positive_int, "is not a positive integer"),
+        requests_per_slot=read.scalar("closed_loop", "requests_per_slot", positive_int, "must be a positive integer"),
+        min_requests=read.scalar("closed_loop", "min_requests", positive_int, "must be a positive integer"),
+        arrival_rates=rates,
+        poisson_requests=poisson.get("num_requests", 1) if poisson else 1,
+        poisson_k=poisson_k,
+        speculative_tokens=ks,
+        profiles=profiles,
+    )
+    if poisson and not positive_int(spec.poisson_requests):
+        raise ConfigError(f"{where}: [poisson] num_requests = {spec.poisson_requests!r} must be a positive integer")
+    return check_spec(spec, where)
+
+
+def _check_sections(doc: dict, where: str) -> None:
+    """Only known sections, each required one present, each table's keys and types as declared
+    (``required == ()`` marks an optional section: [poisson])."""
     for section in doc:
         if section not in _SECTIONS and section != "deployment":
             raise ConfigError(f"{where}: unknown section [{section}]; expected {sorted(list(_SECTIONS) + ['deployment'])}")
@@ -309,85 +347,83 @@ def parse_paysoff_spec(text: str, source: str = "<spec>") -> PaysoffSpec:
             raise ConfigError(f"{where}: missing section [{section}]")
         check_table(doc[section], fields, f"{where}: [{section}]", required)
 
-    def scalar(section, key, check, what):
-        value = doc[section][key]
+
+@dataclass(frozen=True)
+class _SectionReader:
+    """Reads one checked key of a section, so every refusal names the file, section and key."""
+
+    doc: dict
+    where: str
+
+    def scalar(self, section: str, key: str, check, what: str):
+        """One value that ``check`` accepts; ``what`` says what it must be."""
+        value = self.doc[section][key]
         if not check(value):
-            raise ConfigError(f"{where}: [{section}] {key} = {value!r} {what}")
+            raise ConfigError(f"{self.where}: [{section}] {key} = {value!r} {what}")
         return value
 
-    def values(section, key, check, what, convert=lambda v: v):
-        return distinct_values(doc[section][key], f"{where}: [{section}] {key}", check, what, convert)
+    def values(self, section: str, key: str, check, what: str, convert=lambda v: v) -> tuple:
+        """A list of distinct values that ``check`` accepts (:func:`distinct_values`)."""
+        return distinct_values(self.doc[section][key], f"{self.where}: [{section}] {key}", check, what, convert)
 
-    ks = values("grid", "num_speculative_tokens", positive_int, "is not a positive integer (k = 0 runs are the baselines)")
-    poisson = doc.get("poisson", {})
-    if poisson and set(poisson) != set(_SECTIONS["poisson"][0]):
-        raise ConfigError(f"{where}: [poisson] needs arrival_rate, num_requests and num_speculative_tokens (or leave the section out)")
-    rates = values("poisson", "arrival_rate", positive_number, "is not a positive number of requests per second", float) if poisson else ()
-    poisson_k = values("poisson", "num_speculative_tokens", positive_int, "is not a positive integer") if poisson else ()
-    deployments = doc.get("deployment")
+
+def _deployment_profiles(deployments, where: str) -> tuple[AcceptanceProfile, ...]:
+    """Every [[deployment]]'s acceptance profiles, in file order (at least one deployment)."""
     if not isinstance(deployments, list) or not deployments:
         raise ConfigError(f"{where}: no [[deployment]]; add at least one (model, device, proposer and its acceptance)")
     profiles = []
     for i, table in enumerate(deployments):
         at = f"{where}: [[deployment]] {i}"
-        check_table(table, _DEPLOYMENT_FIELDS, at, _DEPLOYMENT_REQUIRED)
-        name = table["name"]
-        if not _NAME.match(name):
-            raise ConfigError(f"{at}: name = {name!r} must be lower-case letters, digits, '.' and '-'")
-        tp = table.get("tensor_parallel_size", 1)
-        if not positive_int(tp):
-            raise ConfigError(f"{at}: tensor_parallel_size = {tp!r} must be a positive integer")
-        for key in ("label", "model", "device"):
-            if not non_empty_str(table[key]):
-                raise ConfigError(f"{at}: {key} must be a non-empty string")
-        kind = proposers.kind(table["proposer"], f"{at}: proposer")
-        try:
-            options = SpeculationConfig(proposer=kind.name, options=tuple(sorted(table.get("options", {}).items()))).options
-        except ConfigError as exc:
-            raise ConfigError(f"{at}: options: {exc}") from None
-        deployment = dict(
-            deployment=name, deployment_label=table["label"], model=table["model"], device=table["device"], tensor_parallel_size=tp,
-            proposer=kind.name, draft_model=table.get("draft_model"), draft_tensor_parallel_size=table.get("draft_tensor_parallel_size"),
-            poisson=table.get("poisson", True), options=options,
-        )
+        deployment = _deployment_fields(table, at)
         if not table["acceptance"]:
             raise ConfigError(f"{at}: acceptance is empty; give at least one [[deployment.acceptance]]")
         for j, acc in enumerate(table["acceptance"]):
-            where_acc = f"{at} acceptance {j}"
-            check_table(acc, _ACCEPTANCE_FIELDS, where_acc, _ACCEPTANCE_REQUIRED)
-            if not _NAME.match(acc["name"]):
-                raise ConfigError(f"{where_acc}: name = {acc['name']!r} must be lower-case letters, digits, '.' and '-'")
-            for key in ("label", "source"):
-                if not non_empty_str(acc[key]):
-                    raise ConfigError(f"{where_acc}: {key} must be a non-empty string")
-            profile = acceptance_profile(
-                acc["name"], acc["label"], acc["source"], rate=acc.get("rate"), per_position=acc.get("per_position"),
-                length=acc.get("acceptance_length"), at_k=acc.get("at_k"), lengths=acc.get("acceptance_lengths"), from_k=acc.get("from_k"),
-                where=where_acc, **deployment,
-            )
-            if acc.get("note"):
-                profile = dataclasses.replace(profile, note=acc["note"])
-            profiles.append(profile)
-    spec = PaysoffSpec(
-        seed=scalar("run", "seed", non_negative_int, "must be an integer >= 0"),
-        batch_size_cap=scalar("run", "max_num_seqs", positive_int, "must be a positive integer"),
-        chunk_size=scalar("run", "max_num_batched_tokens", positive_int, "must be a positive integer"),
-        prompt_tokens=scalar("workload", "prompt_tokens", positive_int, "must be a positive integer"),
-        output_tokens=scalar("workload", "output_tokens", lambda v: positive_int(v) and v > 1, "must be an integer > 1"),
-        length_spread=float(scalar("workload", "length_spread", lambda v: 0 <= v < 1, "must be in [0, 1)")),
-        workload_seed=scalar("workload", "seed", non_negative_int, "must be an integer >= 0"),
-        concurrency=values("closed_loop", "concurrency", positive_int, "is not a positive integer"),
-        requests_per_slot=scalar("closed_loop", "requests_per_slot", positive_int, "must be a positive integer"),
-        min_requests=scalar("closed_loop", "min_requests", positive_int, "must be a positive integer"),
-        arrival_rates=rates,
-        poisson_requests=poisson.get("num_requests", 1) if poisson else 1,
-        poisson_k=poisson_k,
-        speculative_tokens=ks,
-        profiles=tuple(profiles),
+            profiles.append(_acceptance_entry(acc, f"{at} acceptance {j}", deployment))
+    return tuple(profiles)
+
+
+def _deployment_fields(table: dict, at: str) -> dict:
+    """One [[deployment]] table as :class:`AcceptanceProfile`'s deployment fields: its name,
+    strings and sizes checked, the proposer resolved to its kind and its options checked by it."""
+    check_table(table, _DEPLOYMENT_FIELDS, at, _DEPLOYMENT_REQUIRED)
+    name = table["name"]
+    if not _NAME.match(name):
+        raise ConfigError(f"{at}: name = {name!r} must be lower-case letters, digits, '.' and '-'")
+    tp = table.get("tensor_parallel_size", 1)
+    if not positive_int(tp):
+        raise ConfigError(f"{at}: tensor_parallel_size = {tp!r} must be a positive integer")
+    for key in ("label", "model", "device"):
+        if not non_empty_str(table[key]):
+            raise ConfigError(f"{at}: {key} must be a non-empty string")
+    kind = proposers.kind(table["proposer"], f"{at}: proposer")
+    try:
+        options = SpeculationConfig(proposer=kind.name, options=tuple(sorted(table.get("options", {}).items()))).options
+    except ConfigError as exc:
+        raise ConfigError(f"{at}: options: {exc}") from None
+    return dict(
+        deployment=name, deployment_label=table["label"], model=table["model"], device=table["device"], tensor_parallel_size=tp,
+        proposer=kind.name, draft_model=table.get("draft_model"), draft_tensor_parallel_size=table.get("draft_tensor_parallel_size"),
+        poisson=table.get("poisson", True), options=options,
     )
-    if poisson and not positive_int(spec.poisson_requests):
-        raise ConfigError(f"{where}: [poisson] num_requests = {spec.poisson_requests!r} must be a positive integer")
-    return check_spec(spec, where)
+
+
+def _acceptance_entry(acc: dict, where_acc: str, deployment: dict) -> AcceptanceProfile:
+    """One [[deployment.acceptance]] table with its deployment: the spec's keys mapped onto
+    :func:`acceptance_profile`'s inputs, and the spec's note kept after the derivation."""
+    check_table(acc, _ACCEPTANCE_FIELDS, where_acc, _ACCEPTANCE_REQUIRED)
+    if not _NAME.match(acc["name"]):
+        raise ConfigError(f"{where_acc}: name = {acc['name']!r} must be lower-case letters, digits, '.' and '-'")
+    for key in ("label", "source"):
+        if not non_empty_str(acc[key]):
+            raise ConfigError(f"{where_acc}: {key} must be a non-empty string")
+    profile = acceptance_profile(
+        acc["name"], acc["label"], acc["source"], rate=acc.get("rate"), per_position=acc.get("per_position"),
+        length=acc.get("acceptance_length"), at_k=acc.get("at_k"), lengths=acc.get("acceptance_lengths"), from_k=acc.get("from_k"),
+        where=where_acc, **deployment,
+    )
+    if acc.get("note"):
+        profile = dataclasses.replace(profile, note=acc["note"])
+    return profile
 
 
 def single_deployment(profile: AcceptanceProfile, *, ks: Sequence[int], concurrency: Sequence[int], arrival_rates: Sequence[float] = (),

@@ -183,59 +183,9 @@ def context(data, published: Optional[pd.DataFrame] = None) -> dict:
     figures, selections = {}, []
     provenance = f"Simulated with Vidur {schedules.get('vidur_version')} + vidur-specdec (model hash {schedules.get('simulator_source_hash')}); source: {CSV_NAME}."
     for entry in entries:
-        key = entry["acceptance"]
-        card = (
-            f"{units.model_label(entry['model'])} on {entry['tensor_parallel_size']} × {entry['device'].upper()} (TP {entry['tensor_parallel_size']}), "
-            f"{proposer_label(entry['proposer'])}" + (f" {entry['draft_model']}" if entry.get("draft_model") else "")
-            + f"; acceptance: {entry['label']}; verify cost {names.setting(entry['attention'])}, band {' / '.join(names.setting(b) for b in bounds)}"
-        )
         modes = [m for m in ("closed_loop", "poisson") if any(c["mode"] == m for c in entry["comparison"])]
-        for mode in modes:
-            name = "closed" if mode == "closed_loop" else "open"
-            title = f"Median TPOT speedup vs {'requests in flight (closed loop)' if mode == 'closed_loop' else 'Poisson load (open loop)'}: {entry['deployment_label']}"
-            figures[f"{name}|{key}"] = {
-                "figure": figure_json(speedup_vs_x(rows, crossovers, mode, entry, bounds)),
-                "narrow": {"below_px": NARROW_PX, "layout": NARROW_LAYOUT, "names": NARROW_NAMES},
-                "export": export_layout(title, [card, provenance, "Dashed: 1× = no speculation; ×: where a fixed k crosses 1×; black diamonds: the recommended schedule; grey: its band under the verify-cost bounds."]),
-                "filename": f"paysoff-{name}-{key}",
-            }
-        settings = [entry["attention"]] + [b for b in bounds if b != entry["attention"]]
-        poisson = rows[(rows["mode"] == "poisson") & (rows["acceptance"] == key) & (rows["k_schedule"] == "") & ~rows["adaptive_verification"] & (rows["attention"] == entry["attention"])]
-        baselines = rows[(rows["mode"] == "poisson") & (rows["num_speculative_tokens"] == 0) & (rows["model"] == entry["model"])].set_index("arrival_rate")
-        little = [
-            {
-                "load": r["arrival_rate"],
-                "k": int(r["num_speculative_tokens"]),
-                "speedup": r["tpot_speedup"],
-                "tokens_per_step": r["mean_acceptance_length"],
-                "batch": r["mean_decode_batch"],
-                "baseline_batch": baselines.loc[r["arrival_rate"], "mean_decode_batch"],
-                "overloaded": str(baselines.loc[r["arrival_rate"], "overloaded"]).lower() == "true",
-            }
-            for r in poisson.sort_values(["arrival_rate", "num_speculative_tokens"]).to_dict("records")
-        ]
-        closed_batches = rows[(rows["mode"] == "closed_loop") & (rows["model"] == entry["model"]) & (rows["k_schedule"] == "") & ~rows["adaptive_verification"]
-                              & ((rows["acceptance"] == key) | (rows["num_speculative_tokens"] == 0)) & (rows["attention"].isin(["", entry["attention"]]))]
-        selections.append(
-            {
-                "key": key,
-                "id": f"sel-{key}".replace(".", "_"),
-                "entry": entry,
-                "modes": modes,
-                "descriptions": {m: describe(entry, m, bounds, _ks(rows, key, m)) for m in modes},
-                "crossovers": crossover_table(crossovers, key, modes, settings),
-                "answer": answer(entry, bounds),
-                "checks": crosscheck.closest(published, entry, schedules.get("vllm", {}).get("version")),
-                "profile": profile_words(rows, entry),
-                "proposer": proposer_label(entry["proposer"]),
-                "verify_label": names.setting(entry["attention"]),
-                "band_labels": [names.setting(b) for b in entry.get("stops_paying_band", {})],
-                "acceptance": {"summary": acceptance_summary(entry), "how": plain_words(entry.get("acceptance_derivation", ""))},
-                "little": little,
-                "poisson_k": sorted({int(r["k"]) for r in little}),
-                "batches": _batches(closed_batches),
-            }
-        )
+        figures.update(_figures(rows, crossovers, entry, modes, bounds, provenance))
+        selections.append(_selection(rows, crossovers, schedules, entry, modes, bounds, published))
     default = next((s for s in selections if s["entry"]["proposer"] == DEFAULT_PROPOSER), selections[0])
     groups: dict[str, list] = {}
     for s in selections:
@@ -260,6 +210,90 @@ def context(data, published: Optional[pd.DataFrame] = None) -> dict:
         "files": {"csv": CSV_NAME, "crossovers": CROSSOVERS_NAME, "schedules": SCHEDULES_NAME},
         "loads": sorted(float(r) for r in rows["arrival_rate"].dropna().unique()),
     }
+
+
+def _card_line(entry: dict, bounds: list[str]) -> str:
+    """The deployment in one line (target, GPUs, proposer, acceptance, verify cost and band): an
+    exported chart carries it, so a saved image still says what was simulated."""
+    return (
+        f"{units.model_label(entry['model'])} on {entry['tensor_parallel_size']} × {entry['device'].upper()} (TP {entry['tensor_parallel_size']}), "
+        f"{proposer_label(entry['proposer'])}" + (f" {entry['draft_model']}" if entry.get("draft_model") else "")
+        + f"; acceptance: {entry['label']}; verify cost {names.setting(entry['attention'])}, band {' / '.join(names.setting(b) for b in bounds)}"
+    )
+
+
+def _figures(rows: pd.DataFrame, crossovers: pd.DataFrame, entry: dict, modes: list[str], bounds: list[str], provenance: str) -> dict:
+    """One deployment's speedup charts, one per load mode, keyed 'closed|key' / 'open|key' as
+    static/paysoff.js looks them up; each with its narrow-screen layout and export captions."""
+    key = entry["acceptance"]
+    card = _card_line(entry, bounds)
+    figures = {}
+    for mode in modes:
+        name = "closed" if mode == "closed_loop" else "open"
+        title = f"Median TPOT speedup vs {'requests in flight (closed loop)' if mode == 'closed_loop' else 'Poisson load (open loop)'}: {entry['deployment_label']}"
+        figures[f"{name}|{key}"] = {
+            "figure": figure_json(speedup_vs_x(rows, crossovers, mode, entry, bounds)),
+            "narrow": {"below_px": NARROW_PX, "layout": NARROW_LAYOUT, "names": NARROW_NAMES},
+            "export": export_layout(title, [card, provenance, "Dashed: 1× = no speculation; ×: where a fixed k crosses 1×; black diamonds: the recommended schedule; grey: its band under the verify-cost bounds."]),
+            "filename": f"paysoff-{name}-{key}",
+        }
+    return figures
+
+
+def _selection(rows: pd.DataFrame, crossovers: pd.DataFrame, schedules: dict, entry: dict, modes: list[str], bounds: list[str],
+               published: Optional[pd.DataFrame]) -> dict:
+    """Everything one deployment's card shows besides its charts: the answer, crossovers under
+    each verify-cost setting, the closest published checks, its profile and acceptance in words,
+    and the open- and closed-loop batch tables that explain the speedups."""
+    key = entry["acceptance"]
+    settings = [entry["attention"]] + [b for b in bounds if b != entry["attention"]]
+    little = _poisson_batches(rows, entry)
+    return {
+        "key": key,
+        "id": f"sel-{key}".replace(".", "_"),
+        "entry": entry,
+        "modes": modes,
+        "descriptions": {m: describe(entry, m, bounds, _ks(rows, key, m)) for m in modes},
+        "crossovers": crossover_table(crossovers, key, modes, settings),
+        "answer": answer(entry, bounds),
+        "checks": crosscheck.closest(published, entry, schedules.get("vllm", {}).get("version")),
+        "profile": profile_words(rows, entry),
+        "proposer": proposer_label(entry["proposer"]),
+        "verify_label": names.setting(entry["attention"]),
+        "band_labels": [names.setting(b) for b in entry.get("stops_paying_band", {})],
+        "acceptance": {"summary": acceptance_summary(entry), "how": plain_words(entry.get("acceptance_derivation", ""))},
+        "little": little,
+        "poisson_k": sorted({int(r["k"]) for r in little}),
+        "batches": _batches(_closed_loop_rows(rows, entry)),
+    }
+
+
+def _poisson_batches(rows: pd.DataFrame, entry: dict) -> list[dict]:
+    """Per Poisson load and fixed k (primary verify cost): the speedup beside the decoding batch
+    with and without speculation, since at a fixed arrival rate a faster server runs a smaller
+    batch (Little's law) and that, not only the tokens per step, sets the speedup."""
+    key = entry["acceptance"]
+    poisson = rows[(rows["mode"] == "poisson") & (rows["acceptance"] == key) & (rows["k_schedule"] == "") & ~rows["adaptive_verification"] & (rows["attention"] == entry["attention"])]
+    baselines = rows[(rows["mode"] == "poisson") & (rows["num_speculative_tokens"] == 0) & (rows["model"] == entry["model"])].set_index("arrival_rate")
+    return [
+        {
+            "load": r["arrival_rate"],
+            "k": int(r["num_speculative_tokens"]),
+            "speedup": r["tpot_speedup"],
+            "tokens_per_step": r["mean_acceptance_length"],
+            "batch": r["mean_decode_batch"],
+            "baseline_batch": baselines.loc[r["arrival_rate"], "mean_decode_batch"],
+            "overloaded": str(baselines.loc[r["arrival_rate"], "overloaded"]).lower() == "true",
+        }
+        for r in poisson.sort_values(["arrival_rate", "num_speculative_tokens"]).to_dict("records")
+    ]
+
+
+def _closed_loop_rows(rows: pd.DataFrame, entry: dict) -> pd.DataFrame:
+    """The deployment's fixed-k closed-loop runs and its target's baselines (k = 0), under the
+    primary verify cost: what :func:`_batches` reads the decoding batch from."""
+    return rows[(rows["mode"] == "closed_loop") & (rows["model"] == entry["model"]) & (rows["k_schedule"] == "") & ~rows["adaptive_verification"]
+                & ((rows["acceptance"] == entry["acceptance"]) | (rows["num_speculative_tokens"] == 0)) & (rows["attention"].isin(["", entry["attention"]]))]
 
 
 def _batches(rows: pd.DataFrame) -> list[dict]:

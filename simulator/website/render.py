@@ -107,6 +107,8 @@ def render_site(sources: SiteSources, out_dir: Path) -> None:
 
 
 def render_into(sources: SiteSources, directory: Path) -> None:
+    """Every page and the files it links into ``directory`` (a staging directory: the caller swaps
+    it in).  All inputs are read and checked before the first page is written."""
     check_sources(sources)
     recorded = load_recorded(sources.sweep_csv)
     progress = load_progress(sources.progress_csv)
@@ -115,16 +117,67 @@ def render_into(sources: SiteSources, directory: Path) -> None:
     verify = verify_section.context(sources.verify_tables_dir)
     markdown = site_markdown.parser()
     env = _environment(sources.templates_dir)
+    context = _page_context(sources, markdown, recorded, progress, paysoff_data, published_frame, verify)
+    context["data_files"] = data_page.entries(
+        _data_sizes(recorded, progress, paysoff_data, published_frame),
+        {
+            SWEEP_CSV_NAME: sources.sweep_csv,
+            PROGRESS_CSV_NAME: sources.progress_csv,
+            paysoff_page.CSV_NAME: sources.paysoff_csv,
+            paysoff_page.CROSSOVERS_NAME: sources.paysoff_crossovers_csv,
+            paysoff_page.SCHEDULES_NAME: sources.schedules_json,
+            published_page.CSV_NAME: sources.published_csv,
+        },
+        sources.source_url,
+    )
+    footers = page_provenance.footers(
+        files=context["files"],
+        progress=progress,
+        calibration_docs=tuple(report["doc"] for report in context["calibration"]),
+        paysoff=paysoff_data,
+        published=published_frame,
+        published_file=published_page.CSV_NAME,
+        paysoff_files=(paysoff_page.CSV_NAME, paysoff_page.CROSSOVERS_NAME, paysoff_page.SCHEDULES_NAME) if paysoff_data is not None else (),
+        validation_name=context["validation"]["name"] if context["validation"] else None,
+        verify_measured=not verify["pending"],
+    )
+    cited = _write_pages(env, context, footers, directory)
+    # the cited docs/ and data/ files sit beside docs_dir in the checkout (build.py passes its docs/)
+    citations.ship(cited, sources.docs_dir.parent, directory)
+    _copy_site_files(sources, directory)
+
+
+def _page_context(sources: SiteSources, markdown, recorded: Recorded, progress, paysoff_data, published_frame, verify: dict) -> dict:
+    """What every template renders with: the shared frame (copy, setup, navigation), the seed
+    sweep's and the progress check's views, and each other page's own context."""
     copy = _copy(markdown, sources)
     setup = recorded.setup
     calibration = calibration_reports.reports(markdown, sources.docs_dir, str(setup["device"]), sources.source_url)
-    context = {
+    return {
         "copy": copy,
         "setup": setup,
         "favicon": FAVICON,
         "pages": PAGES,
         "chart_pages": {page.file for page in SITE_PAGES if page.charts},
         "files": {"sweep": SWEEP_CSV_NAME, "progress": PROGRESS_CSV_NAME},
+        **_sweep_context(sources, recorded, progress),
+        "validation": _validation(sources.validation_report),
+        "calibration": calibration,
+        "source_url": sources.source_url,
+        "paysoff": paysoff_page.context(paysoff_data, published_frame),
+        "published": published_page.context(sources.published_csv, page_provenance.published_line(published_frame)) if sources.published_csv else None,
+        "peer": peer.peer_context(sources.peer_csv) if sources.peer_csv else None,
+        "peer_not_run": peer.NOT_RUN,
+        "peer_file": peer.CSV_NAME,
+        "verify": verify,
+        "band_meaning": names.BAND_MEANING,
+    }
+
+
+def _sweep_context(sources: SiteSources, recorded: Recorded, progress) -> dict:
+    """The seed sweep's explorer and load notes and the progress check's table and chart, with
+    the legend and overload threshold their charts share."""
+    return {
         "sweep_rows": len(recorded.frame),
         "progress_rows": len(progress),
         "sweep_kib": _kib(sources.sweep_csv),
@@ -142,47 +195,23 @@ def render_into(sources: SiteSources, directory: Path) -> None:
             "overload": {"name": OVERLOAD_NAME, **OVERLOAD_STYLE},
         },
         "overload_threshold": OVERLOAD_TTFT_GROWTH,
-        "validation": _validation(sources.validation_report),
-        "calibration": calibration,
-        "source_url": sources.source_url,
-        "paysoff": paysoff_page.context(paysoff_data, published_frame),
-        "published": published_page.context(sources.published_csv, page_provenance.published_line(published_frame)) if sources.published_csv else None,
-        "peer": peer.peer_context(sources.peer_csv) if sources.peer_csv else None,
-        "peer_not_run": peer.NOT_RUN,
-        "peer_file": peer.CSV_NAME,
-        "verify": verify,
-        "band_meaning": names.BAND_MEANING,
     }
-    context["data_files"] = data_page.entries(
-        _data_sizes(recorded, progress, paysoff_data, published_frame),
-        {
-            SWEEP_CSV_NAME: sources.sweep_csv,
-            PROGRESS_CSV_NAME: sources.progress_csv,
-            paysoff_page.CSV_NAME: sources.paysoff_csv,
-            paysoff_page.CROSSOVERS_NAME: sources.paysoff_crossovers_csv,
-            paysoff_page.SCHEDULES_NAME: sources.schedules_json,
-            published_page.CSV_NAME: sources.published_csv,
-        },
-        sources.source_url,
-    )
-    footers = page_provenance.footers(
-        files=context["files"],
-        progress=progress,
-        calibration_docs=tuple(report["doc"] for report in calibration),
-        paysoff=paysoff_data,
-        published=published_frame,
-        published_file=published_page.CSV_NAME,
-        paysoff_files=(paysoff_page.CSV_NAME, paysoff_page.CROSSOVERS_NAME, paysoff_page.SCHEDULES_NAME) if paysoff_data is not None else (),
-        validation_name=context["validation"]["name"] if context["validation"] else None,
-        verify_measured=not verify["pending"],
-    )
+
+
+def _write_pages(env: jinja2.Environment, context: dict, footers: dict, directory: Path) -> set[str]:
+    """Each page rendered with its footer and its citations linked; returns the files they cite,
+    which the site ships beside the pages so every link resolves offline."""
     cited: set[str] = set()
     for page in PAGES:
         html, cites = citations.link(env.get_template(page).render(page=page, footer=footers[page], **context))
         cited |= cites
         (directory / page).write_text(html, encoding="utf-8")
-    # the cited docs/ and data/ files sit beside docs_dir in the checkout (build.py passes its docs/)
-    citations.ship(cited, sources.docs_dir.parent, directory)
+    return cited
+
+
+def _copy_site_files(sources: SiteSources, directory: Path) -> None:
+    """The static assets (styles, scripts, plotly.js, fonts) and the recorded data the pages offer
+    for download, copied beside the pages."""
     for name in STATIC_FILES:
         shutil.copyfile(STATIC_DIR / name, directory / name)
     shutil.copyfile(PLOTLY_BASIC_BUNDLE, directory / PLOTLY_JS)
