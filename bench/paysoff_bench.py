@@ -11,8 +11,10 @@ folder first).  Each repeat runs both revisions in turn (A B, then B A, ...), so
 hits both alike; the figures to quote are each measure's median and the median of the pairs'
 ratios (this checkout / the other), with their minimum and maximum.
 
-Every run writes its answer (``--json``) and its runs (``--csv``); the bench checks that both
-revisions wrote the same bytes (output paths aside) and names the CSV columns that differ, e.g.
+The timed command is the one a user types: no output files, since writing a CSV is what loads
+pandas.  After each timed run the same command runs again, untimed, with ``--json`` and ``--csv``
+over the same cache, and the bench checks that both revisions wrote the same bytes (output paths
+aside), printed the same answer, and names the CSV columns that differ, e.g.
 ``simulator_source_hash`` when model code changed.  Nothing is asserted about the times.
 """
 
@@ -42,23 +44,30 @@ def export(commit: str, into: Path) -> Path:
     return into
 
 
-def timed(tree: Path, args: list[str], cache: Path, out: Path) -> tuple[float, float, str]:
-    """(wall s, CPU s of the process and its children, stdout) of one pays-off answer."""
-    out.mkdir(parents=True, exist_ok=True)
+def _answer(tree: Path, args: list[str], cache: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, VIDUR_SPECDEC_CACHE=str(cache))
     env.pop("VIDUR_SPECDEC_NO_RUN_CACHE", None)
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "simulator.paysoff", *args, "--json", str(out / "answer.json"), "--csv", str(out / "runs.csv"), "--no-progress"],
-        cwd=tree, env=env, capture_output=True, text=True,
-    )
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    done = subprocess.run([sys.executable, "-m", "simulator.paysoff", *args, "--no-progress"], cwd=tree, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"{tree}: exit {done.returncode}\n{done.stderr[-2000:]}")
+    return done
+
+
+def timed(tree: Path, args: list[str], cache: Path) -> tuple[float, float, str]:
+    """(wall s, CPU s of the process and its children, stdout) of one pays-off answer as typed."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    done = _answer(tree, args, cache)
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu, done.stdout
+
+
+def write_outputs(tree: Path, args: list[str], cache: Path, out: Path) -> None:
+    """The same answer again, untimed, writing its answer (--json) and runs (--csv) under ``out``."""
+    out.mkdir(parents=True, exist_ok=True)
+    _answer(tree, [*args, "--json", str(out / "answer.json"), "--csv", str(out / "runs.csv")], cache)
 
 
 def differences(a: Path, b: Path, stdout_a: str, stdout_b: str) -> list[str]:
@@ -104,7 +113,8 @@ def main() -> None:
                     if kind == "cold":
                         cache.mkdir()
                     out = tmp / f"out-{name}-{repeat}-{kind}"
-                    wall, cpu, stdout = timed(trees[name], args, cache, out)
+                    wall, cpu, stdout = timed(trees[name], args, cache)
+                    write_outputs(trees[name], args, cache, out)
                     figures[name, kind]["wall"].append(wall)
                     figures[name, kind]["cpu"].append(cpu)
                     walls[name, kind], outs[name, kind] = wall, (out, stdout)
