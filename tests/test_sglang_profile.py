@@ -50,7 +50,7 @@ def test_each_profile_is_what_the_source_says(name, max_bs, plain, spec, extend_
     assert (e.cuda_graph_max_bs, list(e.capture_bs), list(e.spec_capture_bs), e.draft_extend_graph) == (max_bs, plain, spec, extend_graph)
     # the overlap scheduler runs without speculation, and is off under EAGLE at every one of these versions
     assert e.overlaps(None, kind_rule=True) and not e.overlaps("eagle3", kind_rule=True) and not e.overlaps("eagle", kind_rule=True)
-    assert "carried" in e.source  # the kernel gaps and CPU costs are vLLM's, and the profile says so
+    assert "carried" in e.source and set(e.carried_from) <= {"vllm-0.10.1", "vllm-0.14.0"} and e.carried_from  # the kernel gaps and CPU costs are vLLM's, and the profile says which
 
 
 def test_a_decode_batch_replays_a_graph_and_a_prefill_runs_eagerly():
@@ -69,6 +69,19 @@ def test_an_eagle_verify_batch_replays_at_k_plus_one_tokens_a_request():
     assert d.mode(40, 4) == "eager"  # its extend over the accepted tokens, eager at 0.4.4
     d5 = get_engine("sglang-0.5.3").for_run(64, 8192, k=3, method="eagle3").drafter("eagle3")
     assert d5.mode(40, 4) == "full"  # EAGLEDraftExtendCudaGraphRunner from 0.5.x
+    # graphs are captured per request count, so the extend of 200 requests (800 tokens) replays the
+    # 200-request graph, and 11 requests pad to the 12-request graph (48 tokens), not to 44 tokens
+    assert d5.mode(200 * 4, 4) == "full" and d5.padded(11 * 4, 4) == 12 * 4
+    assert d5.mode(513 * 4, 4) == "eager"  # above cuda_graph_max_bs (512 requests)
+    assert d5.mode(100, 1) == "full" and d5.padded(61, 1) == 72  # its one-token steps: 61 requests pad to 72
+
+
+def test_a_verify_batch_pads_its_request_count_whatever_its_row_length():
+    """A tree's verify rows are num_draft_tokens long, not 1 + k: the graph is still chosen by
+    request count (SGLang captures num_draft_tokens a request, per count)."""
+    e = get_engine("sglang-0.5.3").for_run(64, 8192, k=3, method="eagle3")
+    assert e.mode(100 * 8, 8) == "full" and e.padded(100 * 8, 8) == 104 * 8
+    assert e.padded(33 * 4, 4) == 40 * 4 and e.mode(600 * 4, 4) == "eager"
 
 
 def test_vllm_lookups_never_see_an_sglang_profile():
@@ -92,7 +105,7 @@ def test_a_stated_sglang_version_runs_its_profile(version, profile):
     assert sglang_engine_for_version(version).name == profile
     identity = engine_identity(_row(version))
     assert (identity.profile, identity.engine_class) == (profile, OTHER_ENGINE)  # still apart from the vLLM headline
-    assert "sourced" in identity.basis and "carried" in identity.basis
+    assert "sourced" in identity.basis and "carried from vllm-0.10.1 and vllm-0.14.0" in identity.basis
 
 
 def test_an_sglang_row_of_no_version_stays_on_the_proxy():
@@ -114,3 +127,12 @@ def test_the_page_names_an_sglang_profile_as_its_own_and_the_proxy_as_a_proxy(ro
     from simulator.website.published import engine_text
 
     assert engine_text(row) == text
+
+
+def test_a_row_stating_an_sglang_version_without_a_profile_is_refused_before_anything_runs():
+    """Bad input, not an unreproducible row: the build stops naming the row (its CSV row needs the engine identity)."""
+    from simulator.published.plan import plan
+    from simulator.specs.published_measurements import Assumptions
+
+    with pytest.raises(ConfigError, match=r"row 'sglang-row'.*engine_version = '0\.5\.0'.*no SGLang engine profile"):
+        plan(_row("0.5.0"), Assumptions({}, {}), {})

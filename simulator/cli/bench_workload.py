@@ -5,7 +5,7 @@ run's workload (:meth:`BenchWorkload.workload`: Poisson arrivals at ``--request-
 request at once for ``--request-rate inf``, a closed loop of ``--max-concurrency``, or a Vidur
 trace's lengths) and the ``vllm bench serve`` line that sends the same workload to a real server
 (:meth:`BenchWorkload.bench_serve_line`).  Both read the defaults the flags leave open from one
-place (:attr:`BenchWorkload.poisson_rate`, :meth:`BenchWorkload.range_ratio`), so the simulated
+place (:attr:`BenchWorkload.poisson_rate`, :meth:`BenchWorkload.range_ratio_in`), so the simulated
 run and the printed line cannot drift apart.
 """
 

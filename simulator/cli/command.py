@@ -30,7 +30,7 @@ class WorkloadDefaults:
     open loop and uniform within ±50% in a closed loop, as the pays-off sweep draws them (a closed
     loop of equal lengths would drain and refill in lockstep, which no server sees; 128 requests of
     these fit every catalog GPU's KV cache beside a 7-8B model, so the concurrency is the running
-    batch).  The Python API's own default (:class:`~simulator.runs.config.PoissonWorkload`) keeps
+    batch).  The Python API's own default (:class:`~simulator.runs.workload_kinds.PoissonWorkload`) keeps
     its lengths: the benchmarks and tests measure that run."""
 
     prompt_tokens: int = 512

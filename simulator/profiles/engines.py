@@ -99,9 +99,14 @@ class EngineSpec:
     spec_capture_bs: tuple[int, ...] = ()
     cuda_graph_max_bs: int = 0
     draft_extend_graph: bool = True
-    # the uniform query lengths a "full_decode_only" forward replays a graph for (empty: any); set by
-    # :meth:`drafter` for SGLang's drafter, whose graph holds its one-token decode steps
-    graph_query_lens: tuple[int, ...] = ()
+    # the profiles whose kernel gaps and CPU costs this one carries over (no source of its own measures them)
+    carried_from: tuple[str, ...] = ()
+    # SGLang ("full_decode_only"), set by :meth:`for_run` and :meth:`drafter`: the request counts a
+    # uniform batch replays a captured graph at (padded to the next), whatever its query length,
+    # and the query lengths that run eagerly all the same (the drafter's extend over the accepted
+    # tokens where SGLang builds its draft runner without graphs)
+    graph_counts: tuple[int, ...] = ()
+    eager_query_lens: tuple[int, ...] = ()
     # set by :meth:`for_run`: the query length of the run's uniform verify batches (1 + k; 0: any
     # uniform batch takes the full graph, as the fixed profiles have it), and the query lengths
     # Model Runner V2 captures full graphs for (1 + k, and every 1 + k of a schedule)
@@ -160,13 +165,14 @@ class EngineSpec:
         return engine._with_capture_sizes(max_num_seqs, max_num_batched_tokens, k, method, tuple(schedule_ks) if dynamic else ())
 
     def _sglang_capture(self, k: int) -> "EngineSpec":
-        """SGLang's graphs for one run: decode batches of 1 token a request captured at
-        ``capture_bs`` requests; under EAGLE (k >= 1) target-verify batches of 1 + k tokens a
-        request (its num_draft_tokens for a chain) at ``spec_capture_bs`` requests.  Sizes are in
-        tokens, request counts x query length."""
+        """SGLang's graphs for one run (``cuda_graph_runner.py``): graphs are captured per request
+        count, at ``capture_bs`` without speculation and at ``spec_capture_bs`` with it, for the
+        run's uniform batches: decode rows of 1 token, or target-verify rows of ``num_draft_tokens``
+        each (1 + k for a chain; a tree's rows are as long as its draft tokens).  ``capture_sizes``
+        holds the chain's token counts (request counts x (1 + k)) for the largest size."""
         query = 1 + max(k, 0)
         counts = self.spec_capture_bs if k > 0 else self.capture_bs
-        return replace(self, capture_sizes=tuple(n * query for n in counts), decode_query_len=query)
+        return replace(self, capture_sizes=tuple(n * query for n in counts), decode_query_len=query, graph_counts=tuple(counts))
 
     def _with_capture_sizes(self, max_num_seqs: int, max_num_batched_tokens: int, k: int, method: Optional[str], schedule_ks: tuple[int, ...]) -> "EngineSpec":
         if self.capture_rule == "fixed":
@@ -195,9 +201,14 @@ class EngineSpec:
         the target's batch of the same shape."""
         if self.capture_rule == "fixed":
             return self
-        if self.capture_rule == "sglang":  # EAGLEDraftCudaGraphRunner: the decode steps, 1 token a request (topk 1)
+        if self.capture_rule == "sglang":
+            # EAGLEDraftCudaGraphRunner: the decode steps (topk tokens a request) at the speculative
+            # request counts; EAGLEDraftExtendCudaGraphRunner, where the version has it, the extend
+            # over the accepted tokens (1 + k a request, as the draft's first pass is costed); without
+            # it that extend runs eagerly
             counts = self.spec_capture_bs or self.capture_bs
-            return replace(self, capture_sizes=tuple(counts), decode_query_len=1, graph_query_lens=() if self.draft_extend_graph else (1,))
+            extend = () if self.draft_extend_graph or self.decode_query_len <= 1 else (self.decode_query_len,)
+            return replace(self, capture_sizes=tuple(counts), graph_counts=tuple(counts), eager_query_lens=extend)
         if self.runner_for(method) == "v1":
             return replace(self, cudagraph_mode="piecewise") if self.cudagraph_mode == "full_and_piecewise" else self
         return replace(self, uniform_tiers=tuple(sorted(set(self.uniform_tiers) | {1})))
@@ -213,10 +224,17 @@ class EngineSpec:
     def max_capture_size(self) -> int:
         return self.capture_sizes[-1] if self.capture_sizes else 0
 
+    def _query_len(self, uniform_decode) -> int:
+        """A uniform batch's query length: as given, else the run's own (1 where none is set)."""
+        return uniform_decode if _is_length(uniform_decode) else max(self.decode_query_len, 1)
+
     def padded(self, tokens: int, full=False) -> int:
         """The capture size a graph-mode batch of ``tokens`` runs at (vLLM pads to it); ``full``: a
         uniform batch replaying a full graph (its query length where known), padded among the
-        sizes captured for it."""
+        sizes captured for it.  SGLang pads the request count to the next captured one."""
+        if self.cudagraph_mode == "full_decode_only" and full:
+            query = self._query_len(full)
+            return self.graph_counts[bisect.bisect_left(self.graph_counts, -(-tokens // query))] * query
         sizes = self._uniform_sizes(full) if full else self.capture_sizes
         i = bisect.bisect_left(sizes, tokens)
         return sizes[i]
@@ -228,12 +246,13 @@ class EngineSpec:
         length (an int), or True where it is not known, False / 0 for a mixed batch.  The V1
         runner captures full graphs for the run's own query length only (vLLM's dispatcher keys
         them on ``uniform_decode_query_len``); Model Runner V2 for every tier it captured."""
-        if self.cudagraph_mode == "none" or tokens > self.max_capture_size:
-            return "eager"
-        if self.cudagraph_mode == "full_decode_only":  # SGLang: a graph for uniform batches only, the rest eager
-            if not uniform_decode or (self.graph_query_lens and _is_length(uniform_decode) and uniform_decode not in self.graph_query_lens):
+        if self.cudagraph_mode == "full_decode_only":  # SGLang: a graph for uniform batches only, by request count; the rest eager
+            query = self._query_len(uniform_decode)
+            if not uniform_decode or query in self.eager_query_lens or not self.graph_counts or -(-tokens // query) > self.graph_counts[-1]:
                 return "eager"
             return "full"
+        if self.cudagraph_mode == "none" or tokens > self.max_capture_size:
+            return "eager"
         if self.cudagraph_mode == "full_and_piecewise" and uniform_decode:
             if self.uniform_tiers:
                 if _is_length(uniform_decode) and uniform_decode not in self.uniform_tiers:
@@ -268,10 +287,11 @@ _FIELDS = {
     "runner": str, "mrv2_methods": list, "capture_rule": str, "async_methods": list, "dynamic_sd_piecewise_on_v1": bool,
     "adaptive_verification": bool, "released": str,
     "engine": str, "capture_bs": list, "spec_capture_bs": list, "cuda_graph_max_bs": int, "draft_extend_graph": bool,
+    "carried_from": list,
 }
 _OPTIONAL = ("async_scheduling", "async_step_gap_us", "custom_all_reduce_max_mib_by_tp", "symm_mem_all_reduce_max_mib_by_tp", "symm_mem_multimem_tp",
              "runner", "mrv2_methods", "capture_rule", "async_methods", "dynamic_sd_piecewise_on_v1", "adaptive_verification",
-             "engine", "capture_bs", "spec_capture_bs", "cuda_graph_max_bs", "draft_extend_graph")
+             "engine", "capture_bs", "spec_capture_bs", "cuda_graph_max_bs", "draft_extend_graph", "carried_from")
 RUNNERS = ("v1", "mrv2")
 CAPTURE_RULES = ("fixed", "vllm-0.15", "sglang")
 _BY_TP = ("custom_all_reduce_max_mib_by_tp", "symm_mem_all_reduce_max_mib_by_tp")
@@ -295,8 +315,10 @@ def _engine(name: str, table: dict, where: str) -> EngineSpec:
     for key in ("mrv2_methods", "async_methods"):
         require(all(isinstance(m, str) and m for m in table.get(key, [])), at, f"{key} = {table.get(key)!r} must list vLLM method names")
     sglang = _sglang_fields(table, at)
-    lists = {key: tuple(table[key]) for key in ("mrv2_methods", "async_methods", "capture_bs", "spec_capture_bs") if key in table}
-    values = {key: table[key] for key in _FIELDS if key not in ("max_capture_size", "symm_mem_multimem_tp", "mrv2_methods", "async_methods", "capture_bs", "spec_capture_bs", *_BY_TP) and key in table}
+    require(all(isinstance(e, str) and e for e in table.get("carried_from", [])), at, f"carried_from = {table.get('carried_from')!r} must list engine profile names")
+    listed = ("mrv2_methods", "async_methods", "capture_bs", "spec_capture_bs", "carried_from")
+    lists = {key: tuple(table[key]) for key in listed if key in table}
+    values = {key: table[key] for key in _FIELDS if key not in ("max_capture_size", "symm_mem_multimem_tp", *listed, *_BY_TP) and key in table}
     return EngineSpec(
         name=name, capture_sizes=tuple(table["capture_bs"]) if sglang else vllm_capture_sizes(table["max_capture_size"]), **lists,
         custom_all_reduce_max_by_tp=limits["custom_all_reduce_max_mib_by_tp"],

@@ -231,6 +231,13 @@ def in_row_keys(message: str) -> str:
 
 
 def plan(m: Measurement, assumptions: Assumptions, rows: dict, devices=None) -> Plan:
+    """How row ``m`` is simulated, or why it cannot be.  A row whose engine no profile models
+    (an SGLang version without one) is bad input, not an unreproducible row: it is refused, naming
+    the row, before anything runs (its CSV row would need the engine identity too)."""
+    try:
+        engine_identity(m)
+    except ConfigError as exc:
+        raise ConfigError(f"data/published.toml row {m.id!r}: {exc}") from None
     devices = known_devices() if devices is None else devices
     reason = _unreproducible(m, devices, assumptions)
     if reason:
@@ -256,7 +263,10 @@ def _runs(
     from simulator.cli.vllm_serve import scheduler_defaults
 
     device, engine = gpu or m.gpu, engine_of(m)
-    seqs, tokens = scheduler_defaults(device, get_engine(engine).version)
+    # vllm serve's limits for the row's vLLM version; another engine's row (an SGLang profile
+    # included: its scheduler limits are not modelled) takes the proxy's
+    limits_version = get_engine(engine if get_engine(engine).engine == "vllm" else PROXY_ENGINE).version
+    seqs, tokens = scheduler_defaults(device, limits_version)
     deployment = Deployment(
         model=m.model, device=device, engine=engine, parallelism=Parallelism(tensor=tp or m.tp),
         # the source's limits, else what `vllm serve` of the row's engine profile picks on the GPU;
@@ -322,9 +332,9 @@ def _sglang(version: str) -> EngineIdentity:
         known = ", ".join(e.name for e in engines_of("sglang")) or "none"
         raise ConfigError(f"engine = \"sglang\", engine_version = {version!r}: no SGLang engine profile at or below it in its minor series "
                           f"(simulator/profiles/engines.toml has {known}); read that release's graph and overlap rules into a profile")
-    carried = "carried over from vLLM" in profile.source or "carried from" in profile.source
+    carried = f", kernel gaps and CPU costs carried from {' and '.join(profile.carried_from)}" if profile.carried_from else ""
     return EngineIdentity(profile.name, OTHER_ENGINE, f"SGLang {version} (stated): {profile.name}, the newest SGLang profile at or below it; "
-                          f"graph policy and overlap rule sourced from SGLang's source{', kernel gaps and CPU costs carried from vLLM' if carried else ''}")
+                          f"graph policy and overlap rule sourced from SGLang's source{carried}")
 
 
 def engine_identity(m: Measurement) -> EngineIdentity:

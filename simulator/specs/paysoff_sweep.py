@@ -298,9 +298,9 @@ def load_paysoff_spec(path) -> PaysoffSpec:
 
 
 def parse_paysoff_spec(text: str, source: str = "<spec>") -> PaysoffSpec:
-    """The spec a TOML text describes, every key checked in file order (sections, the grid, the
-    Poisson grid, each deployment and its acceptance, then the shared run and workload scalars),
-    so the first refusal names the first wrong key the user would meet reading the file."""
+    """The spec a TOML text describes, every key checked section by section (sections, the grid, the
+    Poisson grid, each deployment and its acceptance, then the shared run and workload scalars):
+    the first refusal names the first wrong key in that order."""
     doc = parse_toml(text, source, "pays-off spec")
     where = f"pays-off spec {source}"
     _check_sections(doc, where)
