@@ -12,6 +12,8 @@ from simulator.runs.speculation import SpeculationConfig
 from simulator.runs.workload_kinds import ClosedLoopWorkload
 from simulator.runs.deployment import Deployment, Parallelism, Precision, SchedulerLimits, Speculation, StepCosts
 from simulator.speculative.acceptance_convert import AcceptanceInput
+from simulator.speculative.proposers.base import DraftPassOptions
+from simulator.speculative.proposers.ngram import LookupOptions
 from simulator.util.errors import ConfigError
 
 RUN_ONLY = {"workload", "seed", "cache_dir", "speculation"}
@@ -52,15 +54,17 @@ def test_every_field_of_a_run_is_reachable():
         speculation=Speculation(
             proposer="eagle3", k=3, acceptance=AcceptanceInput.given(per_position=(0.8, 0.6, 0.5)),
             draft_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", draft_tensor_parallel_size=1, adaptive_verification=True,
-            proposal_probability=0.9, attention="per_token", interpolation=0.25, ngram_overhead_ms=0.2, draft_pass_overhead_ms=0.5,
+            proposal_probability=0.9, attention="per_token", interpolation=0.25, costs=DraftPassOptions(draft_pass_overhead_ms=0.5),
         ),
     )
     got, default = unusual.to_dict(), Deployment().to_dict()
     # pipeline stages, data parallelism and expert parallelism are refused away from their defaults on a dense
     # model, profile directories need folders, a schedule excludes adaptive verification, a fixed k has no acceptance rate
     untouched = {"scheduler", "pipeline_stages", "data_parallel_size", "expert_parallel", "profile_dir", "network_profile_dir",
-                 "draft_profile_dir", "k_schedule", "acceptance_rate", "options"}
+                 "draft_profile_dir", "k_schedule", "acceptance_rate", "options", "ngram_overhead_ms"}  # an EAGLE-3 head has no n-gram knob
     assert sorted(key for key in got if got[key] == default[key] and key not in untouched | {"engine"}) == []
+    lookup = Deployment(speculation=Speculation(proposer="ngram", k=2, acceptance=AcceptanceInput.given(rate=0.5), costs=LookupOptions(ngram_overhead_ms=0.2)))
+    assert lookup.to_dict()["ngram_overhead_ms"] == 0.2 != default["ngram_overhead_ms"]
     assert Deployment(engine="vllm-0.10.1").to_dict()["engine"] == "vllm-0.10.1" != default["engine"]  # the default is the newest
 
 

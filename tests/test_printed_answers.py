@@ -115,7 +115,7 @@ def test_the_docs_state_the_draft_pass_constant_the_code_runs():
     import re
 
     from repo import REPO_ROOT
-    from simulator.runs.speculation import DEFAULT_DRAFT_PASS_OVERHEAD_MS
+    from simulator.speculative.proposers.base import DEFAULT_DRAFT_PASS_OVERHEAD_MS
 
     text = (REPO_ROOT / "docs" / "model.md").read_text(encoding="utf-8")
     stated = re.search(r"draft_pass_overhead_ms`, default \*\*([0-9.]+) ms\*\*", text)

@@ -26,7 +26,7 @@ from simulator.cli.proposer_flags import (
 )
 from simulator.runs.deployment import Speculation
 from simulator.speculative.acceptance_convert import AcceptanceInput
-from simulator.speculative.proposers.base import ProposerKind
+from simulator.speculative.proposers.base import ProposerKind, costs_from
 from simulator.util.errors import ConfigError
 
 ACCEPTANCE_FORMS = {flag: form for form, flag in ACCEPTANCE_FLAGS.items()}  # each acceptance flag -> the AcceptanceInput form it gives
@@ -52,6 +52,7 @@ class SpeculationFlags:
     proposal_probability: float
     attention: str
     interpolation: float
+    # the cost flags, each a field of the Options of the kinds that own it (named as the fields)
     ngram_overhead_ms: float
     draft_pass_overhead_ms: float
 
@@ -83,8 +84,7 @@ class SpeculationFlags:
             proposal_probability=self.proposal_probability,
             attention=self.attention,
             interpolation=self.interpolation,
-            ngram_overhead_ms=self.ngram_overhead_ms,
-            draft_pass_overhead_ms=self.draft_pass_overhead_ms,
+            costs=costs_from(kind.Options, vars(self)),  # the cost flags of the knobs the kind owns
         )
 
 

@@ -21,7 +21,7 @@ network.  This module prices each and adds them; a step's cost is exactly that s
 
 from __future__ import annotations
 
-from simulator.runs.speculation import DEFAULT_DRAFT_PASS_OVERHEAD_MS
+from simulator.speculative.proposers.base import DEFAULT_DRAFT_PASS_OVERHEAD_MS
 from simulator.engine.batch import DraftBatch, SpeculativeBatch
 from simulator.profiles import roofline
 from simulator.profiles.hardware import DeviceSpec

@@ -86,7 +86,7 @@ class ProposerPlan:
     the draft side's predictor prices it when the kind runs a network."""
 
     kind: object  # the proposer kind (simulator.speculative.proposers)
-    draft_pass_overhead_ms: float
+    draft_pass_overhead_ms: float  # the kind's DraftPassOptions (0 for a kind without a network)
     # Model Runner V2 drafts the full num_speculative_tokens at every step whatever a k schedule
     # verifies (it never reads the scheduler's per-step k; vLLM 0.29.0, 0.30.0): that k, else 0 (the
     # drafting follows the step's own k, as the V1 runner's ``num_spec_tokens_to_schedule`` does)
@@ -176,7 +176,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
     max_tokens = table_tokens(target_config.max_model_len, max(longest, step_tokens))
     _check_not_a_drafter(config.model, target_facts)
     drafter = _draft_network(kind, spec.draft_model, config.model, target_facts) if spec.uses_draft_network else None  # an unknown name fails here
-    settings = SpeculationSettings(k=spec.num_speculative_tokens, options=spec.option_values, ngram_overhead_ms=spec.ngram_overhead_ms,
+    settings = SpeculationSettings(k=spec.num_speculative_tokens, options=spec.option_values, costs=spec.costs,
                                    draft=drafter.facts if drafter is not None else None, target=target_facts)
     if spec.enabled:
         kind.check(settings, target_facts, config.draft_tensor_parallel_size, config.tensor_parallel_size)
@@ -208,7 +208,7 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
         workload=config.workload,
         scheduler=scheduler_plan(spec, settings, config.chunk_size, config.batch_size_cap, config.acceptance_seed),
         proposer=ProposerPlan(
-            kind, spec.draft_pass_overhead_ms,
+            kind, settings.costs.draft_pass_overhead_ms if drafter is not None else 0.0,  # a kind without a network pays none
             drafts_full_k=spec.num_speculative_tokens if (spec.k_schedule or spec.adaptive_verification) and engine.runner_for(kind.name) == "mrv2" else 0,
         ) if spec.enabled else None,
         provenance={  # what the run's result records of its inputs and of the LM head's costing

@@ -17,16 +17,17 @@ cache key and every CSV row is what it was when front ends spelled the fields ou
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, replace
-from typing import Optional
+from dataclasses import asdict, dataclass, field, fields, replace
+from typing import Any, Optional
 
 from simulator.profiles.engines import DEFAULT_ENGINE
 from simulator.profiles.hardware import DEFAULT_DEVICE
 from simulator.profiles.step_scales import StepScales
 from simulator.runs import config as run_config
 from simulator.runs.config import RunConfig
-from simulator.runs.speculation import DEFAULT_DRAFT_PASS_OVERHEAD_MS, DEFAULT_NGRAM_OVERHEAD_MS, SpeculationConfig
+from simulator.runs.speculation import SpeculationConfig
 from simulator.runs.workload_kinds import PoissonWorkload, Workload
+from simulator.speculative import proposers
 from simulator.speculative.acceptance_convert import AcceptanceInput
 from simulator.speculative.verify_cost import DEFAULT_ATTENTION, DEFAULT_INTERPOLATION
 
@@ -84,7 +85,9 @@ class StepCosts:
 class Speculation:
     """A proposer kind with k proposals a step (or a k schedule over the batch size), the acceptance
     it reaches, and the kind's options and draft network.  ``attention`` and ``interpolation`` say
-    how the verify step's attention is priced (a modelling choice, its band's bounds)."""
+    how the verify step's attention is priced (a modelling choice, its band's bounds).  ``costs``
+    is the kind's cost knobs, an instance of its ``Options`` (the n-gram lookup's host time, a
+    draft network's fixed time per pass); None takes their defaults."""
 
     proposer: str = _default(SpeculationConfig, "proposer")
     k: int = 0
@@ -98,11 +101,13 @@ class Speculation:
     proposal_probability: float = 1.0
     attention: str = DEFAULT_ATTENTION
     interpolation: float = DEFAULT_INTERPOLATION
-    ngram_overhead_ms: float = DEFAULT_NGRAM_OVERHEAD_MS
-    draft_pass_overhead_ms: float = DEFAULT_DRAFT_PASS_OVERHEAD_MS
+    costs: Any = None
 
     def config(self) -> SpeculationConfig:
         acceptance = self.acceptance
+        # the kind's knobs as the run's fields (another kind's knobs are refused; the fields of
+        # knobs the kind does not own keep their defaults)
+        costs = asdict(proposers.kind(self.proposer).costs(self.costs)) if self.costs is not None else {}
         return SpeculationConfig(
             num_speculative_tokens=self.k,
             k_schedule=self.schedule,
@@ -117,8 +122,7 @@ class Speculation:
             proposal_probability=self.proposal_probability,
             attention=self.attention,
             interpolation=self.interpolation,
-            ngram_overhead_ms=self.ngram_overhead_ms,
-            draft_pass_overhead_ms=self.draft_pass_overhead_ms,
+            **costs,
         )
 
 

@@ -5,7 +5,6 @@ how the verify step's attention is priced.  The cross-field rules that need the 
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -13,13 +12,9 @@ from typing import Optional
 from simulator.util.errors import ConfigError
 from simulator.runs.checks import is_int, probability, require
 from simulator.speculative import proposers
+from simulator.speculative.proposers.base import costs_from
 from simulator.speculative.verify_cost import ATTENTION_MODES, DEFAULT_ATTENTION, DEFAULT_INTERPOLATION
 
-DEFAULT_NGRAM_OVERHEAD_MS = 0.1
-# Fixed time of one draft pass (EAGLE head or draft model) outside the ops its profile holds:
-# metadata updates between passes, graph and attention launches, the argmax (vLLM 0.10.1, H100).
-# Declared with its derivation in data/calibration/engine_costs.toml.
-DEFAULT_DRAFT_PASS_OVERHEAD_MS = 0.37
 # Verify attention: the evidence (data/calibration/engine_costs.toml [verify_attention]) puts
 # the prefill-style kernel vLLM runs on Hopper at the lower bound, kv_once: its fitted lambda is
 # 0 (held to [0, 1]).  The modes and defaults (ATTENTION_MODES, DEFAULT_ATTENTION,
@@ -37,13 +32,19 @@ class SpeculationConfig:
     ``proposer`` is any name of a registered kind (vLLM's method names included) and is stored as
     the simulator's; ``options`` are that kind's options as (name, value) pairs (a suffix
     decoder's tree depth, a draft tree's top-k), refused when the kind does not take them.
+
+    ``ngram_overhead_ms`` and ``draft_pass_overhead_ms`` are the kinds' cost knobs as a run stores
+    them: each is a field of the :attr:`~simulator.speculative.proposers.base.ProposerKind.Options`
+    of the kinds that own it (the n-gram lookup's; every kind with a draft network's), which
+    declares its default and its check; :attr:`costs` is the run's kind's, built from them.  They
+    stay flat fields so that a run's keys (its cache key, its CSV rows) do not depend on the kind.
     """
 
     num_speculative_tokens: int = 0
     acceptance_rate: Optional[float] = None
     acceptance_per_position: Optional[tuple[float, ...]] = None
     proposer: str = "ngram"
-    ngram_overhead_ms: float = DEFAULT_NGRAM_OVERHEAD_MS
+    ngram_overhead_ms: float = proposers.cost_default("ngram_overhead_ms")  # the n-gram lookup's (LookupOptions)
     draft_model: Optional[str] = None
     draft_profile_dir: Optional[str] = None  # Vidur-format profile of the draft; None = built-in
     # GPUs the draft is sharded over: 1 (on the first GPU of the group) or the target's TP, as vLLM
@@ -51,8 +52,8 @@ class SpeculationConfig:
     draft_tensor_parallel_size: Optional[int] = None
     attention: str = DEFAULT_ATTENTION
     interpolation: float = DEFAULT_INTERPOLATION
-    # fixed time of each draft pass of a draft model or EAGLE head (0: only the profiled ops)
-    draft_pass_overhead_ms: float = DEFAULT_DRAFT_PASS_OVERHEAD_MS
+    # fixed time of each pass of a draft network (DraftPassOptions; 0: only the profiled ops)
+    draft_pass_overhead_ms: float = proposers.cost_default("draft_pass_overhead_ms")
     # P(the proposer produces a draft at a decode step); an n-gram proposer finds no match
     # at some steps, which then run as plain decode.  Measured by the validation harness.
     proposal_probability: float = 1.0
@@ -86,14 +87,8 @@ class SpeculationConfig:
             raise ConfigError("adaptive_verification with a k_schedule: the two together are not modelled; give one of them")
         probability("interpolation", self.interpolation)
         probability("proposal_probability", self.proposal_probability)
-        for name in ("ngram_overhead_ms", "draft_pass_overhead_ms"):
-            value = getattr(self, name)
-            require(
-                isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0,
-                name,
-                value,
-                "must be a finite number of milliseconds >= 0",
-            )
+        for options in proposers.cost_options():  # every kind's knobs, each checked by the dataclass that owns it
+            costs_from(options, vars(self))
         if k == 0:
             return
         given = (self.acceptance_rate is not None) + (self.acceptance_per_position is not None)
@@ -142,6 +137,11 @@ class SpeculationConfig:
     def option_values(self) -> dict:
         """Every option of the proposer kind: the given ones and the kind's defaults."""
         return self.kind.resolve_options(dict(self.options))
+
+    @property
+    def costs(self):
+        """The proposer kind's cost knobs (an instance of its ``Options``), from the run's fields."""
+        return costs_from(self.kind.Options, vars(self))
 
     @property
     def uses_draft_network(self) -> bool:

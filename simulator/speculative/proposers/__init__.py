@@ -14,6 +14,7 @@ listed in :data:`NOT_MODELLED` with the reason, so a refusal can say why.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 from typing import Optional
@@ -65,6 +66,20 @@ def all_names() -> tuple[str, ...]:
 def draft_model_names() -> tuple[str, ...]:
     """Proposers that run a draft network named by ``draft_model``."""
     return tuple(kind.name for kind in KINDS if kind.needs_draft_model)
+
+
+def cost_options() -> tuple[type, ...]:
+    """The kinds' cost-knob dataclasses (:attr:`ProposerKind.Options`), each once, in listing order."""
+    return tuple(dict.fromkeys(kind.Options for kind in KINDS))
+
+
+def cost_default(name: str):
+    """The default of the cost knob ``name`` as the kind that owns it declares it (one definition)."""
+    for options in cost_options():
+        for f in dataclasses.fields(options):
+            if f.name == name:
+                return f.default
+    raise KeyError(f"{name}: no proposer kind has a cost knob of that name")
 
 
 def find(name: str) -> Optional[ProposerKind]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import enum
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple, Optional, Sequence
 
 from simulator.util.errors import ConfigError
@@ -177,13 +177,56 @@ class Option:
         return int(value) if integer else float(value)
 
 
+def milliseconds(name: str, value: Any) -> float:
+    """A kind's fixed cost in milliseconds: a finite number >= 0 (a bool is not one), or a
+    ConfigError naming the run field it is stored as."""
+    if not (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value >= 0):
+        raise ConfigError(f"{name} = {value!r}: must be a finite number of milliseconds >= 0")
+    return value
+
+
+@dataclass(frozen=True)
+class NoOptions:
+    """The cost knobs of a kind that has none (its proposing costs what its step work says)."""
+
+
+# Fixed time of one draft pass (EAGLE head or draft model) outside the ops its profile holds:
+# metadata updates between passes, graph and attention launches, the argmax (vLLM 0.10.1, H100).
+# Declared with its derivation in data/calibration/engine_costs.toml [draft_pass] (value_ms).
+DEFAULT_DRAFT_PASS_OVERHEAD_MS = 0.37
+
+
+@dataclass(frozen=True)
+class DraftPassOptions:
+    """The cost knob of every kind that runs a draft network (a draft model, an EAGLE head, MTP
+    layers, a parallel drafter): the fixed time each pass of that network pays beyond its profiled
+    ops (0: only the profiled ops).  The engine adds it per pass (:mod:`simulator.engine.proposers`).
+
+    A kind's options dataclass names its fields as the run stores them
+    (:class:`~simulator.runs.speculation.SpeculationConfig`), so a run's keys do not depend on
+    which kind owns a knob."""
+
+    draft_pass_overhead_ms: float = DEFAULT_DRAFT_PASS_OVERHEAD_MS
+
+    def __post_init__(self):
+        milliseconds("draft_pass_overhead_ms", self.draft_pass_overhead_ms)
+
+
+def costs_from(options: type, values: dict):
+    """A cost-knob dataclass ``options`` (a kind's ``Options``) from a run's fields by name
+    (``values`` may hold others; an absent field takes its default), checked on construction."""
+    return options(**{f.name: values[f.name] for f in fields(options) if f.name in values})
+
+
 @dataclass(frozen=True)
 class SpeculationSettings:
-    """A run's proposer settings, as a kind's models see them."""
+    """A run's proposer settings, as a kind's models see them: ``options`` the kind's
+    ``--speculative-config`` options, ``costs`` its cost knobs (an instance of its
+    :attr:`ProposerKind.Options`; None: their defaults)."""
 
     k: int
     options: dict = field(default_factory=dict)
-    ngram_overhead_ms: float = 0.0
+    costs: Any = None
     draft: Optional[ModelFacts] = None  # the network it drafts with (an MTP layer: the target's, alone)
     target: Optional[ModelFacts] = None
 
@@ -204,6 +247,9 @@ class ProposerKind:
     acceptance_inputs: tuple[str, ...] = ACCEPTANCE_INPUTS
     acceptance_note: str = "the acceptance its engine reports is an accept length"  # why it takes only those
     options: tuple[Option, ...] = ()
+    # the kind's cost knobs: a frozen dataclass whose fields are the run's fields of the same names
+    # (the n-gram lookup's host time, a draft network's fixed time per pass); NoOptions: none
+    Options: type = NoOptions
     # keys the kind's --speculative-config always carries besides method, model and k (EAGLE's
     # parallel drafting: {"parallel_drafting": True}); a kind with some shares its method with
     # another kind and answers to its own name only
@@ -231,6 +277,14 @@ class ProposerKind:
         """Proposing runs a network (a draft model, a head, the target's MTP layers) with its own
         predictor, weights and KV cache."""
         return self.drafts_with is not DraftSource.NOTHING
+
+    def costs(self, costs=None):
+        """The kind's cost knobs as given (a run's ``settings.costs``), else their defaults."""
+        if costs is None:
+            return self.Options()
+        if not isinstance(costs, self.Options):
+            raise ConfigError(f"costs = {costs!r}: proposer '{self.name}' takes {self.Options.__name__}")
+        return costs
 
     def option(self, name: str) -> Optional[Option]:
         return next((o for o in self.options if o.name == name), None)

@@ -13,7 +13,7 @@ token.  Lookahead: k slots (vLLM's ``num_lookahead_tokens`` for draft models).
 from __future__ import annotations
 
 from simulator.speculative.memory import ModelMemory
-from simulator.speculative.proposers.base import DraftPass, DraftSource, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork, catch_up_pass
+from simulator.speculative.proposers.base import DraftPass, DraftPassOptions, DraftSource, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork, catch_up_pass
 from simulator.speculative.step import StepPlan
 
 
@@ -23,6 +23,7 @@ class DraftModelKind(ProposerKind):
     vllm_method = "draft_model"
     vllm_version = "vLLM 0.15.0 (V1 has no draft-model proposer from 0.10.0 to 0.14.0; docs/sources/proposers.md §1.1)"
     drafts_with = DraftSource.DRAFT_MODEL
+    Options = DraftPassOptions  # a draft network's fixed time per pass
     rank = 20
 
     def lookahead_slots(self, k: int) -> int:

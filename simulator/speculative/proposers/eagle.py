@@ -18,12 +18,13 @@ target's embedding and LM head), plus one layer of KV per cached token.  Lookahe
 from __future__ import annotations
 
 from simulator.speculative.memory import BYTES, ModelMemory
-from simulator.speculative.proposers.base import DraftPass, DraftSource, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork, catch_up_pass
+from simulator.speculative.proposers.base import DraftPass, DraftPassOptions, DraftSource, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork, catch_up_pass
 from simulator.speculative.step import StepPlan
 
 
 class EagleKind(ProposerKind):
     drafts_with = DraftSource.EAGLE_HEAD
+    Options = DraftPassOptions  # a draft network's fixed time per pass
     async_scheduling = True
 
     def __init__(self, name: str, label: str, fc_every_pass: bool, own_lm_head: bool, architectures: tuple[str, ...], rank: int):

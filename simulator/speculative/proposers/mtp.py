@@ -28,7 +28,7 @@ from __future__ import annotations
 from simulator.util.errors import ConfigError
 from simulator.models.drafters import MTP_LAYER_FIELDS
 from simulator.speculative.memory import BYTES, ModelMemory
-from simulator.speculative.proposers.base import DraftSource, ModelFacts, NetworkMemory, ProposerKind, SpeculationSettings
+from simulator.speculative.proposers.base import DraftPassOptions, DraftSource, ModelFacts, NetworkMemory, ProposerKind, SpeculationSettings
 from simulator.speculative.proposers.eagle import EaglePasses
 
 # vLLM's model-specific MTP method names (its MTPModelTypes in vllm/config/speculative.py of a
@@ -47,6 +47,7 @@ class MtpKind(ProposerKind):
     vllm_aliases = MODEL_SPECIFIC_NAMES
     vllm_version = "vLLM 0.11.0 for method 'mtp' (0.9.2 had deepseek_mtp; mimo_mtp from 0.11.0; docs/sources/proposers.md §1.1)"
     drafts_with = DraftSource.MTP_LAYERS
+    Options = DraftPassOptions  # a draft network's fixed time per pass
     async_scheduling = True
     rank = 50
 

@@ -1,14 +1,16 @@
 """n-gram (prompt lookup), vLLM's ``ngram``: the draft is the continuation of the longest earlier
 match of the last tokens, found on the CPU; no network, no draft KV cache.
 
-Cost: a fixed host time per step that carries proposals (``ngram_overhead_ms``, an assumption:
+Cost: a fixed host time per step that carries proposals (:class:`LookupOptions`, an assumption:
 set it from your own server); vLLM V1 runs the lookup on the CPU (numba), between steps.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from simulator.util.errors import ConfigError
-from simulator.speculative.proposers.base import Option, ProposerKind, SpeculationSettings, StepWork
+from simulator.speculative.proposers.base import Option, ProposerKind, SpeculationSettings, StepWork, milliseconds
 from simulator.speculative.step import StepPlan
 
 # vLLM's n-gram lookup when a --speculative-config leaves a bound out (SpeculativeConfig.__post_init__,
@@ -27,6 +29,21 @@ PROMPT_LOOKUP_MIN = Option(
     "prompt_lookup_min", int, None, "the shortest n-gram the lookup matches (vLLM's prompt_lookup_min; unset: prompt_lookup_max, as vLLM copies it)",
     vllm_key="prompt_lookup_min", minimum=1,
 )
+
+
+# The host time of one lookup step: an assumption (no measurement declared), set it from your server.
+DEFAULT_NGRAM_OVERHEAD_MS = 0.1
+
+
+@dataclass(frozen=True)
+class LookupOptions:
+    """The n-gram kind's cost knob: the CPU time of the lookup at a step that carries proposals
+    (``--ngram-overhead-ms``; stored as the run's ``ngram_overhead_ms``)."""
+
+    ngram_overhead_ms: float = DEFAULT_NGRAM_OVERHEAD_MS
+
+    def __post_init__(self):
+        milliseconds("ngram_overhead_ms", self.ngram_overhead_ms)
 
 
 def lookup_window(settings: SpeculationSettings) -> tuple[int, int]:
@@ -53,6 +70,7 @@ class NgramKind(ProposerKind):
     vllm_method = "ngram"
     vllm_version = "vLLM V1 from its first release (0.9.2 and earlier; docs/sources/proposers.md §1.1)"
     options = (PROMPT_LOOKUP_MAX, PROMPT_LOOKUP_MIN)
+    Options = LookupOptions
     rank = 10
 
     def check(self, settings: SpeculationSettings, target, draft_tp: int, tp: int) -> None:
@@ -62,7 +80,7 @@ class NgramKind(ProposerKind):
         return {**super().options_from_speculative_config(config), **lookup_options_from_config(config)}
 
     def step_cost(self, settings: SpeculationSettings):
-        return _HostLookup(settings.ngram_overhead_ms * 1e-3)
+        return _HostLookup(self.costs(settings.costs).ngram_overhead_ms * 1e-3)
 
 
 class _HostLookup:

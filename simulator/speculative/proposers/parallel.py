@@ -25,7 +25,7 @@ from __future__ import annotations
 from simulator.util.errors import ConfigError
 from simulator.models.drafters import DFLASH_ARCHITECTURES
 from simulator.speculative.memory import BYTES, ModelMemory
-from simulator.speculative.proposers.base import DraftPass, DraftSource, ModelFacts, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork, catch_up_pass
+from simulator.speculative.proposers.base import DraftPass, DraftPassOptions, DraftSource, ModelFacts, NetworkMemory, PassRow, ProposerKind, SpeculationSettings, StepWork, catch_up_pass
 from simulator.speculative.proposers.eagle import EAGLE3
 from simulator.speculative.step import StepPlan
 
@@ -35,6 +35,7 @@ class DFlashKind(ProposerKind):
     label = "DFlash block drafter"
     vllm_version = "vLLM 0.20.0 (lookahead k + 1 from 0.23.0; docs/sources/proposers.md §1.1, §1.4)"
     drafts_with = DraftSource.PARALLEL_DRAFTER
+    Options = DraftPassOptions  # a draft network's fixed time per pass
     draft_architectures = DFLASH_ARCHITECTURES
     rank = 60
 
@@ -90,6 +91,7 @@ class ParallelEagleKind(ProposerKind):
     async_scheduling = True
     vllm_version = "vLLM 0.16.0 (parallel_drafting; PR #32887; docs/sources/proposers.md §1.2, §2.1)"
     drafts_with = DraftSource.EAGLE_HEAD
+    Options = DraftPassOptions  # a draft network's fixed time per pass
     drafter = "eagle3"
     draft_architectures = EAGLE3.draft_architectures
     rank = 45
