@@ -59,12 +59,12 @@ DRAFTS = {  # the draft network each kind reads, as the engine resolves it
 }
 TARGET = ModelFacts("t", "MiMoForCausalLM", H, 32000, 8, mtp_layers=2, mtp_field="num_nextn_predict_layers")
 OPTIONS = {"ngram_gpu": {"prompt_lookup_max": 4, "prompt_lookup_min": 2}, "eagle_tree": {"eagle_topk": 3, "num_draft_tokens": 10},
-           "eagle3_tree": {"eagle_topk": 3, "num_draft_tokens": 10}}
+           "eagle3_tree": {"eagle_topk": 3, "num_draft_tokens": 10}, "suffix": {"suffix_lookup_us_per_token": 20.0}}
 
 
 def settings(name: str, k: int = 4) -> SpeculationSettings:
     kind = KINDS[name]
-    return SpeculationSettings(k=k, options=kind.resolve_options(OPTIONS.get(name, {})), ngram_overhead_ms=0.25, draft=DRAFTS.get(name), target=TARGET)
+    return SpeculationSettings(k=k, options=kind.resolve_options(OPTIONS.get(name, {})), costs=kind.Options(ngram_overhead_ms=0.25) if name == "ngram" else None, draft=DRAFTS.get(name), target=TARGET)
 
 
 def test_every_kind_is_in_the_tables():
@@ -262,7 +262,13 @@ def test_a_steps_cost_is_the_sum_of_its_passes(name, seed):
         assert [scan.bytes for scan in work.scans] == [4.0 * n * sum(kv - q + p for kv, q, p, d in zip(step.kv_tokens, step.computed, step.progress, step.decode) if d) for n in (2, 3, 4)]
     if name == "suffix":
         tokens = sum(p for p, d in zip(step.progress, step.decode) if d) + 1  # the finishing prefill samples one
-        assert seconds == pytest.approx(tokens * 10.414e-6)
+        assert seconds == pytest.approx(tokens * 20e-6)  # the 20 us per token OPTIONS sets, not the kind's default
+
+
+def test_the_suffix_lookups_default_is_its_sources_two_timings():
+    """Arctic Inference PR #212 (snowflakedb/ArcticInference): spec_ms_per_tok and update_ms_per_tok, the lookup and the tree update:
+    0.006288 + 0.004126 ms = 10.414 us per generated token."""
+    assert KINDS["suffix"].resolve_options({})["suffix_lookup_us_per_token"] == pytest.approx(1e3 * (0.006288 + 0.004126), rel=1e-12)
 
 
 # --- the recommended config round-trips through vLLM's key names -------------------------------

@@ -5,6 +5,7 @@ layers, the custom all-reduce) decide what a step pays.  No forest is fitted for
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -23,7 +24,7 @@ from simulator.profiles import collectives, roofline
 from simulator.profiles.attention import AttentionRows, attention_ms
 from simulator.profiles.engines import get_engine, vllm_capture_sizes
 from simulator.profiles.hardware import get_device
-from simulator.profiles.step import ALL_REDUCES_PER_LAYER, LayerCost, StepCost, StepModel
+from simulator.profiles.step import LayerCost, StepCost, StepModel
 from simulator.vidur.entities import Batch, Request
 from simulator.vidur.seam import mark_prefill_complete
 from simulator.models.shapes import DENSE_LAYER
@@ -94,7 +95,8 @@ def test_a_step_is_its_terms_and_each_term_is_its_kernel_model(name, device, tp)
         assert cost.linear_ms > layers * float(gemms)  # the GEMMs and the small kernels around them
         assert cost.attention_ms == pytest.approx(layers * attention_ms(rows, shape, dev), rel=1e-12)
         size = padded * shape.embedding_dim * 2
-        expected_ar = layers * ALL_REDUCES_PER_LAYER * collectives.all_reduce_ms(size, tp, dev.network, 8 * 2**20) if tp > 1 else 0.0
+        # two all-reduces a layer, by hand: after the attention's row-parallel output projection and after the MLP's down projection
+        expected_ar = layers * 2 * collectives.all_reduce_ms(size, tp, dev.network, 8 * 2**20) if tp > 1 else 0.0
         assert cost.all_reduce_ms == pytest.approx(expected_ar, rel=1e-12)
         kernels = 9 + 1 + (2 if tp > 1 else 0)  # a Llama layer's nine kernels, its attention call, two all-reduces at TP > 1
         assert cost.gaps_ms == pytest.approx(layers * kernels * model.engine.graph_kernel_gap_us * 1e-3)
@@ -147,17 +149,32 @@ def test_tensor_parallelism_halves_the_weights_and_adds_the_custom_all_reduce():
     assert tp2.total_ms / tp1.total_ms < 0.65  # the per-kernel fixed times and the attention call do not halve
 
 
+def _declared(name: str) -> float:
+    """A constant as data/calibration/step_time.toml declares it, read by tomllib (not through the simulator)."""
+    import tomllib
+
+    entries = tomllib.loads((Path(__file__).resolve().parents[1] / "data" / "calibration" / "step_time.toml").read_text(encoding="utf-8"))
+    (value,) = [e["value"] for e in entries["constant"] if e["name"] == f"devices.h100.network.{name}"]
+    return value
+
+
+NVLINK = 450e9  # H100 NVLink 4: 900 GB/s per GPU, 450 GB/s each direction (NVIDIA H100 datasheet)
+
+
 def test_custom_all_reduce_one_shot_two_shot_and_nccl():
+    """vLLM's custom all-reduce priced from the declared constants and the datasheet's NVLink rate,
+    worked by hand: a fixed time plus the bytes each GPU reads from its peers at the declared share
+    of NVLink (one-shot: the whole message; two-shot: reduce-scatter then all-gather, 2 (n - 1) / n)."""
     net = get_device("h100").network
     limit = 8 * 2**20
     assert collectives.uses_oneshot(4 * 2**20, 2)  # two GPUs: always one-shot
     assert collectives.uses_oneshot(500 * 1024, 4) and not collectives.uses_oneshot(600 * 1024, 4)
     assert collectives.uses_oneshot(200 * 1024, 8) and not collectives.uses_oneshot(300 * 1024, 8)
-    one = collectives.all_reduce_ms(512 * 1024, 2, net, limit)
-    assert one == pytest.approx((net.custom_oneshot_us + 512 * 1024 / (450e9 * net.custom_bus_eff) * 1e6) * 1e-3)
-    assert one == pytest.approx(0.007, abs=0.0005)  # vLLM PR #24111's 7 us, the point it was set from
-    two = collectives.all_reduce_ms(2 * 2**20, 8, net, limit)
-    assert two == pytest.approx((net.custom_twoshot_us + 2 * 7 / 8 * 2 * 2**20 / (450e9 * net.custom_bus_eff) * 1e6) * 1e-3)
+    one_us = _declared("custom_oneshot_us") + 512 * 1024 / (NVLINK * _declared("custom_bus_eff")) * 1e6  # 4.5 + 524,288 B / 211.5 GB/s = 6.979 us
+    assert collectives.all_reduce_ms(512 * 1024, 2, net, limit) == pytest.approx(one_us * 1e-3, rel=1e-9)
+    assert one_us == pytest.approx(7.0, abs=0.5)  # vLLM PR #24111's 7 us, the point it was set from
+    two_us = _declared("custom_twoshot_us") + 2 * 7 / 8 * 2 * 2**20 / (NVLINK * _declared("custom_bus_eff")) * 1e6  # 12.7 + 1.75 x 2 MiB / 211.5 GB/s = 30.052 us
+    assert collectives.all_reduce_ms(2 * 2**20, 8, net, limit) == pytest.approx(two_us * 1e-3, rel=1e-9)
     nccl = collectives.all_reduce_ms(16 * 2**20, 8, net, limit)  # above the custom buffer
     assert nccl == pytest.approx(float(collectives.ring_all_reduce_ms(16 * 2**20, 8, net)))
     assert collectives.all_reduce_ms(1024, 1, net, limit) == 0.0
@@ -166,7 +183,7 @@ def test_custom_all_reduce_one_shot_two_shot_and_nccl():
 def test_vllm_011_dispatch_custom_then_symmetric_memory_then_nccl():
     """vLLM >= 0.11 on Hopper: custom below min(its per-TP limit, the 8 MiB buffer), torch
     symmetric memory (multimem at 4, 6, 8 GPUs; two-shot at 2) below its own limit, NCCL above;
-    an A100 node has no symmetric-memory path."""
+    an A100 node has no symmetric-memory path.  Priced from the declared constants by hand."""
     from simulator.profiles.engines import get_engine
 
     engine, net = get_engine("vllm-0.14.0"), get_device("h100").network
@@ -174,16 +191,36 @@ def test_vllm_011_dispatch_custom_then_symmetric_memory_then_nccl():
     assert engine.symm_mem_limit(4) == 32 * 2**20 and get_engine("vllm-0.10.1").symm_mem_limit(4) == 0
     args = (engine.custom_all_reduce_limit(4), engine.symm_mem_limit(4), engine.symm_mem_multimem_tp)
     below = collectives.all_reduce_ms(8 * 2**20 - 2, 4, net, *args)  # the custom kernel (two-shot) or NCCL
-    assert below == pytest.approx(min((net.custom_twoshot_us + 1.5 * (8 * 2**20 - 2) / (450e9 * net.custom_bus_eff) * 1e6) * 1e-3,
-                                      float(collectives.ring_all_reduce_ms(8 * 2**20 - 2, 4, net))))
-    multimem = collectives.all_reduce_ms(16 * 2**20, 4, net, *args)
-    assert multimem == pytest.approx((net.symm_mem_us + 16 * 2**20 / (450e9 * net.symm_multimem_eff) * 1e6) * 1e-3)
+    two_shot_us = _declared("custom_twoshot_us") + 1.5 * (8 * 2**20 - 2) / (NVLINK * _declared("custom_bus_eff")) * 1e6  # 12.7 + 1.5 x 8 MiB / 211.5 GB/s = 72.19 us
+    assert below == pytest.approx(min(two_shot_us * 1e-3, float(collectives.ring_all_reduce_ms(8 * 2**20 - 2, 4, net))), rel=1e-9)
+    multimem_us = _declared("symm_mem_us") + 16 * 2**20 / (NVLINK * _declared("symm_multimem_eff")) * 1e6  # 13 + 16 MiB / 209.7 GB/s = 93.006 us
+    assert collectives.all_reduce_ms(16 * 2**20, 4, net, *args) == pytest.approx(multimem_us * 1e-3, rel=1e-9)
     two = collectives.all_reduce_ms(16 * 2**20, 2, net, engine.custom_all_reduce_limit(2), engine.symm_mem_limit(2), engine.symm_mem_multimem_tp)
-    assert two == pytest.approx((net.symm_mem_us + 16 * 2**20 / (450e9 * net.symm_twoshot_eff) * 1e6) * 1e-3)  # 2 (n - 1) / n = 1
+    two_us = _declared("symm_mem_us") + 16 * 2**20 / (NVLINK * _declared("symm_twoshot_eff")) * 1e6  # 2 (n - 1) / n = 1 at n = 2: 13 + 16 MiB / 393.3 GB/s = 55.658 us
+    assert two == pytest.approx(two_us * 1e-3, rel=1e-9)
     above = collectives.all_reduce_ms(32 * 2**20, 4, net, *args)  # not below 32 MiB: NCCL
     assert above == pytest.approx(float(collectives.ring_all_reduce_ms(32 * 2**20, 4, net)))
     a100 = get_device("a100").network
     assert collectives.all_reduce_ms(16 * 2**20, 4, a100, *args) == pytest.approx(float(collectives.ring_all_reduce_ms(16 * 2**20, 4, a100)))
+
+
+@pytest.mark.parametrize("name, device, tp", [(L8, "h100", 1), (L70, "h200", 4)])
+def test_a_decode_step_costs_no_less_with_more_rows_or_more_context(name, device, tp):
+    """Properties, not values: more rows over the same context never make a decode step cheaper,
+    nor does a longer context for a batch whose attention streams its cache (16 rows and up; at one
+    row vLLM's split-KV heuristic picks the split count, and a longer context with more splits may
+    cost a little less); the context moves the attention term alone."""
+    model = _model(name, device, tp)
+    batches, contexts = (1, 2, 4, 8, 16, 32, 64, 128, 256), (0, 16, 128, 512, 1000, 2048, 4096, 8192)
+    for kv in (100, 1500, 4000):
+        totals = [model.forward(_decode(b, kv), b, b, uniform_decode=True).total_ms for b in batches]
+        assert all(a <= b for a, b in zip(totals, totals[1:])), (kv, totals)
+    for batch in (16, 128):
+        costs = [model.forward(_decode(batch, kv), batch, batch, uniform_decode=True) for kv in contexts]
+        assert all(a.total_ms <= b.total_ms for a, b in zip(costs, costs[1:])), (batch, [c.total_ms for c in costs])
+        assert costs[0].attention_ms < costs[-1].attention_ms
+        # the context moves the attention term alone: the weights a row multiplies do not depend on it
+        assert len({(c.linear_ms, c.logits_ms, c.all_reduce_ms) for c in costs}) == 1
 
 
 def test_a_verify_row_reads_its_cache_once_by_default():
