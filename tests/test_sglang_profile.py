@@ -136,3 +136,12 @@ def test_a_row_stating_an_sglang_version_without_a_profile_is_refused_before_any
 
     with pytest.raises(ConfigError, match=r"row 'sglang-row'.*engine_version = '0\.5\.0'.*no SGLang engine profile"):
         plan(_row("0.5.0"), Assumptions({}, {}), {})
+
+
+def test_the_drafter_keeps_its_one_token_steps_in_the_graph_and_an_unconfigured_profile_replays_its_decode_list():
+    chain = get_engine("sglang-0.4.4").for_run(64, 8192, k=3, method="eagle3").drafter("eagle3")
+    assert chain.mode(10, True) == "full"  # a uniform batch of unknown length is a one-token draft step, not the extend
+    tree = get_engine("sglang-0.4.4").for_run(64, 8192, k=3, method="eagle3").drafter("eagle3_tree", tree=True)
+    assert tree.mode(8 * 4, 4) == "full"  # a top-4 step of 8 requests: in EAGLEDraftCudaGraphRunner, though 4 = 1 + depth
+    plain = get_engine("sglang-0.5.3")  # before for_run: the plain decode list
+    assert plain.mode(8, 1) == "full" and plain.padded(9, 1) == 12

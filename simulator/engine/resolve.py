@@ -223,7 +223,7 @@ def _draft_side(costing: _Costing, kind, drafter: ModelEntry, kv_cache: str, set
     the run's KV-cache dtype (vLLM's one cache config); its context holds the longest request."""
     draft_shape = drafter.shape.with_precision(replace(drafter.shape.precision, kv_cache=kv_cache))
     draft = _side(
-        replace(costing, engine=costing.engine.drafter(kind.name), scales=None),  # the drafter's own CUDA graphs; its scale is the target's drafter term
+        replace(costing, engine=costing.engine.drafter(kind.name, tree=kind.tree(settings) is not None), scales=None),  # the drafter's own CUDA graphs; its scale is the target's drafter term
         _SideQuery(
             drafter.facts, drafter.config, draft_shape, tp, profile_dir, ("draft_tensor_parallel_size", "draft_profile_dir"),
             memory=lambda replica: kind.draft_memory(network_memory(replica, shape=draft_shape), settings),

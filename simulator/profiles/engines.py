@@ -194,7 +194,7 @@ class EngineSpec:
             merged.add(max_num_batched_tokens)
         return replace(self, capture_sizes=tuple(sorted(merged)), decode_query_len=query, uniform_tiers=tiers)
 
-    def drafter(self, method: Optional[str]) -> "EngineSpec":
+    def drafter(self, method: Optional[str], tree: bool = False) -> "EngineSpec":
         """How the drafter's passes are issued: vLLM's V1 drafter captures piecewise graphs only
         (``EagleProposer``: "Eagle only supports PIECEWISE cudagraphs"); Model Runner V2's drafter
         replays full graphs for its one-token passes too.  The fixed profiles issue a draft pass as
@@ -204,11 +204,12 @@ class EngineSpec:
         if self.capture_rule == "sglang":
             # EAGLEDraftCudaGraphRunner: the decode steps (topk tokens a request) at the speculative
             # request counts; EAGLEDraftExtendCudaGraphRunner, where the version has it, the extend
-            # over the accepted tokens (1 + k a request, as the draft's first pass is costed); without
-            # it that extend runs eagerly
+            # over the accepted tokens.  Without it (0.4.4) a chain's extend, costed as 1 + k tokens
+            # a request, runs eagerly; a tree's extend rows (each request's accepted path) are rarely
+            # uniform, so they run eagerly as mixed batches (docs/model.md, "SGLang profiles")
             counts = self.spec_capture_bs or self.capture_bs
-            extend = () if self.draft_extend_graph or self.decode_query_len <= 1 else (self.decode_query_len,)
-            return replace(self, capture_sizes=tuple(counts), graph_counts=tuple(counts), eager_query_lens=extend)
+            eager_extend = () if self.draft_extend_graph or tree or self.decode_query_len <= 1 else (self.decode_query_len,)
+            return replace(self, capture_sizes=tuple(counts), graph_counts=tuple(counts), eager_query_lens=eager_extend, decode_query_len=1)
         if self.runner_for(method) == "v1":
             return replace(self, cudagraph_mode="piecewise") if self.cudagraph_mode == "full_and_piecewise" else self
         return replace(self, uniform_tiers=tuple(sorted(set(self.uniform_tiers) | {1})))
@@ -224,6 +225,11 @@ class EngineSpec:
     def max_capture_size(self) -> int:
         return self.capture_sizes[-1] if self.capture_sizes else 0
 
+    @property
+    def _graph_counts(self) -> tuple[int, ...]:
+        """SGLang's request counts with graphs: the run's (:meth:`for_run`), else the plain decode list."""
+        return self.graph_counts or self.capture_bs
+
     def _query_len(self, uniform_decode) -> int:
         """A uniform batch's query length: as given, else the run's own (1 where none is set)."""
         return uniform_decode if _is_length(uniform_decode) else max(self.decode_query_len, 1)
@@ -233,8 +239,8 @@ class EngineSpec:
         uniform batch replaying a full graph (its query length where known), padded among the
         sizes captured for it.  SGLang pads the request count to the next captured one."""
         if self.cudagraph_mode == "full_decode_only" and full:
-            query = self._query_len(full)
-            return self.graph_counts[bisect.bisect_left(self.graph_counts, -(-tokens // query))] * query
+            query, counts = self._query_len(full), self._graph_counts
+            return counts[bisect.bisect_left(counts, -(-tokens // query))] * query
         sizes = self._uniform_sizes(full) if full else self.capture_sizes
         i = bisect.bisect_left(sizes, tokens)
         return sizes[i]
@@ -247,8 +253,8 @@ class EngineSpec:
         runner captures full graphs for the run's own query length only (vLLM's dispatcher keys
         them on ``uniform_decode_query_len``); Model Runner V2 for every tier it captured."""
         if self.cudagraph_mode == "full_decode_only":  # SGLang: a graph for uniform batches only, by request count; the rest eager
-            query = self._query_len(uniform_decode)
-            if not uniform_decode or query in self.eager_query_lens or not self.graph_counts or -(-tokens // query) > self.graph_counts[-1]:
+            query, counts = self._query_len(uniform_decode), self._graph_counts
+            if not uniform_decode or query in self.eager_query_lens or not counts or -(-tokens // query) > counts[-1]:
                 return "eager"
             return "full"
         if self.cudagraph_mode == "none" or tokens > self.max_capture_size:
