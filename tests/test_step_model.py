@@ -151,7 +151,10 @@ def test_tensor_parallelism_halves_the_weights_and_adds_the_custom_all_reduce():
 
 def _declared(name: str) -> float:
     """A constant as data/calibration/step_time.toml declares it, read by tomllib (not through the simulator)."""
-    import tomllib
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10: the tomli backport (pyproject.toml)
+        import tomli as tomllib
 
     entries = tomllib.loads((Path(__file__).resolve().parents[1] / "data" / "calibration" / "step_time.toml").read_text(encoding="utf-8"))
     (value,) = [e["value"] for e in entries["constant"] if e["name"] == f"devices.h100.network.{name}"]
