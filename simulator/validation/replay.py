@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
+import signal
+import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -113,9 +116,41 @@ def run_async(coroutine):
     try:
         asyncio.get_running_loop()
     except RuntimeError:
-        return asyncio.run(coroutine)
+        return _run(coroutine)
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine).result()
+
+
+def _run(coroutine):
+    """``asyncio.run`` with Python 3.11's Ctrl-C: the main task is cancelled, unwinds (a session
+    saves itself), and KeyboardInterrupt is raised once it has.  Python 3.10's ``asyncio.run``
+    raises KeyboardInterrupt inside whichever task is running, where an HTTP client's task group
+    can leave it unretrieved for asyncio to print at shutdown: a second, garbled line after the
+    one-line refusal."""
+    if sys.version_info >= (3, 11) or threading.current_thread() is not threading.main_thread():
+        return asyncio.run(coroutine)
+    loop = asyncio.new_event_loop()
+    interrupted = []
+    try:
+        asyncio.set_event_loop(loop)
+        main = loop.create_task(coroutine)
+        loop.add_signal_handler(signal.SIGINT, lambda: (interrupted.append(True), main.cancel()))
+        try:
+            return loop.run_until_complete(main)
+        except asyncio.CancelledError:
+            if interrupted:
+                raise KeyboardInterrupt from None
+            raise
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+        left = asyncio.all_tasks(loop)
+        for task in left:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+        asyncio.set_event_loop(None)
+        loop.close()
 
 
 def _client(options: ReplayOptions) -> httpx.AsyncClient:
