@@ -122,7 +122,13 @@ def test_run_by_hand_it_serves_until_interrupted(tmp_path):
         assert 'position="1"' in httpx.get(f"{url}/metrics", timeout=10).text
     finally:
         process.send_signal(signal.SIGINT)
-        assert process.wait(timeout=30) == 0, process.stderr.read()
+        try:
+            _, stderr = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            _, stderr = process.communicate()
+            pytest.fail(f"the server was still running 30 s after Ctrl-C; its stderr:\n{stderr}")
+        assert process.returncode == 0, stderr
 
 
 def test_v0_counters_count_emitted_tokens_and_accept_at_any_position():

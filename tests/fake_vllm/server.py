@@ -33,6 +33,7 @@ import hashlib
 import json
 import math
 import select
+import signal
 import socket
 import threading
 import time
@@ -634,12 +635,22 @@ async def _stop(runner: web.AppRunner) -> None:
     await asyncio.gather(*others, return_exceptions=True)
 
 
-async def serve_forever(config: FakeServerConfig, host: str = "127.0.0.1", port: int = 8000, on_ready=print) -> None:
-    """Run until cancelled (Ctrl-C from the command line)."""
+async def serve_forever(config: FakeServerConfig, host: str = "127.0.0.1", port: int = 8000, on_ready=print, stop_signals: tuple = ()) -> None:
+    """Run until cancelled, or until one of ``stop_signals`` arrives.
+
+    A stop signal only sets an event the loop is waiting on, so shutdown runs in order
+    whatever the loop was doing when it came; a KeyboardInterrupt raised inside the loop
+    can land in a handler's task, and under Python 3.10 the process then sometimes never
+    returned from the shutdown.
+    """
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for number in stop_signals:
+        loop.add_signal_handler(number, stop.set)
     runner, url = await _start(config, host, port)
     on_ready(url)
     try:
-        await asyncio.Event().wait()
+        await stop.wait()
     finally:
         await _stop(runner)
 
@@ -791,8 +802,9 @@ def main(argv=None) -> int:
         die_after_requests=args.die_after_requests,
     )
     try:
-        asyncio.run(serve_forever(config, args.host, args.port, on_ready=lambda url: print(f"fake vLLM server listening on {url} (Ctrl-C stops it)", flush=True)))
-    except KeyboardInterrupt:
+        announce = lambda url: print(f"fake vLLM server listening on {url} (Ctrl-C stops it)", flush=True)  # noqa: E731
+        asyncio.run(serve_forever(config, args.host, args.port, on_ready=announce, stop_signals=(signal.SIGINT, signal.SIGTERM)))
+    except KeyboardInterrupt:  # a Ctrl-C before the loop's handler is installed
         pass
     return 0
 
