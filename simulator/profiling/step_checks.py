@@ -140,6 +140,40 @@ def step_ms(model: StepModel, batch: int, context: int, overhead_ms: float = 1.2
     return model.forward(rows, batch, batch, uniform_decode=True).total_ms + overhead_ms
 
 
+SPEC_K = 3  # SpecDecode-Bench's runs (its project page); the EAGLE-3 head of its class Llama8BH100
+SPEC_DRAFT = "yuhuili/EAGLE3-LLaMA3.1-Instruct-8B"
+SPEC_POINTS = ((1, 300), (4, 300), (16, 300), (32, 300), (64, 300), (128, 300))
+
+
+def specdecode_bench_spec_step_ms(batch: int, context: int, k: int = SPEC_K) -> float:
+    """SpecDecode-Bench's EAGLE step (its simulator.py, ``simulate_sd_batch``): the target's
+    forward over every row's k + 1 tokens, one request's draft time (its KV term over the whole
+    batch's cache, its token term over that request's k + 1) and the per-step overhead."""
+    kv = batch * context
+    target = kv * 3.92645679e-08 + batch * (k + 1) * 2.10103129e-05 + 5.88590713e-03
+    draft = kv * 2.37768493e-09 + (k + 1) * 8.41429603e-07 + 2.13526175e-03
+    return (target + draft + 1.20683946e-03) * 1e3
+
+
+def speculative_step_comparisons() -> list[tuple[int, int, float, float, float, float]]:
+    """(batch, context, model plain, model speculative, fit plain, fit speculative) in ms: the
+    simulation's own step price (:class:`~simulator.engine.step_price.StepPricer`: target, logits,
+    rejection sampling, the EAGLE-3 head's passes, the engine overhead) of a decode step and of an
+    EAGLE-3 k = 3 verify step, every row at ``context`` cached tokens."""
+    from simulator.engine.step_price import StepPricer
+    from simulator.runs.config import RunConfig, SpeculationConfig
+
+    plain = RunConfig(model=L8, device="h100", engine="vllm-0.10.1")
+    speculation = SpeculationConfig(num_speculative_tokens=SPEC_K, acceptance_rate=0.7, proposer="eagle3", draft_model=SPEC_DRAFT)
+    plain_price, spec_price = StepPricer(plain), StepPricer(RunConfig(model=L8, device="h100", engine="vllm-0.10.1", speculation=speculation))
+    out = []
+    for b, c in SPEC_POINTS:
+        model_plain = plain_price.seconds([], [(1, c)] * b) * 1e3
+        model_spec = spec_price.seconds([], [(SPEC_K + 1, c)] * b) * 1e3
+        out.append((b, c, model_plain, model_spec, specdecode_bench_fit_ms(b, c), specdecode_bench_spec_step_ms(b, c)))
+    return out
+
+
 def step_comparisons() -> list[tuple[int, int, float, float, float]]:
     model = step_model()
     return [(b, c, step_ms(model, b, c), specdecode_bench_fit_ms(b, c), blis_fit_ms(b, c)) for b, c in STEP_POINTS]
@@ -154,4 +188,10 @@ def report() -> str:
     lines += [f"  {name}: {SOURCES[name].in_sample}" for name in ("SpecDecode-Bench fit", "BLIS fit")]
     for b, c, model, sdb, blis in step_comparisons():
         lines.append(f"  batch {b:3d} at {c:4d} tokens: {model:6.2f}  {sdb:6.2f} ({100 * (model / sdb - 1):+.0f}%)  {blis:6.2f} ({100 * (model / blis - 1):+.0f}%)")
+    lines.append(
+        f"EAGLE-3 k = {SPEC_K} steps of Llama-3.1-8B on one H100 (ms), model against SpecDecode-Bench's fit "
+        f"({SOURCES['SpecDecode-Bench fit'].in_sample}, and the draft pass's cost): plain, speculative, speculative / plain"
+    )
+    for b, c, mp, ms, fp, fs in speculative_step_comparisons():
+        lines.append(f"  batch {b:3d} at {c:4d} tokens: model {mp:6.2f} {ms:6.2f} {ms / mp:4.2f}x  fit {fp:6.2f} {fs:6.2f} {fs / fp:4.2f}x  ({100 * (ms / fs - 1):+.0f}% on the step, {100 * ((ms / mp) / (fs / fp) - 1):+.0f}% on the ratio)")
     return "\n".join(lines)
