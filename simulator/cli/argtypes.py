@@ -37,11 +37,16 @@ def speculative_tokens(text: str) -> int:
     return non_negative_int(text, " (the k the server ran with; 0 = speculation off)")
 
 
-def finite(text: str) -> float:
+def _number(text: str, what: str = "a number") -> float:
+    """``float(text)``, as vLLM's flags read numbers (``inf`` and ``nan`` included: callers bound them)."""
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not {what}") from None
+
+
+def finite(text: str) -> float:
+    value = _number(text)
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"{text!r} must be a finite number")
     return value
@@ -49,12 +54,25 @@ def finite(text: str) -> float:
 
 def request_rate(text: str) -> float:
     """``--request-rate``: requests per second, or ``inf`` (every request at once), as vLLM's ``float()`` reads it."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of requests per second (or inf)") from None
+    value = _number(text, "a number of requests per second (or inf)")
     if math.isnan(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text} must be > 0 requests per second, or inf")
+    return value
+
+
+def burstiness(text: str) -> float:
+    """``--burstiness``: the gamma shape of the arrival gaps, > 0 (``inf``: evenly spaced)."""
+    value = _number(text)
+    if math.isnan(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} must be > 0 (1: Poisson arrivals)")
+    return value
+
+
+def range_ratio(text: str) -> float:
+    """``--random-range-ratio``: lengths spread uniformly over [L(1 - r), L(1 + r)], r in [0, 1)."""
+    value = _number(text)
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"{text} must be in [0, 1)")
     return value
 
 

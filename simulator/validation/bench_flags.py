@@ -9,7 +9,7 @@ import argparse
 import math
 from typing import Optional
 
-from simulator.cli.argtypes import Synonyms, positive_int, request_rate, speculative_tokens
+from simulator.cli.argtypes import Synonyms, burstiness, non_negative_int, positive_int, range_ratio, request_rate, speculative_tokens
 from simulator.cli.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
 from simulator.profiles.hardware import DEFAULT_DEVICE, device_names
 from simulator.util.errors import ConfigError
@@ -18,36 +18,6 @@ from simulator.validation.random_dataset import RAMP_UP_STRATEGIES
 
 DEFAULT_PERCENTILE_METRICS = "ttft,tpot,itl"  # vllm bench serve's default for generative models
 HEADER_EXAMPLE, METADATA_EXAMPLE = "x-additional-info=0.3.3", "version=0.3.3 tp=1"  # vLLM's help examples
-
-
-def _burstiness(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if math.isnan(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"{text} must be > 0 (1: Poisson arrivals)")
-    return value
-
-
-def _ratio(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not 0 <= value < 1:
-        raise argparse.ArgumentTypeError(f"{text} must be in [0, 1)")
-    return value
-
-
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
-    return value
 
 
 def parse_pairs(pairs: Optional[list], flag: str, example: str) -> dict:
@@ -101,19 +71,19 @@ def add_bench_parser(steps, epilog: str) -> None:
     b.add_argument("--served-model-name", help="the name the API serves it under, when it differs from --model")
     b.add_argument("--dataset-name", default="random", help="only random is supported (default: random)")
     b.add_argument("--dataset-path", help="not used by the random dataset (refused, as vllm bench serve refuses it)")
-    b.add_argument("--random-input-len", "--input-len", dest="random_input_len", type=_non_negative, default=1024, action=Synonyms, help="input tokens per request (default: 1024; --input-len is the same flag, as in newer vLLM)")
+    b.add_argument("--random-input-len", "--input-len", dest="random_input_len", type=non_negative_int, default=1024, action=Synonyms, help="input tokens per request (default: 1024; --input-len is the same flag, as in newer vLLM)")
     b.add_argument("--random-output-len", "--output-len", dest="random_output_len", type=positive_int, default=128, action=Synonyms, help="output tokens per request (default: 128; --output-len is the same flag)")
-    b.add_argument("--random-range-ratio", type=_ratio, default=0.0, help="lengths uniform in [L(1-r), L(1+r)] (default: 0.0)")
-    b.add_argument("--random-prefix-len", type=_non_negative, default=0, help="a random prefix shared by every prompt (default: 0)")
+    b.add_argument("--random-range-ratio", type=range_ratio, default=0.0, help="lengths uniform in [L(1-r), L(1+r)] (default: 0.0)")
+    b.add_argument("--random-prefix-len", type=non_negative_int, default=0, help="a random prefix shared by every prompt (default: 0)")
     b.add_argument("--num-prompts", type=positive_int, default=1000, help="requests (default: 1000)")
     b.add_argument("--request-rate", type=request_rate, default=math.inf, help="requests per second, or inf: every request at once (default: inf)")
-    b.add_argument("--burstiness", type=_burstiness, default=1.0, help="gamma shape of the arrival gaps: 1 Poisson, below 1 burstier, inf evenly spaced (default: 1.0)")
+    b.add_argument("--burstiness", type=burstiness, default=1.0, help="gamma shape of the arrival gaps: 1 Poisson, below 1 burstier, inf evenly spaced (default: 1.0)")
     b.add_argument("--ramp-up-strategy", choices=RAMP_UP_STRATEGIES, help="the request rate climbs from --ramp-up-start-rps to --ramp-up-end-rps over the run (no --request-rate then)")
     b.add_argument("--ramp-up-start-rps", type=positive_int, help="the first request's rate, with --ramp-up-strategy")
     b.add_argument("--ramp-up-end-rps", type=positive_int, help="the last request's rate, with --ramp-up-strategy")
     b.add_argument("--max-concurrency", type=positive_int, help="requests in flight at most (default: no limit)")
-    b.add_argument("--num-warmups", type=_non_negative, default=0, help="copies of the first request sent before the measured run, outside its /metrics scrapes (default: 0)")
-    b.add_argument("--seed", type=_non_negative, default=0, help="seeds lengths, prompts and arrivals (default: 0)")
+    b.add_argument("--num-warmups", type=non_negative_int, default=0, help="copies of the first request sent before the measured run, outside its /metrics scrapes (default: 0)")
+    b.add_argument("--seed", type=non_negative_int, default=0, help="seeds lengths, prompts and arrivals (default: 0)")
     b.add_argument("--ignore-eos", action="store_true", help="accepted for vLLM's sake: every request ignores EOS here, as vLLM's random dataset forces")
     b.add_argument("--tokenizer", help="recorded as tokenizer_id in the result only: prompts are sent as token ids, so no tokenizer is loaded")
     b.add_argument("--header", nargs="*", metavar="KEY=VALUE", help="HTTP headers sent with every request (and /metrics scrape); only their names are saved")
@@ -138,10 +108,10 @@ def add_bench_parser(steps, epilog: str) -> None:
     h.add_argument("--draft-model", help=draft_model_help())
     h.add_argument("--num-speculative-tokens", type=speculative_tokens, help="the server's k (default: read from its counters)")
     h.add_argument("--force", action="store_true", help="calibrate where k disagrees with the chunks or counters, and with flagged sessions")
-    h.add_argument("--acceptance-seed", type=_non_negative, default=0, help="seeds the simulator's acceptance draws (default: 0)")
+    h.add_argument("--acceptance-seed", type=non_negative_int, default=0, help="seeds the simulator's acceptance draws (default: 0)")
     h.add_argument("--timeout", type=float, default=300.0, help="seconds of silence on a stream before its request is a timeout (default: 300)")
     h.add_argument("--vocab-size", type=positive_int, default=32000, help="prompt token ids are drawn below this (there is no tokenizer; default: 32000)")
-    h.add_argument("--min-token-id", type=_non_negative, default=1000, help="... and from this id up (default: 1000)")
+    h.add_argument("--min-token-id", type=non_negative_int, default=1000, help="... and from this id up (default: 1000)")
     h.add_argument("--work-dir", help=f"where the steps' files go (default: RESULT_DIR/{WORK_PREFIX}HASH of the workload, server and model); a new run sets the last one's aside in {PREVIOUS}/")
     h.add_argument("--resume", action="store_true", help="continue the run in the work directory (after Ctrl-C, a crash or failed requests: failures are resent) instead of measuring anew")
 
