@@ -108,8 +108,25 @@ def test_a_stated_sglang_version_runs_its_profile(version, profile):
     assert "sourced" in identity.basis and "carried from vllm-0.10.1 and vllm-0.14.0" in identity.basis
 
 
-def test_an_sglang_row_of_no_version_stays_on_the_proxy():
+def test_an_sglang_row_of_no_version_or_date_stays_on_the_proxy():
     assert engine_identity(_row(None)).profile == PROXY_ENGINE
+
+
+@pytest.mark.parametrize(
+    "date, profile",
+    [("2025-01-02", PROXY_ENGINE), ("2025-03-12", PROXY_ENGINE), ("2025-03-13", "sglang-0.4.4"), ("2025-08-26", "sglang-0.4.4"),
+     ("2025-08-27", "sglang-0.5.1.post3"), ("2025-12-01", "sglang-0.5.3"), ("2025-12-23", "sglang-0.5.6.post1")],
+)
+def test_an_sglang_row_of_no_version_runs_the_newest_profile_out_by_its_date(date, profile):
+    """The vLLM rows' rule: the newest profile released on or before the source's date (0.4.4 on
+    2025-03-13, 0.5.1.post3 on 2025-08-27, 0.5.3 on 2025-10-06, 0.5.6.post1 on 2025-12-09);
+    a row older than every profile stays on the proxy, as another engine."""
+    from dataclasses import replace
+
+    identity = engine_identity(replace(_row(None), source_date=date))
+    assert (identity.profile, identity.engine_class) == (profile, OTHER_ENGINE)
+    if profile != PROXY_ENGINE:
+        assert identity.basis.startswith(f"SGLang of {date} (version not stated): {profile} (released ") and "carried from" in identity.basis
 
 
 @pytest.mark.parametrize("version", ["0.3.6", "0.5.0", "0.6.1"])

@@ -324,6 +324,11 @@ def _vllm(version: str, how: str) -> EngineIdentity:
     return EngineIdentity(profile.name, VLLM, f"{how}: {profile.name}, the newest profile at or below it")
 
 
+def _sglang_basis(profile, how: str) -> str:
+    carried = f", kernel gaps and CPU costs carried from {' and '.join(profile.carried_from)}" if profile.carried_from else ""
+    return f"{how}; graph policy and overlap rule sourced from SGLang's source{carried}"
+
+
 def _sglang(version: str) -> EngineIdentity:
     """An SGLang release to its profile: the newest SGLang profile at or below it in its minor
     series (simulator/profiles/engines.py sglang_engine_for_version); none: refused, naming it."""
@@ -332,20 +337,32 @@ def _sglang(version: str) -> EngineIdentity:
         known = ", ".join(e.name for e in engines_of("sglang")) or "none"
         raise ConfigError(f"engine = \"sglang\", engine_version = {version!r}: no SGLang engine profile at or below it in its minor series "
                           f"(simulator/profiles/engines.toml has {known}); read that release's graph and overlap rules into a profile")
-    carried = f", kernel gaps and CPU costs carried from {' and '.join(profile.carried_from)}" if profile.carried_from else ""
-    return EngineIdentity(profile.name, OTHER_ENGINE, f"SGLang {version} (stated): {profile.name}, the newest SGLang profile at or below it; "
-                          f"graph policy and overlap rule sourced from SGLang's source{carried}")
+    return EngineIdentity(profile.name, OTHER_ENGINE, _sglang_basis(profile, f"SGLang {version} (stated): {profile.name}, the newest SGLang profile at or below it"))
+
+
+def _sglang_at(date: str) -> Optional[EngineIdentity]:
+    """An SGLang row of no version, by its source's date: the newest SGLang profile released by
+    then (the rule vLLM rows follow); None before the oldest (the row stays on the proxy)."""
+    out = [e for e in engines_of("sglang") if e.released and e.released <= date]
+    if not out:
+        return None
+    profile = max(out, key=lambda e: Version(e.version))
+    how = f"SGLang of {date} (version not stated): {profile.name} (released {profile.released}), the newest SGLang profile out by then"
+    return EngineIdentity(profile.name, OTHER_ENGINE, _sglang_basis(profile, how))
 
 
 def engine_identity(m: Measurement) -> EngineIdentity:
     """The engine profile a row runs under and its engine class, by one rule: a vLLM row runs the
     version its source states, else the release current at its source's date (the newest of
     :data:`VLLM_RELEASE_DATES` out by then), else the proxy; a V0 release (before :data:`V1_SINCE`)
-    runs on the oldest profile as "vllm V0"; an SGLang row of a stated version runs its SGLang
-    profile, another engine's row (or an SGLang row of no version) runs on :data:`PROXY_ENGINE`;
-    both as "other engine"."""
+    runs on the oldest profile as "vllm V0"; an SGLang row runs its stated version's SGLang
+    profile, else the newest SGLang profile out by its source's date; another engine's row (or an
+    SGLang row of neither, or one older than every profile) runs on :data:`PROXY_ENGINE`; all of
+    these as "other engine"."""
     if m.engine == "sglang" and m.engine_version:
         return _sglang(m.engine_version)
+    if m.engine == "sglang" and m.source_date and (dated := _sglang_at(m.source_date)) is not None:
+        return dated
     if m.engine != VLLM:
         stated = f" {m.engine_version}" if m.engine_version else " (version not stated)"
         return EngineIdentity(PROXY_ENGINE, OTHER_ENGINE, f"{ENGINE_NAMES.get(m.engine, m.engine)}{stated}: no engine profile of its own; run on the proxy profile {PROXY_ENGINE}")

@@ -48,12 +48,13 @@ CLASS_LABELS = {c: f"acceptance {label}" for c, label in names.ACCEPTANCE_CLASS_
 CLASS_SHORT = {"same_source": "same source", "same_setting_other_run": "another run", "other_dataset": "another dataset", "assumed": "assumed"}
 # The engine classes (simulator/published/plan.py engine_identity): only vLLM rows run on their own
 # version's engine generation make the headline; the others are reported apart: V0 rows on the
-# oldest profile, SGLang rows of a stated version on their SGLang profile, the rest on a proxy (issue 31).
+# oldest profile, SGLang rows on the SGLang profile of their stated version (else of their source's
+# date), the rest on a proxy (issue 31).
 ENGINE_CLASS_LABELS = {
     VLLM: "vLLM, on its own version's profile (the headline)",
     VLLM_V0: "vLLM V0 (before 0.8.0): informational, on the oldest profile",
     VLLM_UNKNOWN: "vLLM, neither version nor date stated: on a proxy profile",
-    OTHER_ENGINE: "another engine (SGLang, TensorRT-LLM): SGLang of a stated version on its SGLang profile, the rest on a proxy",
+    OTHER_ENGINE: "another engine (SGLang, TensorRT-LLM): SGLang on the SGLang profile of its stated version or its source's date, the rest on a proxy",
 }
 ENGINE_CLASS_SHORT = {VLLM: "vLLM", VLLM_V0: "vLLM V0", VLLM_UNKNOWN: "unversioned vLLM", OTHER_ENGINE: "other engines"}
 
