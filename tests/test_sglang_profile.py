@@ -127,6 +127,8 @@ def test_an_sglang_row_of_no_version_runs_the_newest_profile_out_by_its_date(dat
     assert (identity.profile, identity.engine_class) == (profile, OTHER_ENGINE)
     if profile != PROXY_ENGINE:
         assert identity.basis.startswith(f"SGLang of {date} (version not stated): {profile} (released ") and "carried from" in identity.basis
+    else:  # says why: the date, and the oldest profile's release it falls before
+        assert identity.basis == f"SGLang of {date} (version not stated): before every SGLang profile (sglang-0.4.4, released 2025-03-13); run on the proxy profile {PROXY_ENGINE}"
 
 
 @pytest.mark.parametrize("version", ["0.3.6", "0.5.0", "0.6.1"])

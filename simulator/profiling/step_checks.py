@@ -9,7 +9,8 @@ with why: vLLM's flash-attention PR #63 set the decode constants (its 1,024- and
 points are the calibration points), SpecDecode-Bench's fit sets the 1.2 ms per-step overhead, and
 BLIS's fit was trained on 15 runs of which 10 are check rows' (``[[in_sample]]`` entries).
 ``tests/test_step_calibration.py`` holds these labels to the declared data.  Pure arithmetic on
-the model: nothing simulated.
+the model, nothing simulated: the speculative-step table prices its steps with the simulation's
+own step pricer (:class:`~simulator.engine.step_price.StepPricer`), outside any simulation.
 """
 
 from __future__ import annotations

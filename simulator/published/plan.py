@@ -280,11 +280,12 @@ def _runs(
 
 # ---- the engine that ran a row (issue 31): one rule, :func:`engine_identity` ----
 # The proxy profile of another engine's rows that no profile of their own models (TensorRT-LLM;
-# SGLang of no stated version) and of a vLLM row whose source states neither a version nor a date:
-# vLLM 0.10.1, the version the per-step overheads stand for (data/calibration/engine_costs.toml).
-# Such rows are simulated on the proxy and reported apart from the vLLM headline, labelled so.  An
-# SGLang row of a stated version runs on its SGLang profile (:func:`_sglang`), still apart from the
-# vLLM headline (engine class "other engine").
+# SGLang of neither a stated version nor a date on or after the oldest SGLang profile's release) and
+# of a vLLM row whose source states neither a version nor a date: vLLM 0.10.1, the version the
+# per-step overheads stand for (data/calibration/engine_costs.toml).  Such rows are simulated on the
+# proxy and reported apart from the vLLM headline, labelled so.  An SGLang row of a stated version
+# runs on its SGLang profile (:func:`_sglang`), one of a date on the newest out by then
+# (:func:`_sglang_at`), still apart from the vLLM headline (engine class "other engine").
 PROXY_ENGINE = "vllm-0.10.1"
 # vLLM's V1 engine is the default from 0.8.0 on; before it the V0 engine (its own scheduler and
 # model runner, multi-step scheduling from 0.6.0, FlashAttention-2), which no engine profile
@@ -361,8 +362,13 @@ def engine_identity(m: Measurement) -> EngineIdentity:
     these as "other engine"."""
     if m.engine == "sglang" and m.engine_version:
         return _sglang(m.engine_version)
-    if m.engine == "sglang" and m.source_date and (dated := _sglang_at(m.source_date)) is not None:
-        return dated
+    if m.engine == "sglang" and m.source_date:
+        dated = _sglang_at(m.source_date)
+        if dated is not None:
+            return dated
+        oldest = min(engines_of("sglang"), key=lambda e: Version(e.version))
+        return EngineIdentity(PROXY_ENGINE, OTHER_ENGINE, f"SGLang of {m.source_date} (version not stated): before every SGLang profile "
+                              f"({oldest.name}, released {oldest.released}); run on the proxy profile {PROXY_ENGINE}")
     if m.engine != VLLM:
         stated = f" {m.engine_version}" if m.engine_version else " (version not stated)"
         return EngineIdentity(PROXY_ENGINE, OTHER_ENGINE, f"{ENGINE_NAMES.get(m.engine, m.engine)}{stated}: no engine profile of its own; run on the proxy profile {PROXY_ENGINE}")

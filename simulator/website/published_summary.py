@@ -117,8 +117,8 @@ def _by_engine(checks: Sequence[dict]) -> dict:
 def summary(rows: Sequence[dict]) -> dict:
     """The headline: simulated check rows of vLLM run on their own version's engine generation
     (``engine_class`` "vllm"), overall, by acceptance class, at load and at batch one; the other
-    engine classes (vLLM V0, vLLM of unknown version, other engines: run on a proxy or the oldest
-    profile) apart in ``by_engine``; calibration rows (which set a constant of the model, so are no
+    engine classes (vLLM V0 on the oldest profile, vLLM of unknown version on a proxy, other engines
+    on an SGLang profile or a proxy) apart in ``by_engine``; calibration rows (which set a constant of the model, so are no
     evidence of its accuracy) apart."""
     simulated = [r for r in rows if r["status"] == SIMULATED]
     every_check = [r for r in simulated if _text(r.get("role")) == "check"]

@@ -652,6 +652,8 @@ async def serve_forever(config: FakeServerConfig, host: str = "127.0.0.1", port:
     try:
         await stop.wait()
     finally:
+        for number in stop_signals:  # a second Ctrl-C interrupts a shutdown that hangs
+            loop.remove_signal_handler(number)
         await _stop(runner)
 
 
