@@ -95,8 +95,8 @@ def main(argv=None) -> int:
     try:
         if args.jobs is not None and args.jobs < 1:
             raise ConfigError(f"--jobs {args.jobs}: must be a positive integer")
-        from simulator.publish.pipeline import BuildOptions, PublishedInputs, build
-        from simulator.publish.pipeline import PaysoffInputs
+        from simulator.pipeline.build import BuildOptions, PublishedInputs, build
+        from simulator.pipeline.build import PaysoffInputs
         from simulator.website.render import SiteSources
 
         paysoff_files = (args.paysoff_csv, args.crossovers_csv, args.schedules_json)

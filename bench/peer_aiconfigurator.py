@@ -193,7 +193,7 @@ def project_rows(published: Path, assumptions: Path, project_csv: Path):
     import csv
 
     from simulator.published.plan import plan
-    from simulator.specs.published_measurements import load
+    from simulator.specs.measurements import load
 
     measurements, assumed = load(published, assumptions)
     by_id = {m.id: m for m in measurements}

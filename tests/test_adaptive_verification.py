@@ -207,7 +207,7 @@ def test_bad_adaptive_verification_input_is_refused_naming_it(argv, message):
 
 
 def test_paysoff_refuses_the_key_it_decides_itself(capsys):
-    from simulator import paysoff
+    from simulator.paysoff import command as paysoff
 
     code = paysoff.main(["--model", "meta-llama/Llama-3.1-8B-Instruct", "--device", "h100", "--acceptance", "0.7", "--speculative-config",
                          '{"method":"eagle3","model":"yuhuili/EAGLE3-LLaMA3.1-Instruct-8B","num_speculative_tokens":3,"enable_adaptive_verification":true}'])

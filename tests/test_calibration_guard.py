@@ -15,7 +15,7 @@ from simulator.util.errors import ConfigError
 from simulator.profiling import calibration_guard
 from simulator.profiling.__main__ import main as profiling_main
 from simulator.profiling.source_identity import NO_ALIASES, canonical, implied_identities, parse_aliases, same_source
-from simulator.specs.published_measurements import Measurement, load_measurements
+from simulator.specs.measurements import Measurement, load_measurements
 
 from repo import DATA_DIR, published_row
 

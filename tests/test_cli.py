@@ -107,7 +107,7 @@ VLLM_DEFAULTS = [("a100", (256, 2048)), ("a100_40gb", (256, 2048)), ("h100", (10
 def test_vllm_serve_defaults_by_gpu_and_version(device, limits, version, capsys):
     """Both commands take vllm serve's limits for the GPU and the version they name (python -m
     simulator used 256 / 2048 everywhere), and say where they came from."""
-    from simulator import paysoff
+    from simulator.paysoff import command as paysoff
 
     config, _ = cli.config_from_args(_parse("--device", device, "--vllm-version", version))
     assert (config.batch_size_cap, config.chunk_size) == limits
@@ -156,7 +156,7 @@ def test_every_device_flag_takes_its_default_and_its_list_from_the_device_table(
     """The default GPU and the GPUs --help lists come from simulator/profiles/devices.toml alone
     (simulator.profiles.hardware): a GPU added to the table is listed by every command, with no
     help string to edit; the printed default is still the A100."""
-    from simulator import paysoff
+    from simulator.paysoff import command as paysoff
     from simulator.profiles import hardware
     from simulator.validation.cli import build_parser as validation_parser
 

@@ -11,7 +11,7 @@ from simulator.profiles.engines import load_engines
 from simulator.published.plan import PROXY_ENGINE, VLLM_RELEASE_DATES, Plan, engine_identity
 from simulator.published.reproduce import _row
 from simulator.schemas import ENGINE_CLASSES, OTHER_ENGINE, PUBLISHED_COLUMNS, SIMULATED, VLLM, VLLM_UNKNOWN, VLLM_V0
-from simulator.specs.published_measurements import Measurement, load_measurements
+from simulator.specs.measurements import Measurement, load_measurements
 from simulator.util.errors import ConfigError
 from simulator.website.published import context, headline
 
@@ -80,7 +80,7 @@ def test_the_csv_row_carries_the_engine_profile_and_class():
 
 def test_the_plan_runs_the_profile_the_rule_names():
     from simulator.published.plan import plan
-    from simulator.specs.published_measurements import Assumptions
+    from simulator.specs.measurements import Assumptions
 
     for m in (_row_of(version="0.15.1"), _row_of(version=None, date="2025-11-24"), _row_of("sglang")):
         p = plan(m, Assumptions({}, {}), {})

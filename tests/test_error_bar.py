@@ -9,7 +9,7 @@ import pytest
 
 from repo import DATA_DIR
 from simulator.published import speedup_checks
-from simulator.specs import published_measurements
+from simulator.specs import measurements as published_measurements
 from simulator.sweep.crossover import best_fixed_k, guarded_best_k, recommended_schedule
 from simulator.sweep.error_bar import LOAD_FEW, LOAD_MANY, LOAD_ONE, ErrorBar, Regime, SpeedupCheck, error_bar, load_range, safe
 from simulator.sweep.crossover import pick

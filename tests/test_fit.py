@@ -309,7 +309,7 @@ def _paysoff(profile_path, tmp_path, name):
 
     import pandas as pd
 
-    from simulator.paysoff import main as paysoff
+    from simulator.paysoff.command import main as paysoff
 
     out, csv = tmp_path / f"{name}.json", tmp_path / f"{name}.csv"
     code = paysoff(["--engine-profile", str(profile_path), "--model", MODEL, "--device", "h100", "--proposer", "eagle3", "--draft-model", EAGLE.draft_model,

@@ -10,7 +10,7 @@ import pytest
 from simulator.util import versions
 
 PACKAGE = versions.PACKAGE_DIR
-TOOLS = ("simulator.sweep", "simulator.specs", "simulator.website", "simulator.validation", "simulator.published", "simulator.publish", "simulator.paysoff",
+TOOLS = ("simulator.sweep", "simulator.specs", "simulator.website", "simulator.validation", "simulator.published", "simulator.pipeline", "simulator.paysoff",
          "simulator.profiling")
 # The simulator: modelling, Vidur glue, profiles, and what they are configured and reported with.
 CORE = ("speculative", "engine", "vidur", "profiles", "models", "runs", "cli", "util", "__init__.py", "__main__.py", "schemas.py")
@@ -73,8 +73,8 @@ def test_the_site_takes_nothing_from_the_validation_harness():
 
 def test_the_site_only_renders():
     """website/ turns recorded files into pages: it never runs a simulation or the build pipeline
-    (the pipeline, simulator/publish/pipeline.py, calls it)."""
-    forbidden = ("simulator.engine", "simulator.vidur", "simulator.publish.pipeline", "simulator.sweep.executors", "simulator.runs.cache", "vidur")
+    (the pipeline, simulator/pipeline/build.py, calls it)."""
+    forbidden = ("simulator.engine", "simulator.vidur", "simulator.pipeline.build", "simulator.sweep.executors", "simulator.runs.cache", "vidur")
     offenders = [
         f"{path.relative_to(PACKAGE)} imports {module}"
         for path in sorted((PACKAGE / "website").rglob("*.py"))
@@ -136,7 +136,7 @@ def test_every_file_contract_is_defined_once_in_schemas():
         if isinstance(target, ast.Name) and target.id in contracts
     )
     assert redefined == []
-    for writer in ("sweep/runner.py", "sweep/paysoff_runner.py", "published/reproduce.py", "publish/pipeline.py", "validation/report.py"):
+    for writer in ("sweep/runner.py", "paysoff/runner.py", "published/reproduce.py", "pipeline/build.py", "validation/report.py"):
         assert "simulator.schemas" in set(_simulator_imports(PACKAGE / writer)), writer
 
 
@@ -220,7 +220,7 @@ RANKS = (
     ("cli", "specs"),  # the front ends' flags and vLLM's terms; the build's TOML specifications
     ("sweep", "validation", "published", "profiling"),  # the tools: sweeps, the vLLM harness, the published rows, measuring and fitting
     ("website",),  # pages from recorded files
-    ("publish", "paysoff.py", "__main__.py"),  # the commands: the build's pipeline, python -m simulator.paysoff, python -m simulator
+    ("pipeline", "paysoff", "__main__.py"),  # the commands: the build's pipeline, the pays-off feature (python -m simulator.paysoff), python -m simulator
 )
 RANK = {name: rank for rank, names in enumerate(RANKS) for name in names}
 

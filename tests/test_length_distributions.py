@@ -10,7 +10,7 @@ import pytest
 from simulator.published.plan import WORKLOAD_SEED, plan
 from simulator.runs.workload_kinds import ClosedLoopWorkload, ExplicitWorkload, PoissonWorkload
 from simulator.runs.workloads import LengthShape, sampled_lengths
-from simulator.specs.published_measurements import load, load_assumptions, load_length_distributions, load_measurements
+from simulator.specs.measurements import load, load_assumptions, load_length_distributions, load_measurements
 from simulator.util.errors import ConfigError
 
 from repo import DATA_DIR

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from repo import REPO_ROOT
-from simulator.paysoff import main
+from simulator.paysoff.command import main
 from simulator.speculative.acceptance_convert import acceptance_length
 
 SMALL = ["--concurrency", "1,8", "--k-range", "1-2", "--prompt-tokens", "128", "--output-tokens", "32", "--min-requests", "4", "--jobs", "1", "--no-progress"]
@@ -160,7 +160,7 @@ def test_help_names_every_flag_of_the_issue_and_the_conversion():
 
 
 def _spec(*argv):
-    from simulator import paysoff
+    from simulator.paysoff import command as paysoff
 
     args = paysoff.build_parser().parse_args(list(argv))
     return paysoff.spec_from_args(args), args
@@ -181,7 +181,7 @@ def test_seeds_mean_what_they_mean_in_python_m_simulator(capsys):
 
 
 def test_proposal_probability_reaches_every_speculative_run():
-    from simulator.sweep.paysoff_runner import speculation
+    from simulator.paysoff.runner import speculation
 
     spec, _ = _spec("--acceptance", "0.7", "--proposal-probability", "0.6", *SMALL[:4])
     assert speculation(spec, spec.profiles[0], "kv_once", 2).proposal_probability == 0.6
@@ -190,7 +190,7 @@ def test_proposal_probability_reaches_every_speculative_run():
 
 
 def test_the_vllm_version_picks_the_engine_of_every_run():
-    from simulator.sweep.paysoff_runner import fixed_k_jobs
+    from simulator.paysoff.runner import fixed_k_jobs
 
     spec, _ = _spec("--acceptance", "0.7", "--vllm-version", "0.14.0", *SMALL[:4])
     assert {job.config.engine for job in fixed_k_jobs(spec)} == {"vllm-0.14.0"}
@@ -198,7 +198,7 @@ def test_the_vllm_version_picks_the_engine_of_every_run():
 
 def test_request_rate_inf_under_a_concurrency_is_the_closed_loop_as_python_m_simulator_takes_it():
     """vllm bench serve's --request-rate inf --max-concurrency 32 is the closed loop at 32 (issue 33: it was refused here)."""
-    from simulator import paysoff
+    from simulator.paysoff import command as paysoff
     from simulator.cli import simulate
 
     def spec(*argv):
@@ -213,7 +213,7 @@ def test_request_rate_inf_under_a_concurrency_is_the_closed_loop_as_python_m_sim
 def test_the_two_commands_draw_one_default_workload():
     """python -m simulator and paysoff share their default lengths and spread (issue 33: 1024/256 fixed against
     512/256 +-50% gave one deployment two TPOTs)."""
-    from simulator import paysoff
+    from simulator.paysoff import command as paysoff
     from simulator.cli import simulate
     from simulator.cli.command import DEFAULT_WORKLOAD
 
@@ -249,13 +249,13 @@ def test_more_bad_input_is_one_line_with_one_prefix(argv, message, capsys, tmp_p
 
 
 def test_ctrl_c_exits_130_with_one_line_and_writes_nothing(capsys, tmp_path, monkeypatch):
-    from simulator.sweep import paysoff_runner as sweep
+    from simulator.paysoff import runner as sweep
 
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(sweep, "run_paysoff", interrupted)
-    monkeypatch.setattr("simulator.paysoff.check_runs", lambda spec: None)
+    monkeypatch.setattr("simulator.paysoff.command.check_runs", lambda spec: None)
     outputs = [tmp_path / "a.json", tmp_path / "a.csv"]
     code, out, err = _run(["--acceptance", "0.7", *SMALL, "--json", str(outputs[0]), "--csv", str(outputs[1])], capsys)
     assert code == 130 and len(err.strip().splitlines()) == 1 and err.startswith("interrupted: python -m simulator.paysoff stopped")
@@ -294,9 +294,9 @@ def _fake_runs(speedups, idle=1.0):
 
 
 def _answer(speedups, *argv):
-    from simulator import paysoff
+    from simulator.paysoff import command as paysoff
     from simulator.sweep.executors import LocalExecutor
-    from simulator.sweep.paysoff_runner import run_paysoff
+    from simulator.paysoff.runner import run_paysoff
 
     args = paysoff.build_parser().parse_args(["--acceptance", "0.7", "--concurrency", "8,32", "--request-rate", "2,16", "--k-range", "1-2",
                                               "--max-num-seqs", "64", *argv])
@@ -394,9 +394,9 @@ def test_the_answer_says_no_where_the_error_bar_reaches_below_one():
     """Issue 30 item 5: with check rows whose speedups were simulated up to 40% too high, k = 2's 1.8x at 8
     in flight (band low 1.8 / 1.4 = 1.29) stays, and at 32 in flight no k does (k = 1: 1.1 / 1.4 = 0.79): the
     schedule runs k = 0 from 32, the printed schedule is that, and the first lines say so and why."""
-    from simulator import paysoff
+    from simulator.paysoff import command as paysoff
     from simulator.sweep.executors import LocalExecutor
-    from simulator.sweep.paysoff_runner import run_paysoff
+    from simulator.paysoff.runner import run_paysoff
 
     checks = _checks_up_to_40_pct_high()
     args = paysoff.build_parser().parse_args(["--acceptance", "0.7", "--concurrency", "8,32", "--k-range", "1-2", "--max-num-seqs", "64"])
@@ -422,9 +422,9 @@ def test_the_recommendation_is_never_worse_than_its_fallback():
     """Issue 33: a schedule whose k = 0 rows still draft (0.8x here) loses to serving without speculation where the
     error bar switched it off.  Gaining at 8 and losing at 32, the answer is the schedule below 32 in flight and no
     speculation from there, with both serve lines; losing at the smallest load, it is no speculation, saying why."""
-    from simulator import paysoff
+    from simulator.paysoff import command as paysoff
     from simulator.sweep.executors import LocalExecutor
-    from simulator.sweep.paysoff_runner import run_paysoff
+    from simulator.paysoff.runner import run_paysoff
 
     checks = _checks_up_to_40_pct_high()
     args = paysoff.build_parser().parse_args(["--acceptance", "0.7", "--concurrency", "8,32", "--k-range", "1-2", "--max-num-seqs", "64"])

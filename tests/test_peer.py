@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from repo import REPO_ROOT
-from simulator.specs.published_measurements import Measurement
+from simulator.specs.measurements import Measurement
 from simulator.util.errors import ConfigError
 from simulator.website import peer
 

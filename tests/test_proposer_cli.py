@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from simulator.cli import simulate as cli
-from simulator.paysoff import main as paysoff_main
+from simulator.paysoff.command import main as paysoff_main
 from simulator.validation.cli import main as validation_main
 
 MIMO, QWEN3, DFLASH = "XiaomiMiMo/MiMo-7B-Base", "Qwen/Qwen3-8B", "z-lab/Qwen3-8B-DFlash-b16"
@@ -193,7 +193,7 @@ def test_a_bad_speculative_config_exits_2_naming_the_key(argv, needles, capsys, 
 
 
 def test_paysoff_reads_a_speculative_config_as_the_deployment_and_the_measured_k():
-    from simulator import paysoff
+    from simulator.paysoff import command as paysoff
 
     args = paysoff.build_parser().parse_args(["--model", LLAMA31, "--device", "h100", "--speculative-config",
                                               f'{{"method":"eagle3","model":"{EAGLE3}","num_speculative_tokens":3}}', "--acceptance-length", "2.5", *SMALL[:4]])

@@ -10,7 +10,7 @@ from simulator.util.errors import ConfigError
 from simulator.published.plan import plan, simulated_value
 from simulator.schemas import SIMULATED
 from simulator.website.published_summary import summary
-from simulator.specs.published_measurements import load, load_assumptions, load_measurements
+from simulator.specs.measurements import load, load_assumptions, load_measurements
 from simulator.speculative.acceptance_convert import (
     acceptance_length,
     conditional_from_lengths,

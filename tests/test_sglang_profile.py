@@ -24,7 +24,7 @@ import pytest
 from simulator.profiles.engines import DEFAULT_ENGINE, engine_for_version, get_engine, sglang_engine_for_version
 from simulator.published.plan import PROXY_ENGINE, engine_identity
 from simulator.schemas import OTHER_ENGINE
-from simulator.specs.published_measurements import Measurement
+from simulator.specs.measurements import Measurement
 from simulator.util.errors import ConfigError
 
 V044_PLAIN = [1, 2, 4] + [i * 8 for i in range(1, 21)]
@@ -151,7 +151,7 @@ def test_the_page_names_an_sglang_profile_as_its_own_and_the_proxy_as_a_proxy(ro
 def test_a_row_stating_an_sglang_version_without_a_profile_is_refused_before_anything_runs():
     """Bad input, not an unreproducible row: the build stops naming the row (its CSV row needs the engine identity)."""
     from simulator.published.plan import plan
-    from simulator.specs.published_measurements import Assumptions
+    from simulator.specs.measurements import Assumptions
 
     with pytest.raises(ConfigError, match=r"row 'sglang-row'.*engine_version = '0\.5\.0'.*no SGLang engine profile"):
         plan(_row("0.5.0"), Assumptions({}, {}), {})

@@ -761,8 +761,8 @@ def test_published_page_with_rows_passes_axe(page: Page, published_site, width):
 def paysoff_site(tmp_path_factory, committed_csvs) -> Path:
     from repo import site_dirs
     from simulator.sweep.executors import LocalExecutor
-    from simulator.sweep.paysoff_runner import csv_texts, run_paysoff, schedules_json_text
-    from simulator.specs.paysoff_sweep import parse_paysoff_spec
+    from simulator.paysoff.runner import csv_texts, run_paysoff, schedules_json_text
+    from simulator.paysoff.spec import parse_paysoff_spec
     from simulator.website.render import SiteSources, render_site
     from test_sweep_paysoff import SMALL
 

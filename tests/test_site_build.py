@@ -16,7 +16,7 @@ import pytest
 
 from simulator.util.errors import ConfigError
 from repo import REPO_ROOT, site_dirs
-from simulator.publish.pipeline import BuildOptions, build
+from simulator.pipeline.build import BuildOptions, build
 from simulator.website.render import SiteSources, render_site
 
 _spec = importlib.util.spec_from_file_location("build_cli", REPO_ROOT / "build.py")
@@ -213,7 +213,7 @@ def test_a_broken_template_keeps_the_previous_site_and_csvs(workspace, site_sour
 # --- publishing the CSVs and the site together ------------------------------------------------
 
 from simulator.sweep.runner import SweepOutput  # noqa: E402
-from simulator.publish import pipeline
+from simulator.pipeline import build as pipeline
 from simulator.util import publication as publish  # noqa: E402
 
 SWAP_RENAMES = 6  # three targets (two CSVs, the site), each: old one aside, new one in

@@ -164,8 +164,8 @@ def documented(name: str) -> set[str]:
 def schedule_document_keys() -> tuple[set[str], set[str], set[str]]:
     """The keys recommended_schedules.json has (top level, per schedule, per comparison), from the
     code that writes it, fed a schedule for every deployment of data/paysoff.toml (nothing simulated)."""
-    from simulator.sweep.paysoff_document import schedule_document
-    from simulator.specs.paysoff_sweep import load_paysoff_spec
+    from simulator.paysoff.document import schedule_document
+    from simulator.paysoff.spec import load_paysoff_spec
 
     spec = load_paysoff_spec(REPO_ROOT / "data" / "paysoff.toml")
     schedules = {p.name: ((1, spec.batch_size_cap, 2),) for p in spec.profiles}
@@ -177,7 +177,7 @@ def schedule_document_keys() -> tuple[set[str], set[str], set[str]]:
 
 def test_data_page_documents_every_column_of_every_file(built_site):
     from simulator.schemas import PUBLISHED_COLUMNS
-    from simulator.specs.published_measurements import MEASUREMENT_FIELDS
+    from simulator.specs.measurements import MEASUREMENT_FIELDS
     from simulator.schemas import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
 
     assert set(SWEEP_COLUMNS) <= documented("sweep")
@@ -266,7 +266,7 @@ def test_calibration_tables_are_formatted_and_their_source_stated(built_site):
 
 
 def test_the_site_does_not_import_the_validation_harness():
-    code = "import sys, simulator.website.render, simulator.publish.pipeline; print(sorted(m for m in sys.modules if m.startswith('simulator.validation')))"
+    code = "import sys, simulator.website.render, simulator.pipeline.build; print(sorted(m for m in sys.modules if m.startswith('simulator.validation')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
 

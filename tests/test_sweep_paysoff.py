@@ -17,8 +17,8 @@ from simulator.speculative.k_schedule import check_schedule, k_for_batch
 from simulator.sweep.crossover import NONE_IN_RANGE, best_k, crossings, crossover_rows, value
 from simulator.sweep.executors import LocalExecutor
 from simulator.schemas import PAYSOFF_COLUMNS, SCHEDULE_ENTRY_FIELDS, SCHEDULES_FIELDS
-from simulator.sweep.paysoff_runner import closed_loop_workload, csv_texts, run_paysoff, schedules_json_text
-from simulator.specs.paysoff_sweep import load_paysoff_spec, parse_paysoff_spec
+from simulator.paysoff.runner import closed_loop_workload, csv_texts, run_paysoff, schedules_json_text
+from simulator.paysoff.spec import load_paysoff_spec, parse_paysoff_spec
 from simulator.website import paysoff_page as page  # noqa: F401
 
 _spec = importlib.util.spec_from_file_location("build_cli_paysoff", REPO_ROOT / "build.py")
@@ -106,7 +106,7 @@ def test_the_committed_spec_parses_and_covers_the_issue():
 def test_every_committed_deployment_resolves():
     """Each deployment passes the simulator's own checks (head for its target, sharding, context) at its
     largest run, so a bad combination fails here rather than in the build."""
-    from simulator.sweep.paysoff_runner import closed_loop_workload, run_config, speculation
+    from simulator.paysoff.runner import closed_loop_workload, run_config, speculation
     from simulator.sweep.runner import warm_predictor
 
     spec = load_paysoff_spec(DATA_DIR / "paysoff.toml")
@@ -131,7 +131,7 @@ def test_the_committed_spec_run_count_stays_modest():
     """The cold build's time (docs/performance.md) is mostly the pays-off grid: eleven acceptance
     profiles over seven concurrencies, five k and two verify bounds, plus their schedules.  A
     deployment more needs a second look at that budget."""
-    from simulator.sweep.paysoff_runner import fixed_k_jobs
+    from simulator.paysoff.runner import fixed_k_jobs
 
     spec = load_paysoff_spec(DATA_DIR / "paysoff.toml")
     phase1 = len(fixed_k_jobs(spec))  # with each deployment's server at k = 0 everywhere, once per concurrency
@@ -471,7 +471,7 @@ def test_best_k_table_marks_off_and_rises_without_mangling_two_digit_k():
 def test_a_profile_dir_applies_only_to_the_deployments_on_its_model_and_gpu(tmp_path):
     """build.py --profile-dir is measured for the seed sweep's model and GPU; the pays-off sweep's other
     deployments (other models, other GPUs) keep the built-in profile instead of failing on it."""
-    from simulator.sweep.paysoff_runner import fixed_k_jobs, profile_dirs
+    from simulator.paysoff.runner import fixed_k_jobs, profile_dirs
 
     spec = load_paysoff_spec(DATA_DIR / "paysoff.toml")
     mine = str(tmp_path)  # RunConfig checks that the directory exists; nothing is simulated here
@@ -514,7 +514,7 @@ def _compared(adaptive, answer, low=None):
     ((1.60, 1.40, 1.20), None, "schedule", "within the sampling noise"),
 ])
 def test_adaptive_verification_is_recommended_only_where_it_never_loses(adaptive, low, kind, note):
-    from simulator.sweep.paysoff_choice import with_adaptive
+    from simulator.paysoff.choice import with_adaptive
 
     spec = parse_paysoff_spec(SMALL)
     profile = next(p for p in spec.profiles if p.name == "decaying")

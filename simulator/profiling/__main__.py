@@ -260,7 +260,7 @@ def _step_checks(args) -> int:
 
 def _check_sources(args) -> int:
     from simulator.profiling.calibration_guard import check_published_roles, check_row_ids
-    from simulator.specs.published_measurements import load_measurements
+    from simulator.specs.measurements import load_measurements
 
     measurements = load_measurements(args.published)
     check_published_roles(measurements, args.calibration, args.calibration.with_name("engine_costs.toml"))

@@ -49,7 +49,7 @@ from simulator.runs.results import speedup
 from simulator.profiles.engines import engine_for_version, engines_of, get_engine, sglang_engine_for_version
 from simulator.profiles.hardware import known_devices
 from simulator.schemas import OTHER_ENGINE, VLLM, VLLM_UNKNOWN, VLLM_V0
-from simulator.specs.published_measurements import FIXED_LENGTHS, NO_SPECULATION, TREE_FIELDS, Assumptions, LengthDistribution, Measurement
+from simulator.specs.measurements import FIXED_LENGTHS, NO_SPECULATION, TREE_FIELDS, Assumptions, LengthDistribution, Measurement
 from simulator.runs.workloads import sampled_lengths
 from simulator.speculative import proposers
 from simulator.speculative.acceptance_convert import AcceptanceInput

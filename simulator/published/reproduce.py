@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from simulator.published.plan import Plan, engine_identity, plan, simulated_value
-from simulator.specs.published_measurements import METRICS, Assumptions, Measurement
+from simulator.specs.measurements import METRICS, Assumptions, Measurement
 from simulator.schemas import NOT_REPRODUCIBLE, PROVENANCE_COLUMNS, PUBLISHED_COLUMNS as COLUMNS, SIMULATED
 from simulator.sweep.runner import simulate_all, to_csv_text
 

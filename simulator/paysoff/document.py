@@ -1,8 +1,8 @@
 """``recommended_schedules.json``: one entry per deployment, with the schedule in vLLM's format,
 its comparison with every fixed k, no speculation and adaptive verification at each concurrency
-and load, the fallback and the recommendation (:mod:`simulator.sweep.paysoff_choice`), and the
+and load, the fallback and the recommendation (:mod:`simulator.paysoff.choice`), and the
 rules they follow in words.  Pure: built from the simulated rows
-(:mod:`simulator.sweep.paysoff_runner`), written by the build.
+(:mod:`simulator.paysoff.runner`), written by the build.
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import json
 from typing import Optional, Sequence
 
 from simulator.cli.vllm_serve import DYNAMIC_SD_VERSION
-from simulator.specs.paysoff_sweep import PaysoffSpec, profile_length, verify_settings
+from simulator.paysoff.spec import PaysoffSpec, profile_length, verify_settings
 from simulator.speculative.k_schedule import to_vllm
 from simulator.sweep.crossover import TIE, fixed_k, noise, value, x_of
-from simulator.sweep.paysoff_choice import (
+from simulator.paysoff.choice import (
     adaptive_choice, fixed_k_fallback, recommendation, serve_command, speculative_config, stops_paying, with_adaptive,
 )
 

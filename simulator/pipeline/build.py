@@ -18,11 +18,11 @@ from simulator.util.errors import ConfigError
 from simulator.util.progress import say
 from simulator.published import reproduce as published_reproduce
 from simulator.published import speedup_checks
-from simulator.specs import published_measurements as published_spec
+from simulator.specs import measurements as published_spec
 from simulator.profiling import calibration_guard
-from simulator.sweep import paysoff_runner as paysoff_sweep
+from simulator.paysoff import runner as paysoff_runner
 from simulator.sweep.executors import make_executor
-from simulator.specs.paysoff_sweep import load_paysoff_spec
+from simulator.paysoff.spec import load_paysoff_spec
 from simulator.schemas import PROGRESS_COLUMNS, SWEEP_COLUMNS
 from simulator.sweep.runner import run_sweep, to_csv_text
 from simulator.specs.sweep import load_spec
@@ -115,7 +115,7 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
         stage(f"pays-off sweep ({options.paysoff.spec.name})")
         # a --profile-dir was measured for the seed sweep's model and GPU (at TP 1, as the seed sweep
         # runs): other deployments keep the built-in profile
-        paysoff = paysoff_sweep.run_paysoff(paysoff_spec, executor, options.profile_dir, run, profile_system=(spec.model, spec.device, 1), checks=checks)
+        paysoff = paysoff_runner.run_paysoff(paysoff_spec, executor, options.profile_dir, run, profile_system=(spec.model, spec.device, 1), checks=checks)
         for target in (options.paysoff.csv, options.paysoff.crossovers_csv, options.paysoff.schedules_json):
             remove_leftovers(target)
     stage("rendering the site")
@@ -128,11 +128,11 @@ def build(options: BuildOptions, run: Optional[Callable] = None) -> None:
         progress_csv = publication.file(options.progress_csv, to_csv_text(output.progress_rows, PROGRESS_COLUMNS), "CSV")
         paysoff_sources = {}
         if paysoff is not None:
-            runs_text, crossovers_text = paysoff_sweep.csv_texts(paysoff)
+            runs_text, crossovers_text = paysoff_runner.csv_texts(paysoff)
             paysoff_sources = {
                 "paysoff_csv": publication.file(options.paysoff.csv, runs_text, "CSV"),
                 "paysoff_crossovers_csv": publication.file(options.paysoff.crossovers_csv, crossovers_text, "CSV"),
-                "schedules_json": publication.file(options.paysoff.schedules_json, paysoff_sweep.schedules_json_text(paysoff.schedules), "JSON"),
+                "schedules_json": publication.file(options.paysoff.schedules_json, paysoff_runner.schedules_json_text(paysoff.schedules), "JSON"),
             }
         options = replace(options, sources=replace(options.sources, **paysoff_sources))
         sources = replace(options.sources, sweep_csv=sweep_csv, progress_csv=progress_csv)

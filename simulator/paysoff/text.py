@@ -3,7 +3,7 @@
 loop that checks it on a GPU, the set-up, the table, then the details.  Every line fits
 :data:`simulator.cli.terminal.WIDTH` columns; commands are broken at their flags and still paste.
 
-Pure text from the sweep's output (:mod:`simulator.sweep.paysoff_runner`): nothing is decided here.
+Pure text from the sweep's output (:mod:`simulator.paysoff.runner`): nothing is decided here.
 What to deploy is the schedule document's ``recommended`` entry (never worse than its fallback).
 """
 

@@ -37,8 +37,8 @@ from simulator.schemas import CROSSOVER_COLUMNS, PAYSOFF_COLUMNS
 from simulator.speculative.k_schedule import Schedule, max_k, to_vllm
 from simulator.sweep.crossover import best_k, crossover_rows, guarded_best_k, noise, recommended_schedule, value, x_of
 from simulator.sweep.error_bar import ErrorBar, Regime, SpeedupCheck, error_bar
-from simulator.specs.paysoff_sweep import AcceptanceProfile, PaysoffSpec, profile_length
-from simulator.sweep.paysoff_document import schedule_document
+from simulator.paysoff.spec import AcceptanceProfile, PaysoffSpec, profile_length
+from simulator.paysoff.document import schedule_document
 from simulator.sweep.runner import simulate_all, to_csv_text
 
 

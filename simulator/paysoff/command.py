@@ -6,7 +6,7 @@ TPOT speedup by concurrency x k, with each row's no-speculation TPOT and TTFT an
 that baseline is overloaded, the best k, where speculation stops paying, the recommended
 ``num_speculative_tokens_per_batch_size`` as a ``--speculative-config`` and a full ``vllm serve``
 command, and the best fixed k for a vLLM without the key.  The runs are the build's pays-off sweep
-(:mod:`simulator.sweep.paysoff_runner`) with one deployment, costed as ``python -m simulator`` costs them
+(:mod:`simulator.paysoff.runner`) with one deployment, costed as ``python -m simulator`` costs them
 (the same scheduler defaults, :mod:`simulator.cli.vllm_serve`), and go through the result cache: a
 repeated question re-simulates nothing, and an interrupted one resumes.
 
@@ -25,7 +25,7 @@ from typing import Optional
 from simulator.cli import command
 
 from simulator.cli import vllm_serve
-from simulator.sweep.paysoff_text import format_answer
+from simulator.paysoff.text import format_answer
 from simulator.cli.catalog_help import device_help, model_help
 from simulator.cli.argtypes import DeprecatedAlias, Synonyms, comma_floats
 from simulator.runs.config import KV_CACHE_DTYPES, QUANTIZATIONS, RunConfig
@@ -201,7 +201,7 @@ def _ints(text: str, flag: str, doubling: bool) -> tuple[int, ...]:
 
 
 def _acceptance(args, deployment: dict):
-    from simulator.specs.paysoff_sweep import acceptance_profile
+    from simulator.paysoff.spec import acceptance_profile
 
     flags = {"rate": "--acceptance", "per_position": "--acceptance-per-position", "length": "--acceptance-length", "at_k": "-k", "unconditional": "--acceptance-per-position-vllm"}
     given = [f for f, v in (("--acceptance-length", args.acceptance_length), ("--acceptance", args.acceptance), ("--acceptance-per-position", args.acceptance_per_position),
@@ -316,7 +316,7 @@ def kind_settings(kind, args):
 
 def spec_from_args(args):
     """The one-deployment pays-off spec the flags describe (every input checked, nothing simulated)."""
-    from simulator.specs.paysoff_sweep import single_deployment
+    from simulator.paysoff.spec import single_deployment
 
     device = _check_system(args)
     ks = _ints(args.k_range, "--k-range", doubling=False)
@@ -366,7 +366,7 @@ def check_runs(spec) -> None:
     """The simulator's own checks (head for this target, sharding, context) on the largest run,
     before anything is simulated: a bad combination fails in a second, not after the grid (memory
     is checked by each run, still before anything is written)."""
-    from simulator.sweep.paysoff_runner import closed_loop_workload, run_config, speculation
+    from simulator.paysoff.runner import closed_loop_workload, run_config, speculation
     from simulator.sweep.runner import warm_predictor
 
     profile = spec.profiles[0]
@@ -416,7 +416,7 @@ def main(argv=None) -> int:
 def _main(args, argv) -> int:
     from simulator.sweep.executors import LocalExecutor
     from simulator.published import speedup_checks
-    from simulator.sweep.paysoff_runner import csv_texts, run_paysoff
+    from simulator.paysoff.runner import csv_texts, run_paysoff
     from simulator.util.textio import atomic_write_text, check_writable_file
 
     spec = spec_from_args(args)
@@ -438,6 +438,3 @@ def _json_default(value):
         return None
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
-
-if __name__ == "__main__":
-    sys.exit(main())

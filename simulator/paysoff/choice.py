@@ -3,7 +3,7 @@ release without schedules, where the schedule stops paying, and the recommendati
 than its fallback (the schedule, the fixed k, no speculation, or vLLM 0.30's adaptive
 verification), each compared at every concurrency within the runs' sampling noise.
 
-Pure: it reads the simulated rows and the comparison entries :mod:`simulator.sweep.paysoff_runner`
+Pure: it reads the simulated rows and the comparison entries :mod:`simulator.paysoff.runner`
 built, and returns values; the runner assembles them into ``recommended_schedules.json``.
 """
 
@@ -14,7 +14,7 @@ import math
 from typing import Optional, Sequence
 
 from simulator.cli.vllm_serve import DYNAMIC_SD_VERSION
-from simulator.specs.paysoff_sweep import AcceptanceProfile, PaysoffSpec, kind_settings
+from simulator.paysoff.spec import AcceptanceProfile, PaysoffSpec, kind_settings
 from simulator.speculative.k_schedule import Schedule, max_k, to_vllm
 from simulator.sweep.crossover import best_fixed_k, recommended_schedule
 
