@@ -15,18 +15,17 @@ from dataclasses import replace
 import pytest
 
 from fake_vllm import FakeServer, FakeServerConfig
+from fit_laws import EAGLE, MODEL, NEW, START, SYNC, fit_against, spec_law
+from fit_laws import law as step_law
 from simulator.profiles.fitted import TERMS, FittedProfile, FittedTerm, profile_text, read_fitted_profile
 from simulator.profiles.step_scales import StepScales
-from simulator.runs.deployment import Deployment, Parallelism, SchedulerLimits, Speculation, StepCosts
-from simulator.speculative.acceptance_convert import AcceptanceInput
+from simulator.runs.deployment import Deployment, Parallelism, SchedulerLimits, StepCosts
 from simulator.util.errors import ConfigError
 from simulator.validation.fit_measure import FitPlan, client_loop
 from simulator.validation.server_times import parse_server_times
 
 WIDE = SchedulerLimits(max_num_batched_tokens=8192, max_num_seqs=1024)  # a server's limits, wider than the levels need
 
-MODEL = "meta-llama/Llama-3.1-8B-Instruct"
-SYNC = "vllm-0.10.1"  # synchronous scheduling: the CPU time per step shows in every step
 
 
 def _profile(**changes) -> FittedProfile:
@@ -76,6 +75,57 @@ def test_server_times_name_the_missing_histogram_and_the_vllm_that_exports_it():
         parse_server_times(text, "http://x/metrics")
 
 
+def _histograms(**sum_count) -> str:
+    """Prometheus text of histograms given as name=(sum, count), names with ':' spelled '__'."""
+    lines = []
+    for key, (total, count) in sum_count.items():
+        name = key.replace("__", ":")
+        lines += [f"# TYPE {name} histogram", f'{name}_bucket{{le="+Inf"}} {count}', f"{name}_sum {total}", f"{name}_count {count}"]
+    return "\n".join(lines) + "\n"
+
+
+REQUEST_HISTOGRAMS = dict(
+    vllm__e2e_request_latency_seconds=(20.0, 10), vllm__request_queue_time_seconds=(1.0, 10), vllm__request_prefill_time_seconds=(2.0, 10),
+    vllm__request_decode_time_seconds=(17.0, 10), vllm__request_generation_tokens=(640.0, 10), vllm__iteration_tokens_total=(900.0, 300),
+)
+
+
+@pytest.mark.parametrize("names", [
+    ("vllm__time_per_output_token_seconds",),  # before vLLM 0.11
+    ("vllm__time_per_output_token_seconds", "vllm__inter_token_latency_seconds"),  # 0.11 and 0.12: both, the same observations
+    ("vllm__inter_token_latency_seconds",),  # from 0.13
+])
+def test_server_times_read_the_inter_token_latency_once_under_either_name(names):
+    text = _histograms(**REQUEST_HISTOGRAMS, **{name: (8.5, 500) for name in names})
+    times = parse_server_times(text, "http://x/metrics")
+    assert times.mean_itl_s == pytest.approx(8.5 / 500)  # not summed over the two names
+    assert times.steps == 300 and times.tokens_per_step == pytest.approx(3.0)
+    assert times.mean_tpot_s == pytest.approx(17.0 / (640 - 10))
+
+
+@pytest.mark.parametrize("left_out, named", [
+    ("vllm__iteration_tokens_total", "vllm:iteration_tokens_total"),
+    (None, "vllm:inter_token_latency_seconds or vllm:time_per_output_token_seconds"),
+])
+def test_server_times_name_a_missing_step_histogram(left_out, named):
+    present = {name: value for name, value in REQUEST_HISTOGRAMS.items() if name != left_out}
+    if left_out is not None:
+        present["vllm__inter_token_latency_seconds"] = (8.5, 500)
+    with pytest.raises(ConfigError, match="vLLM's V1 engine") as err:
+        parse_server_times(_histograms(**present), "http://x/metrics")
+    assert named in str(err.value)
+
+
+def test_a_level_whose_server_ran_other_steps_is_reported():
+    from simulator.validation.fit import Level, step_count_warnings
+
+    level = Level(8, 16, 512, 64, 1.0, 1.0, 1.0, server_steps=100)
+    assert step_count_warnings([(level, {"steps": 108})]) == []
+    (warning,) = step_count_warnings([(level, {"steps": 130})])
+    assert "8 in flight" in warning and "100 steps" in warning and "130 (+30%)" in warning
+    assert step_count_warnings([(replace(level, server_steps=None), {"steps": 130})]) == []  # a profile written before the step histograms
+
+
 @pytest.mark.parametrize("levels, held_out, match", [
     ((1, 8), (8,), "at least three levels"),
     ((1, 8, 32), (64,), "not among --levels"),
@@ -114,7 +164,6 @@ def _levels_from(deployment, terms, concurrencies=(1, 4, 16, 64), prompt=512, ou
     return out
 
 
-START = {"cpu_ms": 1.2, "gemm": 1.0, "attention": 1.0, "all_reduce": 1.0, "drafter": 1.0}
 
 
 @pytest.mark.simulation
@@ -154,46 +203,23 @@ def test_a_cpu_time_hidden_under_async_scheduling_is_not_placed():
 
 # --- against the fake server --------------------------------------------------------------------
 
-def _law(engine: str, jump_above: int = 0, jump_s: float = 0.0, **terms):
-    """The fake's step law: the package's step model at ``terms``, plus a jump the model cannot
-    express (``jump_s`` more per step once a step holds more than ``jump_above`` decode rows)."""
-    from simulator.engine.step_price import StepPricer
-    from simulator.runs.workload_kinds import ClosedLoopWorkload
-
-    cpu = terms.pop("cpu_ms", 1.2)
-    costs = StepCosts(engine_overhead_ms=cpu, step_scales=StepScales(**terms))
-    pricer = StepPricer(Deployment(model=MODEL, device="h100", engine=engine, costs=costs).run(ClosedLoopWorkload(1, (512,), (64,))))
-
-    def law(prefill_rows, decode_rows):
-        return pricer.seconds(prefill_rows, decode_rows) + (jump_s if jump_above and len(decode_rows) > jump_above else 0.0)
-
-    return law
-
-
-def _fit(server_url, tmp_path, levels="1,4,16,64", extra=()):
-    from simulator.validation.cli import main
-
-    out = tmp_path / "fitted.toml"
-    code = main(["fit", "--base-url", server_url, "--device", "h100", "--levels", levels, "--random-output-len", "64", "--waves", "2", "--out", str(out), *extra])
-    return code, out
-
-
 @pytest.mark.simulation
 def test_the_fit_predicts_the_held_out_level_four_times_the_largest(tmp_path, capsys):
     from simulator.validation.fit import Level, error_pct, simulate_level
 
     truth = {**START, "cpu_ms": 2.5, "gemm": 1.3, "attention": 0.8}
-    law = _law(SYNC, **{k: v for k, v in truth.items() if k not in ("all_reduce", "drafter")})
+    law = step_law(SYNC, **{k: v for k, v in truth.items() if k not in ("all_reduce", "drafter")})
     # 4 real seconds per virtual one: a client slowed by a busy machine still keeps up (at 2 one CI run held out 12.7%)
     config = FakeServerConfig(model=MODEL, num_speculative_tokens=0, max_batch=1024, num_gpu_blocks=20000, step_law=law, version="0.10.1", real_time_factor=4.0)
     with FakeServer(config) as server:
-        code, out = _fit(server.url, tmp_path)
+        code, out = fit_against(server, tmp_path)
     printed = capsys.readouterr()
     assert code == 0, printed.err
     profile = read_fitted_profile(out)
-    # The target is 5% (met on an idle machine: 2.5-3.3% in docs/validation.md).  The held-out
-    # level also measures the client: a Python client in this busy process replaces requests late,
-    # which the simulated loop follows only through the measured send times; hence the margin.
+    # The target is 5% (idle machine: 0.5-4.0% in three of four runs, 9.2% in one; docs/validation.md).  The client times
+    # its requests on the fake's clock (_fit), but the loop is simulated from its send times only:
+    # on a busy machine this Python client also takes longer to read each last token, which no
+    # simulated turn waits for; hence the margin.
     assert profile.held_out_error_pct < 10.0
     assert f"predicts 64 in flight within {profile.held_out_error_pct:.1f}%" in printed.out
     assert profile.plan["levels"] == [1, 4, 16, 64] and profile.vllm_version == "0.10.1" and profile.engine == SYNC
@@ -203,6 +229,9 @@ def test_the_fit_predicts_the_held_out_level_four_times_the_largest(tmp_path, ca
 
     levels = [Level(**{k: tuple(v) if isinstance(v, list) else v for k, v in row.items()}) for row in profile.plan["measured"]]
     assert [l.concurrency for l in levels] == [1, 4, 16, 64]
+    # the step histograms were read at every level; the simulation ran the server's steps (no warning says otherwise)
+    assert all(l.itl_ms > 0 and l.server_steps > 0 for l in levels)
+    assert "ITL ms" in printed.out and "batch differently" not in printed.err
     held = [(levels[-1], simulate_level(Deployment(model=MODEL, device="h100", engine=SYNC, limits=WIDE), levels[-1],
                                         {name: profile.terms[name].value for name in TERMS}))]
     recomputed = FitResult({}, {}, {}, {}, (), tuple(held)).held_out_error_pct
@@ -219,10 +248,10 @@ def test_the_fit_predicts_the_held_out_level_four_times_the_largest(tmp_path, ca
 
 @pytest.mark.simulation
 def test_a_jump_the_model_cannot_express_is_reported_at_its_level(tmp_path, capsys):
-    law = _law(SYNC, jump_above=16, jump_s=0.004, cpu_ms=2.0)
+    law = step_law(SYNC, jump_above=16, jump_s=0.004, cpu_ms=2.0)
     config = FakeServerConfig(model=MODEL, num_speculative_tokens=0, max_batch=1024, num_gpu_blocks=20000, step_law=law, version="0.10.1")
     with FakeServer(config) as server:
-        code, out = _fit(server.url, tmp_path)
+        code, out = fit_against(server, tmp_path)
     err = capsys.readouterr().err
     assert code == 0 and out.exists()
     assert "warning: held out, 64 in flight is predicted" in err and "in tpot" in err
@@ -232,7 +261,7 @@ def test_a_jump_the_model_cannot_express_is_reported_at_its_level(tmp_path, caps
 def test_a_server_without_the_request_histograms_is_refused_with_nothing_written(tmp_path, capsys):
     config = FakeServerConfig(model=MODEL, num_speculative_tokens=0, metrics_missing=("vllm:request_decode_time_seconds",), version="0.10.1")
     with FakeServer(config) as server:
-        code, out = _fit(server.url, tmp_path, levels="1,2,4")
+        code, out = fit_against(server, tmp_path, levels="1,2,4")
     err = capsys.readouterr().err
     assert code == 2 and not out.exists()
     assert err.count("\n") == 1 and "vllm:request_decode_time_seconds" in err and "vLLM's V1 engine" in err
@@ -242,14 +271,14 @@ def test_a_base_profile_of_another_deployment_is_refused(tmp_path, capsys):
     base = tmp_path / "base.toml"
     base.write_text(profile_text(_profile(device="a100")))
     with FakeServer(FakeServerConfig(model=MODEL, num_speculative_tokens=0, version="0.10.1")) as server:
-        code, out = _fit(server.url, tmp_path, levels="1,2,4", extra=("--engine-profile", str(base)))
+        code, out = fit_against(server, tmp_path, levels="1,2,4", extra=("--engine-profile", str(base)))
     err = capsys.readouterr().err
     assert code == 2 and not out.exists() and "fitted on" in err and "device" in err
 
 
 def test_levels_above_the_servers_max_num_seqs_are_refused(tmp_path, capsys):
     with FakeServer(FakeServerConfig(model=MODEL, num_speculative_tokens=0, version="0.10.1")) as server:
-        code, out = _fit(server.url, tmp_path, levels="1,8,64", extra=("--max-num-seqs", "32"))
+        code, out = fit_against(server, tmp_path, levels="1,8,64", extra=("--max-num-seqs", "32"))
     assert code == 2 and not out.exists() and "--max-num-seqs 32" in capsys.readouterr().err
 
 
@@ -289,18 +318,6 @@ def test_scales_refuse_bad_values_and_a_profile_directory(tmp_path):
 
 # --- a speculative server, fitted on top of its plain fit, and the table it recommends ----------
 
-EAGLE = Speculation(proposer="eagle3", draft_model="yuhuili/EAGLE3-LLaMA3.1-Instruct-8B", k=3)
-NEW = "0.30.0"  # Model Runner V2 and async scheduling for EAGLE-type kinds; the table needs vLLM >= 0.19
-
-
-def _spec_law(drafter: float, **terms):
-    from simulator.engine.step_price import StepPricer
-    from simulator.runs.workload_kinds import ClosedLoopWorkload
-
-    speculation = replace(EAGLE, acceptance=AcceptanceInput.given(rate=0.7))
-    deployment = Deployment(model=MODEL, device="h100", engine=f"vllm-{NEW}", costs=StepCosts(step_scales=StepScales(drafter=drafter, **terms)), speculation=speculation)
-    pricer = StepPricer(deployment.run(ClosedLoopWorkload(1, (512,), (64,))))
-    return pricer.seconds
 
 
 def _paysoff(profile_path, tmp_path, name):
@@ -324,15 +341,18 @@ def test_a_speculative_server_places_the_drafter_and_its_table_is_the_laws(tmp_p
     # the plain fit's attention, poorly placed at 512-token prompts, moves it).  The engine runs 4 real seconds per
     # virtual one: a client slowed by a busy machine then still keeps up (at 2 the speedup at 64 in flight came out
     # 10% high in one CI run)
-    plain = FakeServerConfig(model=MODEL, num_speculative_tokens=0, max_batch=1024, num_gpu_blocks=20000, step_law=_law(f"vllm-{NEW}", **scales),
+    plain = FakeServerConfig(model=MODEL, num_speculative_tokens=0, max_batch=1024, num_gpu_blocks=20000, step_law=step_law(f"vllm-{NEW}", **scales),
                              version=NEW, real_time_factor=4.0)
     with FakeServer(plain) as server:
-        code, base = _fit(server.url, tmp_path / "plain")
+        code, base = fit_against(server, tmp_path / "plain")
     assert code == 0, capsys.readouterr().err
+    # 1.7-4.9% on an idle machine; 19-20% in two of three runs while the client timed requests on
+    # the real clock, 4 times the fake's seconds (its turns then came 4 times too slow)
+    assert read_fitted_profile(base).held_out_error_pct < 10.0
     spec = FakeServerConfig(model=MODEL, num_speculative_tokens=3, acceptance_rate=0.7, max_batch=1024, num_gpu_blocks=20000,
-                            step_law=_spec_law(1.5, **scales), version=NEW, real_time_factor=4.0)
+                            step_law=spec_law(1.5, **scales), version=NEW, real_time_factor=4.0)
     with FakeServer(spec) as server:
-        code, fitted_path = _fit(server.url, tmp_path / "spec", extra=("--engine-profile", str(base), "--proposer", "eagle3", "--draft-model", EAGLE.draft_model))
+        code, fitted_path = fit_against(server, tmp_path / "spec", extra=("--engine-profile", str(base), "--proposer", "eagle3", "--draft-model", EAGLE.draft_model))
     printed = capsys.readouterr()
     assert code == 0, printed.err
     fitted = read_fitted_profile(fitted_path)
@@ -371,7 +391,7 @@ def test_a_speculative_server_places_the_drafter_and_its_table_is_the_laws(tmp_p
     assert json_compact(table) in answered["serve_command"]  # the vllm serve line carries the table simulated
     # At every concurrency the fitted table's k gives, under the law's own terms, the law's best
     # speedup or close to it.  The target is an equal table; it is equal below 64 in flight, where
-    # the fitted drafter (x1.59-1.62 for the law's x1.5: the plain fit's attention, x1.14 for x1.0,
+    # the fitted drafter (x1.59-1.61 for the law's x1.5: the plain fit's attention, x1.25-1.67 for x1.0,
     # leans on it) moves the guarded choice at 64 to k = 2 or 1 in some runs, 1-5% below k = 3
     fixed = runs[(runs["mode"] == "closed_loop") & runs["k_schedule"].isna() & (runs["attention"] == expected["attention"])]
     for x, rows in fixed.groupby("concurrency"):

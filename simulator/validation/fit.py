@@ -37,6 +37,7 @@ WEIGHTS = {"tpot": 1.0, "throughput": 1.0, "ttft": 0.5}
 PRIOR_WEIGHT = {"cpu_ms": 0.005, "scale": 0.01}  # per ms of CPU time, per unit of log scale
 UNPLACED_SENSITIVITY = 0.002  # a term whose doubling moves no residual by 0.2% cannot be told
 POOR_FIT_PCT = 5.0  # a level this far off (fitted or held out) is reported
+STEPS_OFF_PCT = 10.0  # a level whose server ran this many more or fewer steps than simulated is reported
 CPU_MS_BOUNDS = (0.0, 50.0)
 SCALE_BOUNDS = (0.05, 20.0)
 
@@ -58,6 +59,12 @@ class Level:
     # wave was sent, and how long after a completion its replacement was sent
     first_arrivals_s: tuple = ()
     turnaround_s: float = 0.0
+    # the engine's steps as the server's step histograms counted them (simulator.validation.server_times):
+    # the mean time between a running request's outputs, and the steps that gave outputs.  A check of the
+    # step the fit prices and of the batching the simulation schedules, not fitted: without speculation the
+    # ITL is the TPOT again, and with it the TPOT per verify step already says what the ITL does
+    itl_ms: Optional[float] = None
+    server_steps: Optional[int] = None
 
     def measured(self) -> dict:
         return {"tpot": self.tpot_ms, "throughput": self.throughput_tok_s, "ttft": self.ttft_ms}
@@ -99,12 +106,16 @@ def simulate_level(deployment: Deployment, level: Level, terms: dict) -> dict:
     costs = replace(deployment.costs, engine_overhead_ms=float(terms["cpu_ms"]), step_scales=StepScales(**{name: float(terms[name]) for name in TERMS if name != "cpu_ms"}))
     workload = ClosedLoopWorkload(level.concurrency, (level.prompt_tokens,) * n, (level.output_tokens,) * n, tuple(level.first_arrivals_s), level.turnaround_s)
     config = replace(deployment, speculation=speculation, costs=costs).run(workload)
-    summary = simulate(resolve_run(config)).summary
+    result = simulate(resolve_run(config))
+    summary = result.summary
     return {
         "tpot": 1e3 * summary["tpot_mean_s"],
         "ttft": 1e3 * summary["ttft_mean_s"],
         "throughput": level.concurrency * summary["total_output_tokens"] / summary["num_requests"] / summary["e2e_mean_s"],
         "acceptance_length": summary["mean_acceptance_length"],
+        "itl": 1e3 * summary["itl_mean_s"],
+        # steps that gave outputs, as vLLM's iteration histogram counts them: a step's requests share its end time
+        "steps": len({t for times in result.emission_times.values() for t in times}),
     }
 
 
@@ -223,4 +234,21 @@ def fit_with_holdout(deployment: Deployment, levels: Sequence[Level], held_out: 
                     "fitted levels and this one in a way the model's terms cannot follow (a CUDA-graph capture size, a kernel switch); "
                     "measure a level near it and fit again"
                 )
+    warnings += step_count_warnings(result.fitted + predicted)
     return FitResult(result.terms, result.uncertainty, result.placed, result.notes, result.fitted, predicted, tuple(warnings), result.evaluations + len(test))
+
+
+def step_count_warnings(rows) -> list[str]:
+    """Levels whose server ran clearly more or fewer output steps than the simulation: the two
+    batch differently (another --max-num-seqs or --max-num-batched-tokens, a prefill chunked
+    otherwise), so the fitted terms stand in for a scheduling difference."""
+    out = []
+    for level, sim in rows:
+        if level.server_steps:
+            off = error_pct(sim["steps"], level.server_steps)
+            if abs(off) > STEPS_OFF_PCT:
+                out.append(
+                    f"{level.concurrency} in flight: the server ran {level.server_steps} steps with outputs (vllm:iteration_tokens_total), "
+                    f"the simulation {sim['steps']} ({off:+.0f}%): they batch differently; check --max-num-seqs and --max-num-batched-tokens"
+                )
+    return out

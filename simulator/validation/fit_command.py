@@ -141,7 +141,10 @@ def _measure(root: str, api_model: str, plan, args) -> tuple[list, float]:
             server_s += seconds
             k = len(level.acceptance_per_position)
             spec = f", acceptance length {level.acceptance_length:.2f} at k = {k}" if k else ""
-            print(f"  {c:>4} in flight: {level.requests} requests, TPOT {level.tpot_ms:.2f} ms, TTFT {level.ttft_ms:.1f} ms, {level.throughput_tok_s:.0f} output tok/s{spec} ({seconds:.1f} s)")
+            print(
+                f"  {c:>4} in flight: {level.requests} requests, TPOT {level.tpot_ms:.2f} ms, TTFT {level.ttft_ms:.1f} ms, "
+                f"{level.throughput_tok_s:.0f} output tok/s{spec}; ITL {level.itl_ms:.2f} ms over {level.server_steps} steps ({seconds:.1f} s)"
+            )
             levels.append(level)
     finally:
         if not keep:
@@ -172,11 +175,17 @@ def _print_fit(result, fit_s: float) -> None:
         value, sigma = result.terms[name], result.uncertainty[name]
         placed = f"+- {sigma:.3f}" if result.placed[name] else f"not placed: {result.notes.get(name, '')}"
         print(f"  {name:<11} {value:8.3f}{unit} {placed}")
-    print(f"  {'in flight':>9}  {'TPOT ms':>16}  {'output tok/s':>20}")
+    # measured, and the simulation's error; ITL and steps (the server's step histograms) are checks, not fitted
+    print(f"  {'in flight':>9}  {'TPOT ms':>15}  {'output tok/s':>17}  {'ITL ms':>15}  {'steps':>13}")
     for tag, rows in (("fit", result.fitted), ("held out", result.held_out)):
         for level, sim in rows:
             m = level.measured()
-            print(f"  {level.concurrency:>9}  {m['tpot']:7.2f} {error_pct(sim['tpot'], m['tpot']):+6.1f}%  {m['throughput']:9.0f} {error_pct(sim['throughput'], m['throughput']):+6.1f}%   {tag}")
+            itl = f"{level.itl_ms:7.2f} {error_pct(sim['itl'], level.itl_ms):+6.1f}%" if level.itl_ms else f"{'-':>15}"
+            steps = f"{level.server_steps:6d} {error_pct(sim['steps'], level.server_steps):+5.0f}%" if level.server_steps else f"{'-':>13}"
+            print(
+                f"  {level.concurrency:>9}  {m['tpot']:7.2f} {error_pct(sim['tpot'], m['tpot']):+6.1f}%  "
+                f"{m['throughput']:9.0f} {error_pct(sim['throughput'], m['throughput']):+6.1f}%  {itl}  {steps}   {tag}"
+            )
     fitted_on = ", ".join(str(l.concurrency) for l, _ in result.fitted)
     predicted = ", ".join(str(l.concurrency) for l, _ in result.held_out)
     print(f"\nfitted on {fitted_on}; predicts {predicted} in flight within {result.held_out_error_pct:.1f}% (TPOT and throughput)")

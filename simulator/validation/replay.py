@@ -309,7 +309,7 @@ def check_same_speculation(out_dir: Path, opening, url: str) -> None:
 
 
 async def _send_all(client, pending: list[Request], model: str, options: ReplayOptions, appender: DurableAppender, session: int, started: dict) -> dict:
-    clock = time.perf_counter
+    clock = options.clock
     origin = pending[0].arrival_s
     gate = asyncio.Semaphore(options.concurrency)
     written: asyncio.Queue = asyncio.Queue()

@@ -9,8 +9,9 @@ their own flags without sending anything.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Optional
+import time
+from dataclasses import dataclass, field, fields
+from typing import Callable, Optional
 from urllib.parse import urlsplit
 
 from simulator.util.errors import ConfigError
@@ -30,6 +31,9 @@ class ReplayOptions:
     request_token_ids: bool = True  # ask for token ids per chunk (vLLM >= 0.10.2: return_token_ids)
     progress: bool = False
     endpoint: str = "/v1/completions"  # as vllm bench serve's --endpoint
+    # what the client times requests on (monotonic seconds); tests against a fake server with a
+    # clock of its own pass that one, so the client's times and the server's histograms agree
+    clock: Callable[[], float] = field(default=time.perf_counter, compare=False, repr=False)
 
     def __post_init__(self):
         if not (isinstance(self.concurrency, int) and self.concurrency > 0):
@@ -59,7 +63,8 @@ class ReplayOptions:
     def saved(self, url: str) -> dict:
         """The options as a session's entry in replay-summary.json keeps them: header values
         are left out (they may carry credentials), their names kept."""
-        return asdict(self) | {"base_url": url, "headers": [name for name, _ in self.headers]}
+        kept = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "clock"}
+        return kept | {"base_url": url, "headers": [name for name, _ in self.headers]}
 
     @property
     def root_url(self) -> str:

@@ -1,7 +1,8 @@
 """A small stand-in for a vLLM OpenAI-compatible server, for testing the harness without a GPU.
 
 It is a real HTTP server (aiohttp) that streams ``/v1/completions`` in the OpenAI SSE format
-and serves ``/metrics`` with vLLM V1's speculative-decoding counters and the
+and serves ``/metrics`` with vLLM V1's speculative-decoding counters, its request and step
+histograms (the inter-token latency under the name or names its ``version`` exports) and the
 ``process_start_time_seconds`` every Prometheus client exports.  Tokens come from a
 deterministic model of its own: continuous batching, each engine step costing
 ``step_base_s + step_per_token_s * tokens processed``; at each decode step the proposer
@@ -63,6 +64,17 @@ TIME_HISTOGRAMS = (
     "vllm:request_decode_time_seconds",
     "vllm:time_to_first_token_seconds",
 )
+# the inter-token latency, observed once per output after a request's first: named
+# vllm:time_per_output_token_seconds before vLLM 0.11, both names in 0.11 and 0.12 (PR #24110),
+# only vllm:inter_token_latency_seconds from 0.13 (PR #32661)
+OLD_ITL, NEW_ITL = "vllm:time_per_output_token_seconds", "vllm:inter_token_latency_seconds"
+
+
+def inter_token_names(version: str) -> tuple[str, ...]:
+    minor = tuple(int(part) for part in version.split(".")[:2])
+    return (OLD_ITL,) if minor < (0, 11) else (OLD_ITL, NEW_ITL) if minor < (0, 13) else (NEW_ITL,)
+
+
 TIME_BUCKETS = (0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 60.0)
 TOKEN_BUCKETS = (1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 HTML_PAGE = "<!DOCTYPE html>\n<html><head><title>Sign in</title></head><body><form>proxy login</form></body></html>\n"
@@ -184,7 +196,8 @@ class _Metrics:
         self.times = {name: histogram(name, name, TIME_BUCKETS) for name in TIME_HISTOGRAMS}
         self.request_tokens = histogram("vllm:request_generation_tokens", "Generated tokens per request", TOKEN_BUCKETS)
         self.iteration_tokens = histogram("vllm:iteration_tokens_total", "Tokens per engine step", TOKEN_BUCKETS)
-        for metric in (*self.times.values(), self.request_tokens, self.iteration_tokens):
+        self.inter_token = [h for h in (histogram(name, name, TIME_BUCKETS) for name in inter_token_names(config.version)) if h is not None]
+        for metric in (*self.times.values(), self.request_tokens, self.iteration_tokens, *self.inter_token):
             if metric is not None:
                 metric.labels(**labels)  # exported (as zeros) from the start, as vLLM does
         self.labels = labels
@@ -250,8 +263,14 @@ class _Metrics:
             self.request_tokens.labels(**self.labels).observe(sequence.emitted)
 
     def iteration(self, tokens: int) -> None:
+        """A step that gave outputs: its finished prompts' tokens plus the tokens it emitted."""
         if self.iteration_tokens is not None:
             self.iteration_tokens.labels(**self.labels).observe(tokens)
+
+    def output(self, gap_s: float) -> None:
+        """A running request's output after its first, ``gap_s`` after its previous one."""
+        for metric in self.inter_token:
+            metric.labels(**self.labels).observe(gap_s)
 
     def generated(self, tokens: int) -> None:
         if self.generation is not None:
@@ -269,7 +288,7 @@ class _Sequence:
         self.prompt_done = 0  # prompt tokens prefilled so far (chunked prefill)
         self.outbox: asyncio.Queue = asyncio.Queue()
         # virtual times (the engine's clock): arrival, admission, first token, last token
-        self.arrived_at = self.scheduled_at = self.first_token_at = self.finished_at = 0.0
+        self.arrived_at = self.scheduled_at = self.first_token_at = self.finished_at = self.last_output_at = 0.0
 
     @property
     def remaining(self) -> int:
@@ -286,11 +305,11 @@ class _Engine:
         self.running: list[_Sequence] = []
         self.free_blocks = config.num_gpu_blocks
         self.wakeup = asyncio.Event()
-        # Virtual time: while busy it advances by exactly each step's law; after idling it catches
-        # up with the real clock.  Server-side timings are read off it.
+        # Virtual time: while busy it advances by exactly each step's law; while idle by the real
+        # clock's seconds over the real-time factor.  Server-side timings are read off it.
         self.now = 0.0
-        self._t0 = time.perf_counter()
         self._step_started: Optional[tuple[float, float]] = None  # (virtual, real) start of the running step
+        self._idle_since: Optional[float] = None  # the real time the engine went idle, while it is
 
     def blocks_for(self, prompt_len: int, max_tokens: int) -> int:
         return -(-(prompt_len + max_tokens) // self.config.block_size)
@@ -302,6 +321,13 @@ class _Engine:
             return self.now
         start_virtual, start_real = self._step_started
         return min(self.now, start_virtual + (time.perf_counter() - start_real) / self.config.real_time_factor)
+
+    def clock(self) -> float:
+        """The engine's clock: the steps' laws while busy, real seconds (over the real-time
+        factor) while idle.  The histograms count on it, and a client may time its requests on it."""
+        if self._idle_since is not None:
+            return self.now + (time.perf_counter() - self._idle_since) / self.config.real_time_factor
+        return self.virtual_now()
 
     def submit(self, sequence: _Sequence) -> None:
         sequence.arrived_at = self.virtual_now()
@@ -336,8 +362,10 @@ class _Engine:
                 self.running.append(sequence)
             if not self.running:
                 self.wakeup.clear()
+                self._idle_since = time.perf_counter()
                 await self.wakeup.wait()
-                idle_end = max(self.now, (time.perf_counter() - self._t0) / self.config.real_time_factor)
+                idle_end = self.clock()
+                self._idle_since = None
                 for sequence in self.waiting:  # they arrived while the engine idled
                     sequence.arrived_at = idle_end
                 self.now = idle_end
@@ -354,13 +382,12 @@ class _Engine:
                     chunks[id(s)] = min(s.prompt_len - s.prompt_done, budget)
                     budget -= chunks[id(s)]
             prefill_rows = [(chunks[id(s)], s.prompt_done) for s in batch if id(s) in chunks]
-            tokens = sum(q for q, _ in prefill_rows) + sum(q for q, _ in decode_rows)
             seconds = self.config.step_seconds(prefill_rows, decode_rows)
             self._step_started = (self.now, time.perf_counter())
             self.now += seconds
-            self.metrics.iteration(tokens)
             await asyncio.sleep(seconds * self.config.real_time_factor)
             self._step_started = None
+            counted = outputs = 0  # what vLLM's iteration-tokens histogram counts of this step
             for sequence in batch:
                 if sequence not in self.running:  # aborted while the step ran
                     continue
@@ -371,7 +398,8 @@ class _Engine:
                     if sequence.prompt_done >= sequence.prompt_len:
                         sequence.prefilled = True
                         sequence.first_token_at = self.now
-                        self._emit(sequence, 1)
+                        counted += sequence.prompt_len + self._emit(sequence, 1)
+                        outputs += 1
                     continue
                 accepted = 0
                 if drafting[id(sequence)]:
@@ -379,9 +407,14 @@ class _Engine:
                     while accepted < k and draws[accepted] < self.config.acceptance_rate:
                         accepted += 1
                     self.metrics.step(k, accepted, int((draws < self.config.acceptance_rate).sum()))
-                self._emit(sequence, min(1 + accepted, sequence.remaining))
+                self.metrics.output(self.now - sequence.last_output_at)
+                counted += self._emit(sequence, min(1 + accepted, sequence.remaining))
+                outputs += 1
+            if outputs:
+                self.metrics.iteration(counted)
 
-    def _emit(self, sequence: _Sequence, count: int) -> None:
+    def _emit(self, sequence: _Sequence, count: int) -> int:
+        sequence.last_output_at = self.now
         ids = [int(t) for t in sequence.rng.integers(1000, 32000, size=count)]
         sequence.emitted += count
         self.metrics.generated(count)
@@ -391,6 +424,7 @@ class _Engine:
             self.metrics.finished(sequence)
             sequence.outbox.put_nowait(None)
             self.abort(sequence)
+        return count
 
 
 class _Process:
@@ -702,6 +736,12 @@ class FakeServer:
     def other_client(self, requests: int = 10, output_tokens: int = 50, prompt_len: int = 32) -> None:
         """Another client's traffic: ``requests`` completions of ``output_tokens`` each, run to the end."""
         self._call(self._control.other_client(requests, output_tokens, prompt_len), timeout=120.0)
+
+    def clock(self) -> float:
+        """The server's engine clock, in the seconds its histograms count: a client in this
+        process that times its requests on it sees its loop as the server saw it, whatever the
+        real_time_factor and however late the busy process runs."""
+        return self._control.process.engine.clock()
 
     @property
     def requests_received(self) -> int:
