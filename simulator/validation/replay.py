@@ -84,7 +84,7 @@ def replay(workload: Workload, out_dir: Path, options: ReplayOptions, fresh: boo
         # Python 3.11+ cancels the session, which saves itself; before 3.11 Ctrl-C stops the
         # event loop under it, so its entry is closed here
         if "t0" in progress and not progress.get("saved"):
-            _save_entry(out_dir, workload, progress["entry"] | {"state": "interrupted", "wall_s": time.perf_counter() - progress["t0"]})
+            _save_entry(out_dir, workload, progress["entry"] | {"state": "interrupted", "wall_s": options.clock() - progress["t0"]})
         raise
 
 
@@ -208,7 +208,7 @@ async def _session(workload: Workload, out_dir: Path, options: ReplayOptions, ex
             stats = await _send_all(client, pending, model, options, appender, session, started)
         except BaseException:  # Ctrl-C (asyncio cancels the session), or anything else: the session's time so far is kept
             if "t0" in started:
-                _save_entry(out_dir, workload, entry | {"state": "interrupted", "wall_s": time.perf_counter() - started["t0"]})
+                _save_entry(out_dir, workload, entry | {"state": "interrupted", "wall_s": options.clock() - started["t0"]})
                 started["saved"] = True
             raise
         finally:
@@ -333,9 +333,9 @@ async def _send_all(client, pending: list[Request], model: str, options: ReplayO
 
     async def probe_loop(stop: asyncio.Event):
         while not stop.is_set():
-            expected = clock() + LOOP_PROBE_S
+            expected = time.perf_counter() + LOOP_PROBE_S  # the event loop's lag, in real seconds whatever the clock
             await asyncio.sleep(LOOP_PROBE_S)
-            lags.append(clock() - expected)
+            lags.append(time.perf_counter() - expected)
 
     stop = asyncio.Event()
     writer_task = asyncio.create_task(writer())

@@ -32,7 +32,9 @@ class ReplayOptions:
     progress: bool = False
     endpoint: str = "/v1/completions"  # as vllm bench serve's --endpoint
     # what the client times requests on (monotonic seconds); tests against a fake server with a
-    # clock of its own pass that one, so the client's times and the server's histograms agree
+    # clock of its own pass that one, so the client's times and the server's histograms agree.
+    # An open-loop replay sleeps real seconds until each arrival read on it: a clock slower than
+    # real time is for closed loops (the fit's), whose requests are sent as slots free
     clock: Callable[[], float] = field(default=time.perf_counter, compare=False, repr=False)
 
     def __post_init__(self):

@@ -53,8 +53,7 @@ class ServerTimes:
     requests: float = 0.0
     inter_token: float = 0.0  # the inter-token latencies' sum (seconds) and how many there were
     outputs: float = 0.0
-    steps: float = 0.0  # engine steps that gave outputs, and the tokens they counted
-    step_tokens: float = 0.0
+    steps: float = 0.0  # engine steps that gave outputs
 
     def minus(self, before: "ServerTimes") -> "ServerTimes":
         return ServerTimes(*(getattr(self, f.name) - getattr(before, f.name) for f in fields(self)))
@@ -76,10 +75,6 @@ class ServerTimes:
     def mean_itl_s(self) -> float:
         """Time between a running request's outputs: one engine step, as its requests saw it."""
         return self.inter_token / self.outputs
-
-    @property
-    def tokens_per_step(self) -> float:
-        return self.step_tokens / self.steps
 
 
 def parse_server_times(text: str, source: str) -> ServerTimes:
@@ -108,5 +103,5 @@ def parse_server_times(text: str, source: str) -> ServerTimes:
         raise ConfigError(f"{source} exports no {', '.join(missing)}: a fit reads the server's own request and step timings, which {EXPORTED_BY} exports")
     return ServerTimes(
         **{key: sums[name] for key, name in HISTOGRAMS.items()}, requests=counts[HISTOGRAMS["e2e"]],
-        inter_token=sums[inter_token], outputs=counts[inter_token], steps=counts[ITERATION_TOKENS], step_tokens=sums[ITERATION_TOKENS],
+        inter_token=sums[inter_token], outputs=counts[inter_token], steps=counts[ITERATION_TOKENS],
     )

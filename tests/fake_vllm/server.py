@@ -309,7 +309,7 @@ class _Engine:
         # clock's seconds over the real-time factor.  Server-side timings are read off it.
         self.now = 0.0
         self._step_started: Optional[tuple[float, float]] = None  # (virtual, real) start of the running step
-        self._idle_since: Optional[float] = None  # the real time the engine went idle, while it is
+        self._idle_since: Optional[tuple[float, float]] = None  # (virtual, real) time the engine went idle, while it is
 
     def blocks_for(self, prompt_len: int, max_tokens: int) -> int:
         return -(-(prompt_len + max_tokens) // self.config.block_size)
@@ -317,16 +317,19 @@ class _Engine:
     def virtual_now(self) -> float:
         """The engine's clock now: within a running step, its start plus the real time since
         (at most the step's end); the engine's clock while idle."""
-        if self._step_started is None:
+        started = self._step_started  # read once: a client thread reads this clock while the engine runs
+        if started is None:
             return self.now
-        start_virtual, start_real = self._step_started
+        start_virtual, start_real = started
         return min(self.now, start_virtual + (time.perf_counter() - start_real) / self.config.real_time_factor)
 
     def clock(self) -> float:
         """The engine's clock: the steps' laws while busy, real seconds (over the real-time
         factor) while idle.  The histograms count on it, and a client may time its requests on it."""
-        if self._idle_since is not None:
-            return self.now + (time.perf_counter() - self._idle_since) / self.config.real_time_factor
+        idle = self._idle_since  # read once, as virtual_now reads its step
+        if idle is not None:
+            idle_virtual, idle_real = idle
+            return idle_virtual + (time.perf_counter() - idle_real) / self.config.real_time_factor
         return self.virtual_now()
 
     def submit(self, sequence: _Sequence) -> None:
@@ -362,13 +365,13 @@ class _Engine:
                 self.running.append(sequence)
             if not self.running:
                 self.wakeup.clear()
-                self._idle_since = time.perf_counter()
+                self._idle_since = (self.now, time.perf_counter())
                 await self.wakeup.wait()
                 idle_end = self.clock()
+                self.now = idle_end  # before the idle mark goes: the clock never steps back
                 self._idle_since = None
                 for sequence in self.waiting:  # they arrived while the engine idled
                     sequence.arrived_at = idle_end
-                self.now = idle_end
                 continue
             batch = list(self.running)
             drafting = {id(s): s.prefilled and self._drafts(s, k) for s in batch}
