@@ -103,6 +103,14 @@ def test_server_times_read_the_inter_token_latency_once_under_either_name(names)
     assert times.mean_tpot_s == pytest.approx(17.0 / (640 - 10))
 
 
+def test_a_level_without_step_observations_is_refused_naming_the_histograms():
+    times = parse_server_times(_histograms(**REQUEST_HISTOGRAMS, vllm__inter_token_latency_seconds=(8.5, 500)), "http://x/metrics")
+    times.require_steps("8 in flight")  # observations: nothing to say
+    with pytest.raises(ConfigError, match="8 in flight: the server counted no inter-token latency") as err:
+        times.minus(times).require_steps("8 in flight")  # two scrapes with no step between them
+    assert "vllm:iteration_tokens_total" in str(err.value) and "vllm:inter_token_latency_seconds" in str(err.value)
+
+
 @pytest.mark.parametrize("left_out, named", [
     ("vllm__iteration_tokens_total", "vllm:iteration_tokens_total"),
     (None, "vllm:inter_token_latency_seconds or vllm:time_per_output_token_seconds"),

@@ -76,6 +76,15 @@ class ServerTimes:
         """Time between a running request's outputs: one engine step, as its requests saw it."""
         return self.inter_token / self.outputs
 
+    def require_steps(self, where: str) -> None:
+        """A ConfigError where these differences hold no inter-token latency or no engine step
+        (a server whose stats stopped between the scrapes): the level's ITL and steps are read from them."""
+        if self.outputs <= 0 or self.steps <= 0:
+            raise ConfigError(
+                f"{where}: the server counted no inter-token latency or no engine steps between the scrapes "
+                f"({' or '.join(INTER_TOKEN)}, {ITERATION_TOKENS}); is it logging stats?"
+            )
+
 
 def parse_server_times(text: str, source: str) -> ServerTimes:
     """The histograms' sums and counts in one scrape (summed over label sets); a histogram the
