@@ -33,10 +33,9 @@ def _parse(*argv):
 def _acceptance(*argv):
     """(the acceptance input, its note) the command line ``argv`` asks for, read as the command reads it."""
     from simulator.cli.simulate_args import read_flags
-    from simulator.cli.speculation_flags import acceptance_of, checked_kind
 
     speculation = read_flags(_parse(*argv)).speculation
-    return acceptance_of(speculation, *checked_kind(speculation))
+    return speculation.acceptance_of(*speculation.checked_kind(), None)
 
 
 def _main(capsys, *argv):

@@ -1,6 +1,6 @@
 """Argument types and the spelling actions shared by ``python -m simulator``, the pays-off command
 and the validation harness, so a flag means and checks the same thing in each: a request rate
-(``inf`` included, as ``vllm bench serve`` takes it), a comma-separated list, one value under
+(``inf`` included, as ``vllm bench serve`` takes it), a comma-separated list, a profile folder, one value under
 several spellings (:class:`Synonyms`) and an old spelling kept for one release
 (:class:`DeprecatedAlias`)."""
 
@@ -89,6 +89,16 @@ def comma_floats(text: str, flag: str, what: str = "numbers", example: str = "")
     if not values:
         raise ConfigError(f"{flag} {text!r}: empty; give at least one value{hint}")
     return values
+
+
+def check_folder(flag: str, path) -> None:
+    """A profile folder flag names a folder that exists (or is not given)."""
+    from pathlib import Path
+
+    from simulator.util.errors import ConfigError
+
+    if path is not None and not Path(path).is_dir():
+        raise ConfigError(f"{flag} {path}: not a directory; give a Vidur-format profile folder, or drop the flag for the built-in profile")
 
 
 class Synonyms(argparse.Action):

@@ -78,7 +78,7 @@ RUN_FLAGS = {
 
 def command_flags(**overrides: str) -> dict:
     """The field -> flag map of a command: :data:`RUN_FLAGS`, every proposer option's flag, ``overrides``."""
-    from simulator.cli.proposer_flags import option_flag
+    from simulator.cli.speculation_flags import option_flag
     from simulator.speculative import proposers
 
     return {**RUN_FLAGS, **{name: option_flag(name) for name in proposers.options()}, **overrides}

@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from simulator.cli import vllm_serve
+from simulator.cli.argtypes import check_folder
 from simulator.runs.deployment import Parallelism, Precision, SchedulerLimits, StepCosts
 from simulator.util.errors import ConfigError
 
@@ -47,6 +48,13 @@ class ServerFlags:
         return SchedulerLimits(
             max_num_batched_tokens=limits.max_num_batched_tokens, max_num_seqs=limits.max_num_seqs, num_kv_blocks=self.num_kv_blocks, scheduler=self.scheduler,
         )
+
+    def check_ranges(self) -> None:
+        """A cost not below 0 ms and profile folders that exist."""
+        if self.costs.engine_overhead_ms < 0:
+            raise ConfigError(f"--engine-overhead-ms {self.costs.engine_overhead_ms:g}: must be >= 0 milliseconds")
+        check_folder("--profile-dir", self.costs.profile_dir)
+        check_folder("--network-profile-dir", self.costs.network_profile_dir)
 
     def served_name(self) -> str:
         """The model a printed ``vllm serve`` line names."""

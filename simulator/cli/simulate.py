@@ -24,19 +24,17 @@ import json
 import math
 import sys
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Optional
 
 from simulator.cli import command, vllm_serve
 from simulator.cli.server_flags import ServerFlags, with_engine_profile
 from simulator.cli.simulate_args import SimulateFlags, read_flags
 from simulator.cli.simulate_flags import PROG, build_parser  # noqa: F401  (build_parser: the command's parser, importable from here)
-from simulator.cli.speculation_flags import SpeculationFlags, acceptance_of, checked_kind, checked_schedule
+from simulator.cli.speculation_flags import SpeculationFlags
 from simulator.cli.summary import format_summary
 from simulator.runs.config import RunConfig
 from simulator.runs.deployment import Deployment
 from simulator.speculative.proposers.base import SpeculationSettings
-from simulator.util.errors import ConfigError
 from simulator.util.textio import atomic_write_text, check_writable_file
 
 FLAGS = command.command_flags()  # a refusal's config fields, as this command's flags
@@ -84,10 +82,8 @@ def inputs_from_flags(flags: SimulateFlags) -> Inputs:
 def deployment_from_flags(server: ServerFlags, speculation: SpeculationFlags, limits: vllm_serve.Limits, version: str) -> tuple[Deployment, Optional[str]]:
     """The deployment the flags describe on a server of ``limits`` running vLLM ``version``, and
     the acceptance in words; every refusal names a flag."""
-    kind, options = checked_kind(speculation)
-    acceptance, acceptance_note = acceptance_of(speculation, kind, options)
-    check_ranges(server, speculation)
-    schedule = checked_schedule(speculation, limits)
+    server.check_ranges()
+    speculation, acceptance_note = speculation.speculation(limits)
     deployment = Deployment(
         model=server.model,
         device=server.device,
@@ -96,25 +92,9 @@ def deployment_from_flags(server: ServerFlags, speculation: SpeculationFlags, li
         limits=server.scheduler_limits(limits),
         precision=server.precision,
         costs=server.costs,
-        speculation=speculation.for_deployment(kind, options, acceptance, schedule),
+        speculation=speculation,
     )
     return deployment, acceptance_note
-
-
-def check_ranges(server: ServerFlags, speculation: SpeculationFlags) -> None:
-    """The numbers and folders of both groups of flags, in one pass (a fraction in [0, 1], a cost
-    not below 0 ms, a profile folder that exists), so the first bad flag is named whichever group it is in."""
-    for flag, value in (("--proposal-probability", speculation.proposal_probability), ("--interpolation", speculation.interpolation)):
-        if not 0 <= value <= 1:
-            raise ConfigError(f"{flag} {value:g}: must be in [0, 1]")
-    for flag, value in (("--engine-overhead-ms", server.costs.engine_overhead_ms), ("--ngram-overhead-ms", speculation.ngram_overhead_ms),
-                        ("--draft-pass-overhead-ms", speculation.draft_pass_overhead_ms)):
-        if value < 0:
-            raise ConfigError(f"{flag} {value:g}: must be >= 0 milliseconds")
-    for flag, path in (("--profile-dir", server.costs.profile_dir), ("--draft-profile-dir", speculation.draft_profile_dir),
-                       ("--network-profile-dir", server.costs.network_profile_dir)):
-        if path is not None and not Path(path).is_dir():
-            raise ConfigError(f"{flag} {path}: not a directory; give a Vidur-format profile folder, or drop the flag for the built-in profile")
 
 
 def serve_command(inputs: Inputs) -> Optional[str]:

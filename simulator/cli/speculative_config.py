@@ -178,7 +178,7 @@ class Destinations:
 def apply(args, text: str, destinations: Destinations, target: Optional[str] = None, schedule_refusal: str = "") -> SpeculativeInput:
     """Set ``args``'s flags from the config ``text``; a flag given as well is refused naming both."""
     from simulator.cli.argtypes import given
-    from simulator.cli.proposer_flags import option_flag
+    from simulator.cli.speculation_flags import option_flag
     from simulator.speculative.k_schedule import to_vllm
 
     parsed = parse(text, target)

@@ -31,7 +31,8 @@ from simulator.cli.argtypes import DeprecatedAlias, Synonyms, comma_floats
 from simulator.runs.config import KV_CACHE_DTYPES, QUANTIZATIONS, RunConfig
 from simulator.runs.deployment import Deployment, Parallelism, Speculation
 from simulator.util.errors import ConfigError
-from simulator.cli.proposer_flags import add_proposer_flags, check_acceptance_input, draft_model_help, options_from_args, proposer_kind, require_draft_model
+from simulator.cli.proposer_flags import add_proposer_flags, draft_model_help, options_from_args, proposer_kind
+from simulator.cli.speculation_flags import check_acceptance_input, require_draft_model
 
 PROG = "python -m simulator.paysoff"
 DEFAULT_MODEL, DEFAULT_DEVICE = RunConfig.model, RunConfig.device  # python -m simulator's defaults

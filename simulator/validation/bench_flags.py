@@ -10,7 +10,8 @@ import math
 from typing import Optional
 
 from simulator.cli.argtypes import Synonyms, burstiness, non_negative_int, positive_int, range_ratio, request_rate, speculative_tokens
-from simulator.cli.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
+from simulator.cli.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind
+from simulator.cli.speculation_flags import require_draft_model
 from simulator.profiles.hardware import DEFAULT_DEVICE, device_names
 from simulator.util.errors import ConfigError
 from simulator.validation.bench_work import PREVIOUS, WORK_PREFIX

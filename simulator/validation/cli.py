@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Optional, Sequence
 
 from simulator.cli.argtypes import DeprecatedAlias, positive_int, speculative_tokens
-from simulator.cli.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
+from simulator.cli.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind
+from simulator.cli.speculation_flags import require_draft_model
 from simulator.profiles.hardware import DEFAULT_DEVICE, device_names
 from simulator.util.errors import ConfigError
 from simulator.validation.exits import EXIT_BAD_INPUT, EXIT_CLOSING_SCRAPE_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_REQUESTS_FAILED, unfinished_message

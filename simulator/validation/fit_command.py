@@ -21,7 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 
 from simulator.cli.argtypes import positive_int, speculative_tokens
-from simulator.cli.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind, require_draft_model
+from simulator.cli.proposer_flags import add_proposer_flags, draft_model_help, proposer_kind
+from simulator.cli.speculation_flags import require_draft_model
 from simulator.profiles.hardware import DEFAULT_DEVICE, device_names
 from simulator.runs.deployment import Deployment, Parallelism, SchedulerLimits, Speculation
 from simulator.util.errors import ConfigError
