@@ -83,7 +83,7 @@ def test_bad_proposers_are_refused_naming_the_field(speculation, model, message)
 
 def test_eagle_head_memory_is_one_layer_plus_fc():
     config = RunConfig(model=TARGET, device="h100", speculation=SpeculationConfig(num_speculative_tokens=2, acceptance_rate=0.5, proposer="eagle3", draft_model=EAGLE3))
-    head = resolve_run(config).draft.memory
+    head = resolve_run(config).memory.draft
     layer_params = 4096 * (4096 + 2 * 1024) + 4096 * 4096 + 3 * 4096 * 14336  # qkv, o, gated MLP
     fc_and_vocab = 3 * 4096 * 4096 + 32000 * 4096
     assert head.weight_bytes == pytest.approx(2 * (layer_params + fc_and_vocab), rel=0.01)

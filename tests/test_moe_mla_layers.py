@@ -220,8 +220,8 @@ def test_sliding_windows_let_more_requests_fit():
     """Mistral-7B-v0.1 with 16k-token requests: its 4,096-token window holds a quarter of their KV."""
     workload = ClosedLoopWorkload.fixed(1, 1, 16000, 384)
     run = resolve_run(RunConfig(model=MISTRAL, device="h100", workload=workload))
-    full = dataclasses.replace(run.target.memory, kv_bytes_per_token=run.target.memory.bytes_per_token(4096), window_kv=())
-    assert run.target.memory.bytes_per_token(16384) == pytest.approx(full.kv_bytes_per_token / 4)
+    full = dataclasses.replace(run.memory.target, kv_bytes_per_token=run.memory.target.bytes_per_token(4096), window_kv=())
+    assert run.memory.target.bytes_per_token(16384) == pytest.approx(full.kv_bytes_per_token / 4)
 
 
 # --- linear attention (Qwen3-Next) ----------------------------------------------------------------------
@@ -293,8 +293,8 @@ def test_gpt_oss_holds_its_experts_in_mxfp4_and_the_rest_in_bf16():
 def test_fp8_kv_cache_fits_twice_the_tokens():
     base = resolve_run(RunConfig(model="meta-llama/Llama-3.1-8B-Instruct", device="h100"))
     fp8 = resolve_run(RunConfig(model="meta-llama/Llama-3.1-8B-Instruct", device="h100", kv_cache_dtype="fp8"))
-    assert fp8.target.memory.kv_bytes_per_token * 2 == base.target.memory.kv_bytes_per_token
-    assert fp8.num_kv_blocks >= 2 * base.num_kv_blocks - 20
+    assert fp8.memory.target.kv_bytes_per_token * 2 == base.memory.target.kv_bytes_per_token
+    assert fp8.memory.num_kv_blocks >= 2 * base.memory.num_kv_blocks - 20
 
 
 NVFP4 = {**json.loads((CATALOG / "Qwen--Qwen3-30B-A3B.json").read_text()),

@@ -45,7 +45,7 @@ def test_gpt_oss_on_b200_and_hopper_with_an_fp8_cache():
     h100 = _run("openai/gpt-oss-20b", device="h100")
     b200 = _run("openai/gpt-oss-20b", device="b200")
     assert b200.summary.tpot_p50_s < h100.summary.tpot_p50_s  # 7.7 against 3.35 TB/s, constants carried over
-    bf16, fp8 = (resolve_run(RunConfig(model="openai/gpt-oss-20b", device="h100", kv_cache_dtype=d)).num_kv_blocks for d in ("auto", "fp8"))
+    bf16, fp8 = (resolve_run(RunConfig(model="openai/gpt-oss-20b", device="h100", kv_cache_dtype=d)).memory.num_kv_blocks for d in ("auto", "fp8"))
     assert fp8 >= 2 * bf16 - 100
     assert _run("openai/gpt-oss-20b", device="h100", kv_cache_dtype="fp8").summary.num_requests == 8
 

@@ -50,16 +50,16 @@ def test_mtp_memory_is_its_layer_and_fc_and_one_layer_of_kv():
     h, kv_dim, mlp = 4096, 8 * 128, 11008
     layer = h * (h + 2 * kv_dim) + h * h + 3 * h * mlp  # qkv, o, gated MLP (Vidur's count; biases and norms aside)
     assert run.draft.name == MIMO + " (MTP layer)" and run.draft.model.num_layers == 1
-    assert run.draft.memory.weight_bytes == pytest.approx(2 * (layer + 2 * h * h), rel=0.01)  # and the 2h -> h fc; no LM head (shared)
-    assert run.draft.memory.kv_bytes_per_token == 2 * 2 * 128 * 8  # K and V of one layer
+    assert run.memory.draft.weight_bytes == pytest.approx(2 * (layer + 2 * h * h), rel=0.01)  # and the 2h -> h fc; no LM head (shared)
+    assert run.memory.draft.kv_bytes_per_token == 2 * 2 * 128 * 8  # K and V of one layer
 
 
 def test_dflash_memory_is_its_layers_and_fc_with_kv_in_every_layer():
     run = resolve_run(_config(QWEN3, num_speculative_tokens=8, acceptance_rate=0.5, proposer="dflash", draft_model=DFLASH))
     h, kv_dim, mlp = 4096, 8 * 128, 12288
     layer = h * (h + 2 * kv_dim) + h * h + 3 * h * mlp
-    assert run.draft.memory.weight_bytes == pytest.approx(2 * (5 * layer + 5 * h * h), rel=0.01)  # 5 layers, 5 taps -> h fc, no embedding
-    assert run.draft.memory.kv_bytes_per_token == 5 * 2 * 2 * 128 * 8
+    assert run.memory.draft.weight_bytes == pytest.approx(2 * (5 * layer + 5 * h * h), rel=0.01)  # 5 layers, 5 taps -> h fc, no embedding
+    assert run.memory.draft.kv_bytes_per_token == 5 * 2 * 2 * 128 * 8
     assert run.target.facts.mtp_layers == 0
 
 

@@ -155,7 +155,7 @@ def test_draft_blocks_follow_the_memory_formula():
     draft = model_memory(run.draft.replica, include_embeddings=True, shape=shape_of(run.draft.replica.model_config))
     usable = 80 * 2**30 * 0.9 - target.weight_bytes - draft.weight_bytes
     tokens = int(usable // (target.kv_bytes_per_token + draft.kv_bytes_per_token))
-    assert run.num_kv_blocks == (1280 // 16) * (tokens // 1280)
+    assert run.memory.num_kv_blocks == (1280 // 16) * (tokens // 1280)
 
 
 def test_draft_that_does_not_fit_is_rejected():

@@ -22,10 +22,11 @@ from simulator.runs.speculation import SpeculationConfig
 from simulator.runs.workload_kinds import PoissonWorkload
 from simulator.engine.resolve import resolve_run
 from simulator.util.errors import ConfigError
-from simulator.profiles import builtin, network, roofline, source
+from simulator.profiles import all_reduce_rows, builtin, network, roofline, source
 from simulator.profiles.hardware import get_device
 from simulator.profiling.tp_accuracy import mlp_side_errors
-from simulator.profiles.vidur_format import single_node_all_reduce_rows, write_profile
+from simulator.profiles.all_reduce_rows import single_node_all_reduce_rows
+from simulator.profiles.vidur_format import write_profile
 from simulator.vidur.configs import CacheConfig
 from simulator.vidur.runtime import MemoryPlanner
 from simulator.vidur.seam import queued_requests, replica_scheduler, scheduler_predictor
@@ -118,7 +119,7 @@ def _kv_bytes_per_token(name: str, tp: int) -> int:
 def _blocks(config: RunConfig, longest: int) -> int:
     """KV blocks the resolved run plans for a workload whose longest request is ``longest`` tokens."""
     workload = PoissonWorkload(num_requests=1, prompt_tokens=longest - 1, output_tokens=1)
-    return resolve_run(dataclasses.replace(config, workload=workload)).num_kv_blocks
+    return resolve_run(dataclasses.replace(config, workload=workload)).memory.num_kv_blocks
 
 
 def test_70b_needs_tensor_parallelism_on_80_gib():
@@ -162,7 +163,7 @@ def _net_dir(tmp_path, workers):
     net = get_device("a100").network
     directory = tmp_path / "net"
     directory.mkdir()
-    network.all_reduce_table(net, [8192, 2**20], workers).to_csv(directory / "all_reduce.csv", index=False)
+    all_reduce_rows.vidur_rows(net, [8192, 2**20], workers).to_csv(directory / "all_reduce.csv", index=False)
     return directory
 
 
@@ -209,8 +210,8 @@ def test_device_without_a_network_table_has_no_network_profile():
 
     bare = replace(get_device("a100"), name="bare", network=None)
     with pytest.raises(ConfigError, match="no network profile for device 'bare'"):
-        source._check_device_covers(bare, 2)
-    source._check_device_covers(bare, 1)  # TP 1 needs no network
+        all_reduce_rows.check_device_covers(bare, 2)
+    all_reduce_rows.check_device_covers(bare, 1)  # TP 1 needs no network
 
 
 # --- runs at TP > 1 -------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ network holds beyond its layers (an fc layer, its own LM head, several MTP layer
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from simulator.util.errors import ConfigError
@@ -20,6 +21,40 @@ from simulator.speculative.proposers.base import NetworkMemory
 from simulator.vidur.configs import ReplicaConfig
 
 MEMORY_MARGIN = 0.1  # Vidur's default memory_margin_fraction
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """One GPU's memory for a run: what the target and the draft network hold, and the KV blocks left."""
+
+    target: ModelMemory
+    draft: Optional[ModelMemory]  # None: the proposer runs no network, or no speculation
+    num_kv_blocks: int
+
+
+@dataclass(frozen=True)
+class DraftHolding:
+    """The draft network's replica and shape as the run resolved them, and the proposer kind (with
+    its settings) that counts what it holds beyond its layers."""
+
+    replica: ReplicaConfig
+    shape: ModelShape
+    kind: object  # the proposer kind (simulator.speculative.proposers)
+    settings: object  # its SpeculationSettings
+    name: str  # what drafts, for a refusal
+
+
+def plan_memory(
+    device: DeviceSpec, target: ReplicaConfig, target_shape: ModelShape, draft: Optional[DraftHolding], longest: int, block_size: int,
+    num_kv_blocks: Optional[int],
+) -> MemoryPlan:
+    """The run's memory in one call: the target's share of one GPU (its decoder layers, as Vidur's
+    ``ParamCounter`` counts them), the draft's as its kind counts it, and the KV blocks left
+    (:func:`plan_kv_blocks`)."""
+    target_memory = model_memory(target, include_embeddings=False, shape=target_shape)
+    draft_memory = draft.kind.draft_memory(network_memory(draft.replica, shape=draft.shape), draft.settings) if draft is not None else None
+    blocks = plan_kv_blocks(device, target_memory, draft_memory, longest, block_size, num_kv_blocks, draft.name if draft else "")
+    return MemoryPlan(target_memory, draft_memory, blocks)
 
 
 def model_memory(replica: ReplicaConfig, include_embeddings: bool, shape: ModelShape) -> ModelMemory:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Callable, Optional, Union
+from typing import Optional, Union
 
 from simulator.vidur.models import ModelEntry, known_entry, mtp_layer_entry
 from simulator.runs.config import RunConfig
-from simulator.engine.memory_plan import ModelMemory, model_memory, network_memory, plan_kv_blocks
+from simulator.engine.memory_plan import DraftHolding, MemoryPlan, plan_memory
 from simulator.engine.predictor_config import AnalyticPredictorConfig, ProfilePredictorConfig
 from simulator.util.errors import ConfigError
 from simulator.models.context import table_tokens
@@ -51,7 +51,6 @@ class ModelSide:
     replica: ReplicaConfig  # Vidur's view of it: model config, device, node type, TP
     profile: ResolvedProfile
     predictor: Union[AnalyticPredictorConfig, ProfilePredictorConfig]  # built-in profile: the step-time model
-    memory: ModelMemory  # one GPU's weights and KV bytes per cached token
     facts: ModelFacts  # what the proposer kind reads from the model's config
 
 
@@ -102,7 +101,7 @@ class ResolvedRun:
     max_tokens: int  # the predictor's table range (simulator.models.context.table_tokens)
     target: ModelSide
     draft: Optional[ModelSide]  # the proposer's network; None when it runs none (n-gram, suffix) or without speculation
-    num_kv_blocks: int
+    memory: MemoryPlan  # one GPU's weights and KV bytes per cached token, each side's, and the KV blocks left
     settings: SpeculationSettings  # the proposer's settings, as its kind sees them
     block_size: int  # tokens per KV-cache block
     seed: int  # Vidur's seed (RunConfig.vidur_seed; the acceptance draws' is in the scheduler plan)
@@ -161,6 +160,12 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
         config.batch_size_cap, config.chunk_size, spec.num_speculative_tokens, spec.kind.name if spec.enabled else None,
         dynamic=bool(spec.k_schedule), schedule_ks=tuple(k for _, _, k in spec.k_schedule or ()),
     )
+    # what the engine does with this proposer, read once: async scheduling (vLLM keeps it off for the
+    # speculative methods its version does not list), the runner, adaptive verification where it has it
+    async_scheduling = engine.overlaps(kind.name if spec.enabled else None, kind.async_scheduling)
+    mrv2 = spec.enabled and engine.runner_for(kind.name) == "mrv2"
+    if spec.enabled and spec.adaptive_verification:
+        _check_adaptive_verification(engine, kind, mrv2)
     entry = known_entry(config.model)  # its config, shape and facts, looked up once
     target_config, target_facts = entry.config, entry.facts
     longest = config.workload.max_request_tokens
@@ -180,36 +185,33 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
                                    draft=drafter.facts if drafter is not None else None, target=target_facts)
     if spec.enabled:
         kind.check(settings, target_facts, config.draft_tensor_parallel_size, config.tensor_parallel_size)
-        if spec.adaptive_verification:
-            _check_adaptive_verification(engine, kind, settings)
+        if spec.adaptive_verification and kind.tree(settings) is not None:
+            raise ConfigError(f"adaptive_verification: proposer '{kind.name}' verifies a draft tree; the budget admits a prefix of a chain")
     costing = _Costing(
         device, engine, cache_directory(config.cache_dir), max_tokens, config.block_size, config.chunk_size, config.pipeline_stages,
-        config.network_profile_dir, config.lm_head, spec.attention, spec.interpolation,
-        # vLLM keeps async scheduling off for the speculative methods its version does not list
-        async_scheduling=engine.overlaps(kind.name if spec.enabled else None, kind.async_scheduling),
-        scales=config.step_scales,
+        config.network_profile_dir, config.lm_head, spec.attention, spec.interpolation, async_scheduling, scales=config.step_scales,
     )
     target = _side(
         costing,
         _SideQuery(
             target_facts, target_config, target_shape, config.tensor_parallel_size, config.profile_dir, ("tensor_parallel_size", "profile_dir"),
-            memory=lambda replica: model_memory(replica, include_embeddings=False, shape=target_shape),
             engine_overhead_ms=config.engine_overhead_ms,
         ),
     )
     draft = None if drafter is None else _draft_side(
         costing, kind, drafter, target_shape.precision.kv_cache, settings, config.draft_tensor_parallel_size, spec.draft_profile_dir, longest)
     network = f"draft model '{spec.draft_model}'" if spec.draft_model else f"the {spec.proposer} proposer's network"
-    num_kv_blocks = plan_kv_blocks(device, target.memory, draft.memory if draft else None, longest, config.block_size, config.num_kv_blocks, network)
+    holding = DraftHolding(draft.replica, draft.shape, kind, settings, network) if draft is not None else None
+    memory = plan_memory(device, target.replica, target_shape, holding, longest, config.block_size, config.num_kv_blocks)
     return ResolvedRun(
-        config, device, engine, costing.cache_dir, max_tokens, target, draft, num_kv_blocks, settings,
+        config, device, engine, costing.cache_dir, max_tokens, target, draft, memory, settings,
         block_size=config.block_size,
         seed=config.vidur_seed,
         workload=config.workload,
         scheduler=scheduler_plan(spec, settings, config.chunk_size, config.batch_size_cap, config.acceptance_seed),
         proposer=ProposerPlan(
             kind, settings.costs.draft_pass_overhead_ms if drafter is not None else 0.0,  # a kind without a network pays none
-            drafts_full_k=spec.num_speculative_tokens if (spec.k_schedule or spec.adaptive_verification) and engine.runner_for(kind.name) == "mrv2" else 0,
+            drafts_full_k=spec.num_speculative_tokens if (spec.k_schedule or spec.adaptive_verification) and mrv2 else 0,
         ) if spec.enabled else None,
         provenance={  # what the run's result records of its inputs and of the LM head's costing
             "device": config.device, "model": config.model, "seed": config.seed, "workload_seed": getattr(config.workload, "seed", None),
@@ -226,7 +228,6 @@ def _draft_side(costing: _Costing, kind, drafter: ModelEntry, kv_cache: str, set
         replace(costing, engine=costing.engine.drafter(kind.name, tree=kind.tree(settings) is not None), scales=None),  # the drafter's own CUDA graphs; its scale is the target's drafter term
         _SideQuery(
             drafter.facts, drafter.config, draft_shape, tp, profile_dir, ("draft_tensor_parallel_size", "draft_profile_dir"),
-            memory=lambda replica: kind.draft_memory(network_memory(replica, shape=draft_shape), settings),
             engine_overhead_ms=0.0,  # a draft's passes run inside the target's engine step
         ),
     )
@@ -235,20 +236,18 @@ def _draft_side(costing: _Costing, kind, drafter: ModelEntry, kv_cache: str, set
     return draft
 
 
-def _check_adaptive_verification(engine, kind, settings) -> None:
-    """vLLM runs adaptive verification on Model Runner V2 only, from the version that has it, for a
-    chain of drafts (the budget admits a prefix of each request's draft)."""
+def _check_adaptive_verification(engine, kind, mrv2: bool) -> None:
+    """vLLM runs adaptive verification on Model Runner V2 only (``mrv2``: this proposer runs on it),
+    from the version that has it; a chain of drafts is checked with the kind's settings."""
     if not engine.adaptive_verification:
         newest = [e.name for e in load_engines().values() if e.adaptive_verification]
         raise ConfigError(f"adaptive_verification: vLLM {engine.version} has no enable_adaptive_verification (it verifies every draft); "
                           f"it needs engine {' or '.join(newest)}")
-    if engine.runner_for(kind.name) != "mrv2":
+    if not mrv2:
         raise ConfigError(
             f"adaptive_verification: proposer '{kind.name}' runs on vLLM {engine.version}'s V1 model runner, and adaptive verification "
             f"needs Model Runner V2 (methods {', '.join(engine.mrv2_methods)})"
         )
-    if kind.tree(settings) is not None:
-        raise ConfigError(f"adaptive_verification: proposer '{kind.name}' verifies a draft tree; the budget admits a prefix of a chain")
 
 
 def lm_head_source(predictor) -> str:
@@ -356,7 +355,7 @@ def replica_config(device: DeviceSpec, model: str, tensor_parallel: int, pipelin
 class _SideQuery:
     """One model of the run to resolve: its config and facts (looked up once), its shape as the run
     holds it, its TP degree and profile directory with the run's fields that set them (a refusal
-    names them), what it holds in memory, and its per-step engine overhead."""
+    names them), and its per-step engine overhead (its memory is planned with the other side's, once)."""
 
     facts: ModelFacts
     model: BaseModelConfig
@@ -364,7 +363,6 @@ class _SideQuery:
     tensor_parallel: int
     profile_dir: Optional[str]
     fields: tuple[str, str]  # (TP field, profile-directory field)
-    memory: Callable[[ReplicaConfig], ModelMemory]  # one GPU's share of the replica (built once the sharding is checked)
     engine_overhead_ms: float
 
 
@@ -384,7 +382,7 @@ def _side(costing: _Costing, side: _SideQuery) -> ModelSide:
         predictor = analytic_config(costing, model.num_layers, profile, engine_overhead_ms)
     else:
         predictor = predictor_config(costing, shape.sharded(tp), profile, engine_overhead_ms)
-    return ModelSide(name, model, tp, shape, model.max_model_len, replica, profile, predictor, side.memory(replica), side.facts)
+    return ModelSide(name, model, tp, shape, model.max_model_len, replica, profile, predictor, side.facts)
 
 
 VIDUR_PREFILL_CHUNK_RANGE = 4096  # Vidur's default prediction_max_prefill_chunk_size

@@ -85,7 +85,7 @@ def vidur_config(run: ResolvedRun, proposer_=None) -> InMemorySimulationConfig:
         cluster_config=ClusterConfig(
             num_replicas=1,
             replica_config=run.target.replica,
-            cache_config=CacheConfig(block_size=run.block_size, num_blocks=run.num_kv_blocks),
+            cache_config=CacheConfig(block_size=run.block_size, num_blocks=run.memory.num_kv_blocks),
             global_scheduler_config=RoundRobinGlobalSchedulerConfig(),
             replica_scheduler_config=_scheduler_config(run.scheduler),
         ),

@@ -2,7 +2,7 @@
 
 Rows are written for every tensor-parallel degree the model can be sharded over (1, 2, 4, 8 where
 the head counts allow it and the device's node holds that many GPUs), each costed on one worker's
-shard; the all-reduce rows come from the device's NVLink model (:mod:`simulator.profiles.network`).
+shard; the all-reduce rows come from the device's NVLink model (:mod:`simulator.profiles.all_reduce_rows`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Optional, TYPE_CHECKING
 import numpy as np
 
 from simulator.util.hashing import text_digest
-from simulator.profiles import grid, network, roofline, sharding
+from simulator.profiles import grid, roofline, sharding
 from simulator.profiles.hardware import DeviceSpec, NetworkSpec
 from simulator.models.shapes import ModelShape
 from simulator.profiles.vidur_format import ATTENTION_OPS, MLP_OPS, with_point_stats
@@ -45,15 +45,6 @@ def attention_table(
     shape: ModelShape, dev: DeviceSpec, max_seq_len: int, block_size: int = 16, max_batch: int = MAX_DECODE_BATCH, degrees=(1,)
 ) -> pd.DataFrame:
     return _per_degree(lambda s: _attention_rows(s, dev, max_seq_len, block_size, max_batch), shape, degrees)
-
-
-def all_reduce_table(shape: ModelShape, dev: DeviceSpec, max_tokens: int, degrees) -> pd.DataFrame | None:
-    """All-reduce rows for the message sizes this model's steps send (one activation row per token)."""
-    workers = [tp for tp in degrees if tp > 1]
-    if not workers:
-        return None
-    sizes = network.message_bytes(grid.num_tokens_grid(max_tokens), shape.embedding_dim)
-    return network.all_reduce_table(dev.network, sizes, workers)
 
 
 def _mlp_rows(shape: ModelShape, dev: DeviceSpec, max_tokens: int) -> pd.DataFrame:

@@ -7,8 +7,8 @@ links in ``2 (n - 1)`` steps (reduce-scatter, then all-gather), so
 
 NVLink bandwidth (per GPU, per direction) comes from the datasheet; ``launch``, ``hop`` and
 ``bus_eff`` are three numbers per device, fitted once over every TP degree and message size of a
-measured profile, never per TP degree.  Rows are written in the layout of Vidur's
-``data/profiling/network/<topology>/all_reduce.csv`` so Vidur's own predictor trains on them.
+measured profile, never per TP degree.  The rows a profile trains on are written from it by
+:mod:`simulator.profiles.all_reduce_rows`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simulator.profiles.hardware import NetworkSpec
-from simulator.profiles.vidur_format import with_point_stats
 
 if TYPE_CHECKING:  # annotations only
     import pandas as pd
@@ -42,23 +41,6 @@ def ring_all_reduce_ms(size_bytes, workers, net: NetworkSpec) -> np.ndarray:
 def message_bytes(tokens, embedding_dim: int) -> np.ndarray:
     """A layer's all-reduce carries one activation row per token (what Vidur assumes too)."""
     return np.asarray(tokens, dtype=np.int64) * embedding_dim * BYTES
-
-
-def all_reduce_table(net: NetworkSpec, sizes, workers=(2, 4, 8)) -> pd.DataFrame:
-    """Vidur-format all_reduce.csv rows: every size at every TP degree the node holds."""
-    import pandas as pd  # deferred: `import simulator` stays free of pandas (docs/performance.md)
-    workers = [w for w in workers if 1 < w <= net.gpus_per_node]
-    size_col = np.tile(np.asarray(sizes, dtype=np.int64), len(workers))
-    worker_col = np.repeat(workers, len(sizes))
-    frame = pd.DataFrame(index=range(len(size_col)))
-    with_point_stats(frame, "all_reduce", ring_all_reduce_ms(size_col, worker_col, net))
-    frame["rank"] = 0
-    frame["num_workers"] = worker_col
-    frame["size"] = size_col
-    frame["collective"] = "all_reduce"
-    frame["devices_per_node"] = worker_col
-    frame["max_devices_per_node"] = net.gpus_per_node
-    return frame
 
 
 def fit(net: NetworkSpec, sizes, workers, measured_ms) -> NetworkSpec:

@@ -16,21 +16,14 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
+from simulator.models.shapes import ModelShape
+from simulator.profiles import builtin
+from simulator.profiles.all_reduce_rows import GroupNetwork, group_network, model_rows
+from simulator.profiles.hardware import DeviceSpec, get_device
+from simulator.profiles.sharding import check_sharding, tp_degrees
+from simulator.profiles.vidur_format import ProfileFiles, max_decode_batch, validate_profile_dir, write_profile
 from simulator.util.errors import ConfigError
 from simulator.util.hashing import text_digest
-from simulator.profiles import builtin, network
-from simulator.profiles.hardware import DeviceSpec, NetworkSpec, get_device
-from simulator.profiles.sharding import check_sharding, tp_degrees
-from simulator.models.shapes import ModelShape
-from simulator.profiles.vidur_format import (
-    ProfileFiles,
-    find_all_reduce,
-    max_decode_batch,
-    validate_all_reduce,
-    validate_profile_dir,
-    write_profile,
-)
-from simulator.util.textio import atomic_path
 
 
 @dataclass(frozen=True)
@@ -87,7 +80,7 @@ def builtin_profile_dir(model: str, shape: ModelShape, device: str, root: Path, 
                 "tensor_parallel_degrees": list(degrees),
                 **({"network_version": dev.network.version, "network_fitted_from": dev.network.fitted_from} if dev.network else {}),
             },
-            all_reduce=builtin.all_reduce_table(shape, dev, max_seq_len, degrees),
+            all_reduce=model_rows(shape, dev, max_seq_len, degrees),
         )
         try:
             staging.rename(target)
@@ -97,35 +90,6 @@ def builtin_profile_dir(model: str, shape: ModelShape, device: str, root: Path, 
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return target
-
-
-def builtin_network_file(shape: ModelShape, dev: DeviceSpec, root: Path, max_seq_len: int, degrees: tuple[int, ...]) -> Path:
-    """The built-in all-reduce rows alone (for a profile directory without its own), generated
-    once, at ``degrees``: the TP degrees of the node the model shards over (checked once, by
-    :func:`resolve`)."""
-    text = f"network|{shape.embedding_dim}|{dev.fingerprint()}|{max_seq_len}|v{builtin.GENERATOR_VERSION}"
-    target = Path(root) / f"builtin-network-{dev.name}-{text_digest(text, 16)}.csv"
-    if not target.is_file():
-        frame = builtin.all_reduce_table(shape, dev, max_seq_len, degrees)
-        Path(root).mkdir(parents=True, exist_ok=True)
-        with atomic_path(target) as tmp:
-            frame.to_csv(tmp, index=False, float_format="%.6g")
-    return target
-
-
-def _check_device_covers(dev: DeviceSpec, tp: int, what: str = "tensor_parallel_size") -> None:
-    if tp == 1:
-        return
-    if dev.network is None:
-        raise ConfigError(
-            f"{what} = {tp}: no network profile for device '{dev.name}' (devices.toml has no "
-            f"[{dev.name}.network] table); give a Vidur-format all_reduce.csv with network_profile_dir"
-        )
-    if tp > dev.network.gpus_per_node:
-        raise ConfigError(
-            f"{what} = {tp} is larger than the {dev.network.gpus_per_node} GPUs per node the "
-            f"'{dev.name}' profile covers ({dev.network.topology})"
-        )
 
 
 def _stamp(directory: Optional[Path]):
@@ -155,7 +119,7 @@ class ProfileQuery:
 
 def resolve(query: ProfileQuery) -> ResolvedProfile:
     """The profile a run side trains on: the sharding checked (here, once), then the built-in model
-    or a Vidur-format directory with its all-reduce rows (:func:`_network`); validated and hashed
+    or a Vidur-format directory with its all-reduce rows (:func:`~simulator.profiles.all_reduce_rows.group_network`); validated and hashed
     once per process for unchanged files."""
     dev = query.device
     check_sharding(query.shape, query.tensor_parallel, query.tp_field, query.model)
@@ -173,46 +137,6 @@ def resolve(query: ProfileQuery) -> ResolvedProfile:
     )
 
 
-@dataclass(frozen=True)
-class _Network:
-    all_reduce: Optional[Path] = None  # the rows, where a file gives them
-    source: Optional[str] = None  # "network_dir", "profile_dir" or "builtin"; None without a TP group
-    spec: Optional[NetworkSpec] = None  # the built-in profile's ring model (fitted to measured rows, or the device's)
-
-
-def _network(
-    profile_dir, network_dir, whole: ModelShape, dev: DeviceSpec, cache_dir: Path, max_seq_len: int, tp: int, ranks: int, degrees: tuple[int, ...]
-) -> _Network:
-    """Where a TP group's all-reduce times come from, for either profile source, in one order:
-    measured rows in ``network_dir``, then a profile directory's own ``all_reduce.csv``, then the
-    device's NVLink model.  The built-in profile evaluates a ring model: measured rows replace the
-    node's with the one fitted to them (:func:`simulator.profiles.network.fit`), so every
-    all-reduce is what the measurement timed, NCCL's, with no custom all-reduce.  A directory gets
-    the device model's rows generated.  ``ranks`` is the GPUs exchanging over NVLink: TP, times
-    the data-parallel ranks of a mixture of experts (built-in profile only)."""
-    builtin_source = profile_dir is None
-    if builtin_source:
-        _check_device_covers(dev, ranks, "tensor_parallel_size" if ranks == tp else "data_parallel_size x tensor_parallel_size")
-    found, source, where = None, None, None  # measured all-reduce rows: which file, from where
-    if tp > 1 and network_dir is not None:
-        found = find_all_reduce(network_dir) if Path(network_dir).is_dir() else None
-        if found is None:
-            raise ConfigError(f"network profile directory {network_dir}: no all_reduce.csv (or all_reduce.csv.xz)")
-        source, where = "network_dir", network_dir
-    elif tp > 1 and not builtin_source:
-        found = find_all_reduce(profile_dir)
-        source, where = ("profile_dir", profile_dir) if found is not None else (None, None)
-    if found is not None:
-        rows = validate_all_reduce(found, tp, f"{where}")
-        return _Network(rows, source, measured_network(rows, dev) if builtin_source else None)
-    if builtin_source:
-        return _Network(None, "builtin", dev.network) if ranks > 1 else _Network()
-    if tp == 1:
-        return _Network()
-    _check_device_covers(dev, tp)
-    return _Network(builtin_network_file(whole, dev, Path(cache_dir) / "profiles", max_seq_len, degrees), "builtin")
-
-
 @lru_cache(maxsize=32)
 def _resolve(
     profile_dir, stamp, network_dir, network_stamp, model: str, whole: ModelShape, device: DeviceSpec, cache_dir: Path, max_seq_len: int, block_size: int,
@@ -221,7 +145,7 @@ def _resolve(
     shape = whole.sharded(tp)
     # the GPUs that exchange over NVLink: TP, times a built-in mixture of experts' data-parallel ranks (they exchange tokens too)
     ranks = tp * (shape.moe.data_parallel if shape.moe is not None and profile_dir is None else 1)
-    network = _network(profile_dir, network_dir, whole, device, cache_dir, max_seq_len, tp, ranks, degrees)
+    network = group_network(profile_dir, network_dir, whole, device, cache_dir, max_seq_len, tp, ranks, degrees)
     if profile_dir is None:
         return _builtin_profile(shape, device, tp, network)
     files = replace(validate_profile_dir(profile_dir, shape, block_size), all_reduce=network.all_reduce)
@@ -229,7 +153,7 @@ def _resolve(
     return ResolvedProfile(files, "directory", f"sha256:{digest[:16]}", digest, max_decode_batch(files, shape, block_size), tp, network.source)
 
 
-def _builtin_profile(shape: ModelShape, dev: DeviceSpec, tp: int, network: _Network) -> ResolvedProfile:
+def _builtin_profile(shape: ModelShape, dev: DeviceSpec, tp: int, network: GroupNetwork) -> ResolvedProfile:
     """The built-in physical model for this shard, device and network: nothing to generate or fit."""
     profile_id = f"builtin-v{builtin.GENERATOR_VERSION}:{dev.constants_version}"
     files = ProfileFiles(None, None, network.all_reduce) if network.all_reduce is not None else None
@@ -238,16 +162,3 @@ def _builtin_profile(shape: ModelShape, dev: DeviceSpec, tp: int, network: _Netw
     model = builtin.BuiltinModel(shape, dev, network.spec)
     digest = text_digest(model.digest() + (files.sha256() if files else ""))
     return ResolvedProfile(files, "builtin", profile_id, digest, builtin.MAX_DECODE_BATCH, tp, network.source, model)
-
-
-def measured_network(all_reduce_csv: Path, dev: DeviceSpec) -> NetworkSpec:
-    """The ring model fitted to a measured Vidur-format all_reduce.csv (its rows of one node), on
-    the device's NVLink datasheet; without the custom all-reduce, which the rows did not time."""
-    import pandas as pd
-
-    rows = pd.read_csv(all_reduce_csv)
-    rows = rows[rows.num_workers == rows.devices_per_node]
-    base = replace(dev.network, custom_oneshot_us=None, custom_twoshot_us=None, custom_source="")
-    fitted = network.fit(base, rows["size"], rows.num_workers, rows["time_stats.all_reduce.median"])
-    digest = text_digest(f"{fitted.launch_us}|{fitted.hop_us}|{fitted.bus_eff}", 8)
-    return replace(fitted, version=f"measured-{digest}", fitted_from=f"{all_reduce_csv} (ring model fitted at load)")

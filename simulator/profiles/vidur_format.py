@@ -79,9 +79,6 @@ ATTENTION_REQUIRED = (
     "prefill_chunk_size",
     "kv_cache_size",
 )
-NETWORK_REQUIRED = ("time_stats.all_reduce.median", "num_workers", "size", "collective", "devices_per_node")
-
-
 def stat_columns(op: str) -> list[str]:
     return [f"time_stats.{op}.{s}" for s in STAT_SUFFIXES]
 
@@ -110,7 +107,8 @@ def _find(directory: Path, stem: str) -> Path:
     raise ConfigError(f"profile directory {directory}: missing {stem}.csv (or {stem}.csv.xz)")
 
 
-def _read(path: Path) -> pd.DataFrame:
+def read_csv(path: Path) -> pd.DataFrame:
+    """A profile CSV with at least one row, or a ConfigError naming the file."""
     import pandas as pd  # deferred: `import simulator` stays free of pandas (docs/performance.md)
     try:
         frame = pd.read_csv(path)
@@ -121,19 +119,13 @@ def _read(path: Path) -> pd.DataFrame:
     return frame
 
 
-def find_all_reduce(directory) -> Optional[Path]:
-    """``all_reduce.csv`` (or ``.csv.xz``) in ``directory``, if there is one."""
-    for name in ("all_reduce.csv", "all_reduce.csv.xz"):
-        if (Path(directory) / name).is_file():
-            return Path(directory) / name
-    return None
-
-
-def _covered(values) -> str:
+def covered(values) -> str:
+    """The integer values a column covers, for a refusal."""
     return ", ".join(str(int(v)) for v in sorted(set(values))) or "none"
 
 
-def _missing(frame: pd.DataFrame, required) -> list[str]:
+def missing_columns(frame: pd.DataFrame, required) -> list[str]:
+    """The ``required`` columns ``frame`` lacks."""
     return [c for c in required if c not in frame.columns]
 
 
@@ -146,8 +138,8 @@ def validate_profile_dir(directory, shape: ModelShape, block_size: int = 16) -> 
         raise ConfigError(f"profile directory {directory}: does not exist or is not a directory")
     files = ProfileFiles(_find(directory, "mlp"), _find(directory, "attention"))
 
-    mlp = _read(files.mlp)
-    missing = _missing(mlp, MLP_REQUIRED)
+    mlp = read_csv(files.mlp)
+    missing = missing_columns(mlp, MLP_REQUIRED)
     if missing:
         raise ConfigError(f"{files.mlp}: missing columns {missing}")
     rows = mlp[
@@ -167,8 +159,8 @@ def validate_profile_dir(directory, shape: ModelShape, block_size: int = 16) -> 
             f"use_gated_mlp={shape.use_gated_mlp}) at num_tensor_parallel_workers={tp}"
         )
 
-    attention = _read(files.attention)
-    missing = _missing(attention, ATTENTION_REQUIRED)
+    attention = read_csv(files.attention)
+    missing = missing_columns(attention, ATTENTION_REQUIRED)
     if missing:
         raise ConfigError(f"{files.attention}: missing columns {missing}")
     rows = attention[
@@ -212,48 +204,8 @@ def _check_tp(path: Path, rows: pd.DataFrame, tp: int) -> None:
     if len(rows) and tp > rows.num_tensor_parallel_workers.max():
         raise ConfigError(
             f"{path}: tensor_parallel_size = {tp} is larger than the device count this profile covers "
-            f"(num_tensor_parallel_workers {_covered(rows.num_tensor_parallel_workers)})"
+            f"(num_tensor_parallel_workers {covered(rows.num_tensor_parallel_workers)})"
         )
-
-
-def read_all_reduce(path) -> pd.DataFrame:
-    """A Vidur-format ``all_reduce.csv``, checked for the columns Vidur's predictor reads."""
-    frame = _read(Path(path))
-    missing = _missing(frame, NETWORK_REQUIRED)
-    if missing:
-        raise ConfigError(f"{path}: missing columns {missing}")
-    return frame
-
-
-def single_node_all_reduce_rows(path, min_bytes: int = 0, max_bytes: int = 2**62) -> pd.DataFrame:
-    """A measured all_reduce.csv's tensor-parallel rows (the whole group on one node) within a size range."""
-    frame = read_all_reduce(path)
-    return frame[
-        (frame.collective == "all_reduce")
-        & (frame.num_workers == frame.devices_per_node)
-        & (frame.num_workers > 1)
-        & (frame["size"] >= min_bytes)
-        & (frame["size"] <= max_bytes)
-    ].reset_index(drop=True)
-
-
-def validate_all_reduce(path, tp: int, what: str) -> Path:
-    """Check ``path`` holds the rows Vidur trains its all-reduce model on for a TP group on one node
-    (``num_workers == devices_per_node == tp``).  ``what`` names the device or profile in errors."""
-    frame = read_all_reduce(path)
-    frame = frame[frame.collective == "all_reduce"]
-    per_node = frame["max_devices_per_node"].max() if "max_devices_per_node" in frame.columns else frame.devices_per_node.max()
-    if len(frame) and tp > per_node:
-        raise ConfigError(
-            f"{path}: tensor_parallel_size = {tp} is larger than the {int(per_node)} GPUs per node the network profile "
-            f"of {what} covers"
-        )
-    if frame[(frame.num_workers == tp) & (frame.devices_per_node == tp)].empty:
-        raise ConfigError(
-            f"{path}: no network profile for {what} at tensor_parallel_size = {tp} (all-reduce rows with "
-            f"num_workers = devices_per_node = {tp}; it has num_workers {_covered(frame.num_workers)})"
-        )
-    return Path(path)
 
 
 def _atomic_csv(frame: pd.DataFrame, path: Path) -> None:

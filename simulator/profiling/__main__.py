@@ -19,7 +19,7 @@ from simulator.profiles.hardware import DEVICES_FILE, get_device, load_devices
 from simulator.profiling.measured import read_measurements
 from simulator.profiling.shards import read_shards
 from simulator.profiles.source import builtin_profile_dir
-from simulator.profiles.vidur_format import single_node_all_reduce_rows
+from simulator.profiles.all_reduce_rows import single_node_all_reduce_rows
 from simulator.util.textio import atomic_write_text, check_writable_file
 
 
