@@ -82,6 +82,7 @@ def inputs_from_flags(flags: SimulateFlags) -> Inputs:
 def deployment_from_flags(server: ServerFlags, speculation: SpeculationFlags, limits: vllm_serve.Limits, version: str) -> tuple[Deployment, Optional[str]]:
     """The deployment the flags describe on a server of ``limits`` running vLLM ``version``, and
     the acceptance in words; every refusal names a flag."""
+    scheduler_limits = server.scheduler_limits(limits)
     server.check_ranges()
     speculation, acceptance_note = speculation.speculation(limits)
     deployment = Deployment(
@@ -89,7 +90,7 @@ def deployment_from_flags(server: ServerFlags, speculation: SpeculationFlags, li
         device=server.device,
         engine=vllm_serve.engine_name(version),
         parallelism=server.parallelism,
-        limits=server.scheduler_limits(limits),
+        limits=scheduler_limits,
         precision=server.precision,
         costs=server.costs,
         speculation=speculation,
