@@ -35,7 +35,7 @@ def _acceptance(*argv):
     from simulator.cli.simulate_args import read_flags
 
     speculation = read_flags(_parse(*argv)).speculation
-    return speculation.acceptance_of(*speculation.checked_kind(), None)
+    return speculation.acceptance_of(*speculation.checked_kind())
 
 
 def _main(capsys, *argv):
@@ -223,6 +223,8 @@ def test_a_run_says_which_rate_it_ran_with(capsys):
         (["--k-schedule", "[[1,16,4],[17,128,2]]", "--acceptance", "0.7"], ["ends at batch size 128, below --max-num-seqs 256"]),
         (["--profile-dir", "no/such/folder"], ["--profile-dir no/such/folder: not a directory"]),
         (["-k", "3", "--acceptance-per-position", "0.8,0.7"], ["--acceptance-per-position 0.8,0.7: 2 rate(s), but k = 3"]),
+        # one mistake (-k 2 where 4 was meant) trips two rules: the acceptance is judged before the schedule's rows
+        (["-k", "2", "--k-schedule", "[[1,4096,4]]", "--acceptance-length", "4.5"], ["--acceptance-length 4.5 at -k 2 is outside [1, 3]"]),
         (["-k", "2", "--acceptance", "0.7", "--proposal-probability", "1.5"], ["--proposal-probability 1.5: must be in [0, 1]"]),
         (["--engine-overhead-ms", "-1"], ["--engine-overhead-ms -1: must be >= 0"]),
         (["--draft-pass-overhead-ms", "-0.1"], ["--draft-pass-overhead-ms -0.1: must be >= 0"]),

@@ -3,7 +3,7 @@
 ``python -m simulator``, ``python -m simulator.paysoff`` and the validation harness name a
 proposer the same way: ``--proposer`` takes the simulator's name or vLLM's method name (its
 aliases too), and each kind's options are flags of their own (``--suffix-max-tree-depth``,
-``--speculative-eagle-topk`` ...), refused on a proposer that does not take them.  The flags, their
+``--speculative-eagle-topk`` ...), refused on a proposer that does not take them.  The flags and their
 help come from :mod:`simulator.speculative.proposers`; nothing here names a kind.  This module adds
 the flags to a parser and reads them from the Namespace; the rules on the values they give live in
 :mod:`simulator.cli.speculation_flags`.

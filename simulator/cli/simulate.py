@@ -81,10 +81,11 @@ def inputs_from_flags(flags: SimulateFlags) -> Inputs:
 
 def deployment_from_flags(server: ServerFlags, speculation: SpeculationFlags, limits: vllm_serve.Limits, version: str) -> tuple[Deployment, Optional[str]]:
     """The deployment the flags describe on a server of ``limits`` running vLLM ``version``, and
-    the acceptance in words; every refusal names a flag."""
+    the acceptance in words; every refusal names a flag (the server's ranges first, then the
+    speculation's rules in their order: :meth:`SpeculationFlags.speculation`)."""
     scheduler_limits = server.scheduler_limits(limits)
     server.check_ranges()
-    speculation, acceptance_note = speculation.speculation(limits)
+    spec, acceptance_note = speculation.speculation(limits)
     deployment = Deployment(
         model=server.model,
         device=server.device,
@@ -93,7 +94,7 @@ def deployment_from_flags(server: ServerFlags, speculation: SpeculationFlags, li
         limits=scheduler_limits,
         precision=server.precision,
         costs=server.costs,
-        speculation=speculation,
+        speculation=spec,
     )
     return deployment, acceptance_note
 

@@ -16,6 +16,7 @@ most of these too, but in its field names; here a refusal names the flag the use
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 from simulator.cli import vllm_serve
@@ -117,15 +118,24 @@ class SpeculationFlags:
         """-k proposals a step, or a k schedule (which may pick k = 0 at some batch sizes)."""
         return self.k > 0 or self.k_schedule is not None
 
+    @cached_property
+    def schedule_rows(self) -> Optional[tuple]:
+        """The ``--k-schedule`` rows, read once (when first needed), not yet checked against -k or the batch."""
+        if self.k_schedule is None:
+            return None
+        from simulator.speculative.k_schedule import parse_schedule
+
+        return parse_schedule(self.k_schedule, None, "--k-schedule")
+
     def speculation(self, limits: vllm_serve.Limits) -> tuple[Speculation, Optional[str]]:
         """(the deployment's speculation on a server of ``limits``, the acceptance it uses in words
-        or None), every refusal naming a flag: the kind and its options with the draft model it needs
-        (:meth:`checked_kind`), the numbers and folders in range, the k schedule against the running
-        batch (:meth:`checked_schedule`), the acceptance (:meth:`acceptance_of`)."""
+        or None), every refusal naming a flag, in this order: the kind and its options with the draft
+        model it needs (:meth:`checked_kind`), the acceptance (:meth:`acceptance_of`), the numbers and
+        folders in range, the k schedule against the running batch (:meth:`checked_schedule`)."""
         kind, options = self.checked_kind()
+        acceptance, note = self.acceptance_of(kind, options)
         self.check_ranges()
         schedule = self.checked_schedule(limits)
-        acceptance, note = self.acceptance_of(kind, options, schedule)
         speculation = Speculation(
             proposer=kind.name,
             k=self.k,
@@ -165,13 +175,13 @@ class SpeculationFlags:
         check_folder("--draft-profile-dir", self.draft_profile_dir)
 
     def checked_schedule(self, limits: vllm_serve.Limits) -> Optional[tuple]:
-        """The ``--k-schedule`` rows, read once: its last row must reach the running batch's largest
-        size (``limits``); then -k, when given, bounds its k."""
-        if self.k_schedule is None:
+        """The ``--k-schedule`` rows (:attr:`schedule_rows`): its last row must reach the running
+        batch's largest size (``limits``); then -k, when given, bounds its k."""
+        rows = self.schedule_rows
+        if rows is None:
             return None
-        from simulator.speculative.k_schedule import check_schedule, parse_schedule
+        from simulator.speculative.k_schedule import check_schedule
 
-        rows = parse_schedule(self.k_schedule, None, "--k-schedule")
         seqs, last = limits.max_num_seqs, rows[-1]
         if last[1] < seqs:
             origin = "" if limits.seqs_given else f" (vllm serve {limits.version}'s default on {limits.device})"
@@ -181,9 +191,9 @@ class SpeculationFlags:
             )
         return check_schedule(rows, self.k, "--k-schedule") if self.k > 0 else rows
 
-    def acceptance_of(self, kind: ProposerKind, options: tuple, schedule: Optional[tuple]) -> tuple[Optional[AcceptanceInput], Optional[str]]:
+    def acceptance_of(self, kind: ProposerKind, options: tuple) -> tuple[Optional[AcceptanceInput], Optional[str]]:
         """(the acceptance input, what the run used in words), checked as flags for ``kind`` with its
-        checked ``options`` and k ``schedule``; (None, None) without speculation.
+        checked ``options``; (None, None) without speculation.
 
         An acceptance without speculation, speculation without an acceptance, two acceptances, or a
         length outside [1, k + 1] is refused here, naming the flags rather than config fields.
@@ -222,7 +232,7 @@ class SpeculationFlags:
             at_k=k, names=ACCEPTANCE_NAMES,
         )
         if per_position is not None:
-            needed = k if k > 0 else max(row[2] for row in schedule)
+            needed = k if k > 0 else max(row[2] for row in self.schedule_rows)
             if len(per_position) < needed:
                 raise ConfigError(f"--acceptance-per-position {value}: {len(per_position)} rate(s), but k = {needed} proposals need one per position")
         return acceptance, f"{acceptance.derivation} ({flag})"

@@ -161,11 +161,9 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
         dynamic=bool(spec.k_schedule), schedule_ks=tuple(k for _, _, k in spec.k_schedule or ()),
     )
     # what the engine does with this proposer, read once: async scheduling (vLLM keeps it off for the
-    # speculative methods its version does not list), the runner, adaptive verification where it has it
+    # speculative methods its version does not list) and the model runner
     async_scheduling = engine.overlaps(kind.name if spec.enabled else None, kind.async_scheduling)
     mrv2 = spec.enabled and engine.runner_for(kind.name) == "mrv2"
-    if spec.enabled and spec.adaptive_verification:
-        _check_adaptive_verification(engine, kind, mrv2)
     entry = known_entry(config.model)  # its config, shape and facts, looked up once
     target_config, target_facts = entry.config, entry.facts
     longest = config.workload.max_request_tokens
@@ -185,8 +183,8 @@ def resolve_run(config: RunConfig) -> ResolvedRun:
                                    draft=drafter.facts if drafter is not None else None, target=target_facts)
     if spec.enabled:
         kind.check(settings, target_facts, config.draft_tensor_parallel_size, config.tensor_parallel_size)
-        if spec.adaptive_verification and kind.tree(settings) is not None:
-            raise ConfigError(f"adaptive_verification: proposer '{kind.name}' verifies a draft tree; the budget admits a prefix of a chain")
+        if spec.adaptive_verification:
+            _check_adaptive_verification(engine, kind, settings, mrv2)
     costing = _Costing(
         device, engine, cache_directory(config.cache_dir), max_tokens, config.block_size, config.chunk_size, config.pipeline_stages,
         config.network_profile_dir, config.lm_head, spec.attention, spec.interpolation, async_scheduling, scales=config.step_scales,
@@ -236,9 +234,10 @@ def _draft_side(costing: _Costing, kind, drafter: ModelEntry, kv_cache: str, set
     return draft
 
 
-def _check_adaptive_verification(engine, kind, mrv2: bool) -> None:
+def _check_adaptive_verification(engine, kind, settings, mrv2: bool) -> None:
     """vLLM runs adaptive verification on Model Runner V2 only (``mrv2``: this proposer runs on it),
-    from the version that has it; a chain of drafts is checked with the kind's settings."""
+    from the version that has it, for a chain of drafts (the budget admits a prefix of each
+    request's draft)."""
     if not engine.adaptive_verification:
         newest = [e.name for e in load_engines().values() if e.adaptive_verification]
         raise ConfigError(f"adaptive_verification: vLLM {engine.version} has no enable_adaptive_verification (it verifies every draft); "
@@ -248,6 +247,8 @@ def _check_adaptive_verification(engine, kind, mrv2: bool) -> None:
             f"adaptive_verification: proposer '{kind.name}' runs on vLLM {engine.version}'s V1 model runner, and adaptive verification "
             f"needs Model Runner V2 (methods {', '.join(engine.mrv2_methods)})"
         )
+    if kind.tree(settings) is not None:
+        raise ConfigError(f"adaptive_verification: proposer '{kind.name}' verifies a draft tree; the budget admits a prefix of a chain")
 
 
 def lm_head_source(predictor) -> str:

@@ -17,7 +17,7 @@ import numpy as np
 
 from simulator.models.shapes import ModelShape
 from simulator.profiles import grid, network
-from simulator.profiles.builtin import GENERATOR_VERSION
+from simulator.profiles.builtin import GENERATOR_VERSION  # the built-in generator's version keys its rows file too
 from simulator.profiles.hardware import DeviceSpec, NetworkSpec
 from simulator.profiles.vidur_format import covered, missing_columns, read_csv, with_point_stats
 from simulator.util.errors import ConfigError

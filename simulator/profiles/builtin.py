@@ -2,7 +2,8 @@
 
 Rows are written for every tensor-parallel degree the model can be sharded over (1, 2, 4, 8 where
 the head counts allow it and the device's node holds that many GPUs), each costed on one worker's
-shard; the all-reduce rows come from the device's NVLink model (:mod:`simulator.profiles.all_reduce_rows`).
+shard; the all-reduce rows come from the device's NVLink ring model (:mod:`simulator.profiles.network`),
+written by :func:`simulator.profiles.all_reduce_rows.model_rows`.
 """
 
 from __future__ import annotations

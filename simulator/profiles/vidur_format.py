@@ -4,7 +4,8 @@ A profile directory holds ``mlp.csv`` and ``attention.csv`` (either may be ``.cs
 layout of Vidur's ``data/profiling/compute/<device>/<model>/``; times are milliseconds per layer.
 Rows are per tensor-parallel degree (``num_tensor_parallel_workers``).  For TP > 1 a run also
 needs the all-reduce times of Vidur's ``data/profiling/network/<topology>/all_reduce.csv``: in the
-profile directory itself, in a network directory of that layout, or from the built-in model.
+profile directory itself, in a network directory of that layout, or from the built-in model; they
+are read, checked and written by :mod:`simulator.profiles.all_reduce_rows`.
 """
 
 from __future__ import annotations
@@ -79,6 +80,8 @@ ATTENTION_REQUIRED = (
     "prefill_chunk_size",
     "kv_cache_size",
 )
+
+
 def stat_columns(op: str) -> list[str]:
     return [f"time_stats.{op}.{s}" for s in STAT_SUFFIXES]
 
