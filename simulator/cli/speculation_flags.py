@@ -8,8 +8,8 @@ and reads them.  A :class:`SpeculationFlags` holds ``python -m simulator``'s spe
 typed (a ``--speculative-config`` already expanded into the flags it sets), and
 :meth:`SpeculationFlags.speculation` turns them into the deployment's
 :class:`~simulator.runs.deployment.Speculation` in one pass: the kind and its options with the draft
-model it needs, the numbers in range, the k schedule against the running batch, the acceptance
-given by exactly one of three flags and only with speculation.  The configuration would refuse
+model it needs, the acceptance given by exactly one of three flags and only with speculation, the
+numbers in range, the k schedule against the running batch.  The configuration would refuse
 most of these too, but in its field names; here a refusal names the flag the user typed.
 """
 
