@@ -4,8 +4,8 @@ tests, each fitted ``--runs`` times, printing the fitted terms and the held-out 
     python bench/fit_fake_runs.py [--runs 3]
 
 The fake server (tests/fake_vllm) runs the package's own step model at known terms, so a perfect
-fit exists; the spread over runs is the client's and the event loop's (a real HTTP client in this
-process, timing requests on the fake's clock).  The figures in docs/validation.md's fake-server
+fit exists; the spread over runs is the client's and the event loops' (a real HTTP client in this
+process, timing requests on the clock of the fake, which runs in a child process).  The figures in docs/validation.md's fake-server
 table come from this script.  About 2 minutes a run on a 2-core machine.
 """
 
@@ -24,7 +24,8 @@ from simulator.vidur.logs import quiet_vidur  # noqa: E402
 
 quiet_vidur()
 import fit_laws as t  # noqa: E402  (the tests' laws, so the figures are the tests')
-from fake_vllm import FakeServer, FakeServerConfig  # noqa: E402
+from fake_vllm import FakeServerConfig  # noqa: E402
+from fake_vllm.own_process import FakeServerProcess  # noqa: E402
 
 from simulator.profiles.fitted import read_fitted_profile  # noqa: E402
 
@@ -34,7 +35,7 @@ WIDE = dict(max_batch=1024, num_gpu_blocks=20000, real_time_factor=4.0)
 def fit(config: FakeServerConfig, extra: tuple = ()):
     """One fit against a fake running ``config``: the profile, its path and the warnings printed."""
     err = io.StringIO()
-    with FakeServer(config) as server, contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+    with FakeServerProcess(config) as server, contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
         code, path = t.fit_against(server, Path(tempfile.mkdtemp(prefix="fit-fake-")), extra=extra)
     if code != 0:
         raise SystemExit(f"the fit failed: {err.getvalue().strip()}")

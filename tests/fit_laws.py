@@ -1,9 +1,10 @@
 """The fit tests' step laws and their fit against the fake server, shared with the benchmark.
 
-The fake server (``fake_vllm``) runs a step law; these build laws from the package's own step
-model at known terms (:class:`simulator.engine.step_price.StepPricer`), so a perfect fit exists,
-and :func:`fit_against` runs ``python -m simulator.validation fit`` against a fake.  It imports
-nothing of pytest, so ``bench/fit_fake_runs.py`` runs without the test extras.
+The fake server (``fake_vllm``, run in a process of its own) runs a step law; these build laws
+from the package's own step model at known terms (:class:`simulator.engine.step_price.StepPricer`),
+so a perfect fit exists, and :func:`fit_against` runs ``python -m simulator.validation fit``
+against a fake.  It imports nothing of pytest, so ``bench/fit_fake_runs.py`` runs without the
+test extras.
 """
 
 from __future__ import annotations
@@ -39,9 +40,9 @@ def law(engine: str, jump_above: int = 0, jump_s: float = 0.0, **terms):
 
 
 def fit_against(server, tmp_path: Path, levels="1,4,16,64", extra=()):
-    """``fit`` against the fake, its client timing requests on the fake's engine clock (the one
-    its histograms count in): the loop the fit simulates is then the one the server ran, however
-    late this busy process serves its streams."""
+    """``fit`` against the fake (a :class:`fake_vllm.own_process.FakeServerProcess`), its client
+    timing requests on the fake's engine clock (the one its histograms count in): the loop the fit
+    simulates is then the one the server ran, whatever the fake's real-time factor."""
     from unittest import mock
 
     from simulator.validation import fit_measure

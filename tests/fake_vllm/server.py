@@ -295,10 +295,37 @@ class _Sequence:
         return self.max_tokens - self.emitted
 
 
+class EngineClock:
+    """The engine's clock as (virtual, real, cap): ``virtual`` seconds at real time ``real``, then
+    running at the real clock's pace over the real-time factor, never past ``cap`` (a step's end;
+    infinity while idle).  ``shared`` (a ``multiprocessing`` Array of 3 doubles) publishes each
+    setting to a client in another process (:mod:`fake_vllm.own_process`), which reads it with
+    :func:`clock_reading`: ``time.perf_counter`` is one clock for every process on the machine."""
+
+    def __init__(self, factor: float, shared=None):
+        self.factor, self.shared = factor, shared
+        self.set(0.0, time.perf_counter(), 0.0)
+
+    def set(self, virtual: float, real: float, cap: float) -> None:
+        self.state = (virtual, real, cap)  # one assignment: a client thread reads it whole
+        if self.shared is not None:
+            with self.shared.get_lock():
+                self.shared[:] = self.state
+
+    def __call__(self) -> float:
+        return clock_reading(self.state, self.factor)
+
+
+def clock_reading(state, factor: float) -> float:
+    """The engine's clock now, from its (virtual, real, cap) setting."""
+    virtual, real, cap = state
+    return min(cap, virtual + (time.perf_counter() - real) / factor)
+
+
 class _Engine:
     """Continuous batching: admit while KV blocks allow, one prefill or decode step per sequence."""
 
-    def __init__(self, config: FakeServerConfig, metrics: _Metrics):
+    def __init__(self, config: FakeServerConfig, metrics: _Metrics, shared_clock=None):
         self.config = config
         self.metrics = metrics
         self.waiting: list[_Sequence] = []
@@ -308,32 +335,18 @@ class _Engine:
         # Virtual time: while busy it advances by exactly each step's law; while idle by the real
         # clock's seconds over the real-time factor.  Server-side timings are read off it.
         self.now = 0.0
-        self._step_started: Optional[tuple[float, float]] = None  # (virtual, real) start of the running step
-        self._idle_since: Optional[tuple[float, float]] = None  # (virtual, real) time the engine went idle, while it is
+        self._clock = EngineClock(config.real_time_factor, shared_clock)
 
     def blocks_for(self, prompt_len: int, max_tokens: int) -> int:
         return -(-(prompt_len + max_tokens) // self.config.block_size)
 
-    def virtual_now(self) -> float:
-        """The engine's clock now: within a running step, its start plus the real time since
-        (at most the step's end); the engine's clock while idle."""
-        started = self._step_started  # read once: a client thread reads this clock while the engine runs
-        if started is None:
-            return self.now
-        start_virtual, start_real = started
-        return min(self.now, start_virtual + (time.perf_counter() - start_real) / self.config.real_time_factor)
-
     def clock(self) -> float:
         """The engine's clock: the steps' laws while busy, real seconds (over the real-time
         factor) while idle.  The histograms count on it, and a client may time its requests on it."""
-        idle = self._idle_since  # read once, as virtual_now reads its step
-        if idle is not None:
-            idle_virtual, idle_real = idle
-            return idle_virtual + (time.perf_counter() - idle_real) / self.config.real_time_factor
-        return self.virtual_now()
+        return self._clock()
 
     def submit(self, sequence: _Sequence) -> None:
-        sequence.arrived_at = self.virtual_now()
+        sequence.arrived_at = self.clock()  # while idle, set again when the engine wakes
         self.waiting.append(sequence)
         self.wakeup.set()
 
@@ -365,11 +378,11 @@ class _Engine:
                 self.running.append(sequence)
             if not self.running:
                 self.wakeup.clear()
-                self._idle_since = (self.now, time.perf_counter())
+                self._clock.set(self.now, time.perf_counter(), math.inf)
                 await self.wakeup.wait()
                 idle_end = self.clock()
-                self.now = idle_end  # before the idle mark goes: the clock never steps back
-                self._idle_since = None
+                self.now = idle_end
+                self._clock.set(idle_end, time.perf_counter(), idle_end)  # the clock never steps back
                 for sequence in self.waiting:  # they arrived while the engine idled
                     sequence.arrived_at = idle_end
                 continue
@@ -386,10 +399,10 @@ class _Engine:
                     budget -= chunks[id(s)]
             prefill_rows = [(chunks[id(s)], s.prompt_done) for s in batch if id(s) in chunks]
             seconds = self.config.step_seconds(prefill_rows, decode_rows)
-            self._step_started = (self.now, time.perf_counter())
+            self._clock.set(self.now, time.perf_counter(), self.now + seconds)
             self.now += seconds
             await asyncio.sleep(seconds * self.config.real_time_factor)
-            self._step_started = None
+            self._clock.set(self.now, time.perf_counter(), self.now)
             counted = outputs = 0  # what vLLM's iteration-tokens histogram counts of this step
             for sequence in batch:
                 if sequence not in self.running:  # aborted while the step ran
@@ -433,10 +446,10 @@ class _Engine:
 class _Process:
     """One life of the server process: its engine, its counters and its start time."""
 
-    def __init__(self, config: FakeServerConfig, start_time: float):
+    def __init__(self, config: FakeServerConfig, start_time: float, shared_clock=None):
         self.start_time = start_time
         self.metrics = _Metrics(config, start_time)
-        self.engine = _Engine(config, self.metrics)
+        self.engine = _Engine(config, self.metrics, shared_clock)
         self.task = asyncio.create_task(self.engine.run())
 
     async def end(self) -> None:
@@ -451,8 +464,9 @@ class _Process:
 class _Control:
     """The server's lifecycle: the current process, restarts, death, held requests."""
 
-    def __init__(self, config: FakeServerConfig):
+    def __init__(self, config: FakeServerConfig, shared_clock=None):
         self.config = config
+        self.shared_clock = shared_clock  # where each process's engine publishes its clock, if anywhere
         self.process: Optional[_Process] = None
         self.runner: Optional[web.AppRunner] = None
         self.site: Optional[web.TCPSite] = None
@@ -465,7 +479,7 @@ class _Control:
     def start_process(self) -> None:
         # A new process has a new start time, even within the clock's resolution.
         self._last_start = max(time.time(), self._last_start + 1.0)
-        self.process = _Process(self.config, self._last_start)
+        self.process = _Process(self.config, self._last_start, self.shared_clock)
 
     async def restart(self) -> None:
         """The process ends (cutting every stream) and a new one starts, counting from zero."""
@@ -531,9 +545,9 @@ def _error(status: int, message: str) -> web.Response:
     return web.json_response({"object": "error", "message": message, "type": "BadRequestError" if status == 400 else "InternalServerError", "code": status}, status=status)
 
 
-def create_app(config: FakeServerConfig) -> web.Application:
+def create_app(config: FakeServerConfig, shared_clock=None) -> web.Application:
     app = web.Application()
-    control = app[CONTROL] = _Control(config)
+    control = app[CONTROL] = _Control(config, shared_clock)
     state = {"counter": 0}
 
     async def lifecycle(app: web.Application):
@@ -651,8 +665,8 @@ def _completion(request_id: str, model: str, ids: list[int], prompt_len: int, bo
     return payload
 
 
-async def _start(config: FakeServerConfig, host: str, port: int) -> tuple[web.AppRunner, str]:
-    app = create_app(config)
+async def _start(config: FakeServerConfig, host: str, port: int, shared_clock=None) -> tuple[web.AppRunner, str]:
+    app = create_app(config, shared_clock)
     runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.5)
     await runner.setup()
     site = web.TCPSite(runner, host, port)
@@ -672,7 +686,7 @@ async def _stop(runner: web.AppRunner) -> None:
     await asyncio.gather(*others, return_exceptions=True)
 
 
-async def serve_forever(config: FakeServerConfig, host: str = "127.0.0.1", port: int = 8000, on_ready=print, stop_signals: tuple = ()) -> None:
+async def serve_forever(config: FakeServerConfig, host: str = "127.0.0.1", port: int = 8000, on_ready=print, stop_signals: tuple = (), shared_clock=None) -> None:
     """Run until cancelled, or until one of ``stop_signals`` arrives.
 
     A stop signal only sets an event the loop is waiting on, so shutdown runs in order
@@ -684,7 +698,7 @@ async def serve_forever(config: FakeServerConfig, host: str = "127.0.0.1", port:
     loop = asyncio.get_running_loop()
     for number in stop_signals:
         loop.add_signal_handler(number, stop.set)
-    runner, url = await _start(config, host, port)
+    runner, url = await _start(config, host, port, shared_clock)
     on_ready(url)
     try:
         await stop.wait()
